@@ -1,0 +1,386 @@
+//! Pool creation: configuration, object initialisation (DPDK's `obj_init`), brand claim.
+
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+use crate::brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
+use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
+use crate::error::PoolError;
+use crate::pool::{GenericPool, Shared};
+use crate::region::{BackingPolicy, Region};
+use crate::repr::{Geometry, Index, Pointer, Repr};
+use crate::ring::RingFlags;
+
+/// Cache line size assumed for layout (x86-64, most arm64).
+pub const CACHE_LINE: usize = 64;
+
+/// How far apart objects are placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StrideMode {
+    /// `size_of::<T>()` rounded up to the next power of two when it is below a cache line (so no
+    /// object straddles two lines), else to a multiple of the cache line (as DPDK aligns
+    /// objects by default).
+    #[default]
+    Auto,
+    /// `size_of::<T>()` (already a multiple of `align_of::<T>()`): densest.
+    Natural,
+    /// `size_of::<T>()` rounded up to a multiple of 64 bytes.
+    CacheLine,
+    /// An explicit stride in bytes: at least `size_of::<T>()` and a multiple of `align_of::<T>()`.
+    Bytes(usize),
+}
+
+impl StrideMode {
+    /// The stride for `T` under this mode.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] for a `Bytes` stride that is too small or misaligned;
+    /// [`PoolError::SizeOverflow`] when rounding overflows.
+    pub fn stride_for(self, size: usize, align: usize) -> Result<usize, PoolError> {
+        let round = |to: usize| {
+            size.checked_next_multiple_of(to)
+                .ok_or_else(|| PoolError::overflow(format!("object size {size} rounded to {to}")))
+        };
+        match self {
+            StrideMode::Natural => Ok(size),
+            StrideMode::CacheLine => round(CACHE_LINE),
+            StrideMode::Auto if size < CACHE_LINE => Ok(size.next_power_of_two()),
+            StrideMode::Auto => round(CACHE_LINE),
+            StrideMode::Bytes(b) => {
+                if b < size || b % align != 0 {
+                    Err(PoolError::config(format!(
+                        "stride {b} must be >= object size {size} and a multiple of its alignment {align}"
+                    )))
+                } else {
+                    Ok(b)
+                }
+            }
+        }
+    }
+}
+
+pub(crate) enum Init<'a, T> {
+    Zeroed,
+    With(Box<dyn FnMut(u32, &mut MaybeUninit<T>) + 'a>),
+}
+
+/// Configures and creates a pool, as `rte_mempool_create(name, n, elt_size, cache_size, ...,
+/// obj_init, obj_init_arg, socket_id, flags)`.
+///
+/// ```
+/// use idxpool::{PoolBuilder, FlushPolicy};
+/// idxpool::brand!(Msgs);
+/// let pool = PoolBuilder::<[u8; 64]>::zeroed(1024)
+///     .cache_size(64)
+///     .policy(FlushPolicy::Dpdk2607)
+///     .name("msgs")
+///     .build::<Msgs>()
+///     .unwrap();
+/// assert_eq!(pool.capacity(), 1024);
+/// ```
+pub struct PoolBuilder<'a, T> {
+    pub(crate) capacity: u32,
+    pub(crate) cache_size: u32,
+    pub(crate) policy: FlushPolicy,
+    pub(crate) backing: BackingPolicy,
+    pub(crate) prefault: bool,
+    pub(crate) stride: StrideMode,
+    pub(crate) max_threads: usize,
+    pub(crate) name: Option<String>,
+    pub(crate) ring_flags: RingFlags,
+    pub(crate) init: Init<'a, T>,
+}
+
+/// Default number of implicit per-thread cache slots per pool.
+pub const DEFAULT_MAX_THREADS: usize = 256;
+/// Default cache size (DPDK's maximum, as its perf test uses).
+pub const DEFAULT_CACHE_SIZE: u32 = CACHE_MAX_SIZE;
+
+impl<'a, T> PoolBuilder<'a, T> {
+    fn new(capacity: u32, init: Init<'a, T>) -> Self {
+        PoolBuilder {
+            capacity,
+            cache_size: DEFAULT_CACHE_SIZE.min(capacity),
+            policy: FlushPolicy::DEFAULT,
+            backing: BackingPolicy::Auto,
+            prefault: false,
+            stride: StrideMode::Auto,
+            max_threads: DEFAULT_MAX_THREADS,
+            name: None,
+            ring_flags: RingFlags::default(),
+            init,
+        }
+    }
+
+    /// A pool of `capacity` objects, each initialised once by `init(index, slot)` at creation
+    /// (DPDK's `obj_init`). `init` must write the slot; if it panics, the objects already made
+    /// are dropped, the region is unmapped and the panic propagates.
+    pub fn with_init(capacity: u32, init: impl FnMut(u32, &mut MaybeUninit<T>) + 'a) -> Self {
+        Self::new(capacity, Init::With(Box::new(init)))
+    }
+
+    /// A pool of `capacity` objects, each `T::default()`.
+    pub fn with_default(capacity: u32) -> Self
+    where
+        T: Default,
+    {
+        Self::with_init(capacity, |_, slot| {
+            slot.write(T::default());
+        })
+    }
+
+    /// A pool of `capacity` all-zero objects. Fresh anonymous memory is already zero, so no
+    /// pass is made over the region.
+    pub fn zeroed(capacity: u32) -> Self
+    where
+        T: bytemuck::Zeroable,
+    {
+        Self::new(capacity, Init::Zeroed)
+    }
+
+    /// Per-cache size in objects, 0..=512 (0 disables caching: every get and put goes to the
+    /// ring). Default: 512, or the capacity if smaller.
+    pub fn cache_size(mut self, n: u32) -> Self {
+        self.cache_size = n;
+        self
+    }
+
+    /// Flush/refill policy of every cache of this pool. Default: [`FlushPolicy::DEFAULT`].
+    pub fn policy(mut self, p: FlushPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Memory backing. Default: [`BackingPolicy::Auto`].
+    pub fn backing(mut self, b: BackingPolicy) -> Self {
+        self.backing = b;
+        self
+    }
+
+    /// Fault every page in at creation (`MAP_POPULATE`, or a write per page for THP), so
+    /// that first use neither page-faults nor stalls. Default: off.
+    pub fn prefault(mut self, on: bool) -> Self {
+        self.prefault = on;
+        self
+    }
+
+    /// Object placement. Default: [`StrideMode::Auto`].
+    pub fn stride(mut self, s: StrideMode) -> Self {
+        self.stride = s;
+        self
+    }
+
+    /// Implicit per-thread cache slots (threads with a higher tid use the ring directly).
+    /// Default: 256.
+    pub fn max_threads(mut self, n: usize) -> Self {
+        self.max_threads = n;
+        self
+    }
+
+    /// Name shown by `Debug`, `dump()` and error messages. Default: `idxpool-<n>`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Common ring modes: single producer and/or single consumer (cheaper when only one
+    /// thread ever flushes / refills, e.g. a pool used by one thread). Default: MPMC.
+    ///
+    /// Setting a single mode while several threads use the pool is a logic error that
+    /// corrupts the ring's bookkeeping; it is not memory-unsafe for the objects only if the
+    /// promise holds, so this setter is `unsafe`.
+    ///
+    /// # Safety
+    /// With `single_producer`, at most one thread may put into the ring at a time (flushes and
+    /// bypassing puts); likewise `single_consumer` for gets.
+    pub unsafe fn ring_modes(mut self, single_producer: bool, single_consumer: bool) -> Self {
+        self.ring_flags.single_producer = single_producer;
+        self.ring_flags.single_consumer = single_consumer;
+        self
+    }
+
+    /// Creates an index pool carrying the named brand `B` (declared with
+    /// [`brand!`](crate::brand)).
+    ///
+    /// # Errors
+    /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with
+    /// handles outstanding); configuration, size and backing errors as listed on
+    /// [`PoolError`].
+    pub fn build<B: NamedBrand>(self) -> Result<GenericPool<T, B, Index>, PoolError> {
+        self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
+    }
+
+    /// As [`PoolBuilder::build`], for the pointer twin ([`crate::ptr`]).
+    pub fn build_ptr<B: NamedBrand>(self) -> Result<GenericPool<T, B, Pointer>, PoolError> {
+        self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
+    }
+
+    /// Creates an index pool with a fresh brand and passes it to `f`; the pool is dropped when
+    /// `f` returns. Handles cannot leave `f`. Any number of scoped pools may coexist.
+    ///
+    /// ```
+    /// let sum = idxpool::PoolBuilder::<u64>::with_default(8).scoped(|pool| {
+    ///     let mut h = pool.get().unwrap();
+    ///     *pool.get_mut(&mut h) = 41;
+    ///     let v = *pool.get_ref(&h) + 1;
+    ///     pool.put(h);
+    ///     v
+    /// }).unwrap();
+    /// assert_eq!(sum, 42);
+    /// ```
+    ///
+    /// # Errors
+    /// Configuration, size and backing errors as listed on [`PoolError`]; `f` is not called.
+    pub fn scoped<R>(
+        self,
+        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, Index>) -> R,
+    ) -> Result<R, PoolError> {
+        Ok(f(self.build_generic(None)?))
+    }
+
+    /// As [`PoolBuilder::scoped`], for the pointer twin.
+    pub fn scoped_ptr<R>(
+        self,
+        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, Pointer>) -> R,
+    ) -> Result<R, PoolError> {
+        Ok(f(self.build_generic(None)?))
+    }
+
+    /// Creates an index pool whose handles the compiler does not tie to it.
+    ///
+    /// # Safety
+    /// The caller must never pass a handle of one `Unchecked` pool to another `Unchecked` pool
+    /// of the same `T` (that would alias objects), nor use a handle after its pool is dropped.
+    pub unsafe fn build_unchecked(self) -> Result<GenericPool<T, Unchecked, Index>, PoolError> {
+        self.build_generic(None)
+    }
+
+    /// As [`PoolBuilder::build_unchecked`], for the pointer twin.
+    ///
+    /// # Safety
+    /// As [`PoolBuilder::build_unchecked`].
+    pub unsafe fn build_unchecked_ptr(
+        self,
+    ) -> Result<GenericPool<T, Unchecked, Pointer>, PoolError> {
+        self.build_generic(None)
+    }
+
+    pub(crate) fn build_generic<B: Brand, R: Repr>(
+        mut self,
+        brand: Option<(&'static BrandSlot, &'static str)>,
+    ) -> Result<GenericPool<T, B, R>, PoolError> {
+        // Validate everything before claiming anything.
+        if self.capacity == 0 {
+            return Err(PoolError::config("capacity is 0"));
+        }
+        let size = std::mem::size_of::<T>();
+        let align = std::mem::align_of::<T>();
+        if size == 0 {
+            return Err(PoolError::config(
+                "zero-sized object type: a pool of ZSTs has nothing to manage (use a counter)",
+            ));
+        }
+        if self.max_threads == 0 {
+            return Err(PoolError::config("max_threads is 0"));
+        }
+        self.policy.validate(self.cache_size, self.capacity)?;
+        let stride = self.stride.stride_for(size, align)?;
+        let len = stride.checked_mul(self.capacity as usize).ok_or_else(|| {
+            PoolError::overflow(format!("{} objects x stride {stride}", self.capacity))
+        })?;
+        if len > isize::MAX as usize {
+            return Err(PoolError::overflow(format!(
+                "{} objects x stride {stride} = {len} bytes exceeds isize::MAX",
+                self.capacity
+            )));
+        }
+        let ring = crate::ring::Ring::<R::Entry>::new(
+            self.capacity,
+            RingFlags {
+                exact_size: true,
+                ..self.ring_flags
+            },
+        )?;
+        let name = self.name.take().unwrap_or_else(|| {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            format!(
+                "idxpool-{}",
+                N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )
+        });
+        if let Some((slot, bname)) = brand {
+            slot.claim(bname)?;
+        }
+        // From here on, an error must release the brand.
+        let release = |e: PoolError| {
+            if let Some((slot, _)) = brand {
+                slot.release(true);
+            }
+            e
+        };
+        let region = Region::map(len, align.max(CACHE_LINE), self.backing, self.prefault)
+            .map_err(release)?;
+        let geometry = Geometry::new(region.base(), stride, self.capacity);
+        // Initialise objects; on panic drop those made so far (the guard) and unmap (region's
+        // drop as the stack unwinds), releasing the brand.
+        if let Init::With(f) = &mut self.init {
+            struct Guard<'g, T> {
+                g: &'g Geometry,
+                done: u32,
+                brand: Option<&'static BrandSlot>,
+                _t: PhantomData<T>,
+            }
+            impl<T> Drop for Guard<'_, T> {
+                fn drop(&mut self) {
+                    for i in 0..self.done {
+                        // SAFETY: objects 0..done were initialised by the callback.
+                        unsafe { std::ptr::drop_in_place(self.g.ptr_of_index(i).cast::<T>()) };
+                    }
+                    if let Some(slot) = self.brand {
+                        slot.release(true);
+                    }
+                }
+            }
+            let mut guard = Guard::<T> {
+                g: &geometry,
+                done: 0,
+                brand: brand.map(|b| b.0),
+                _t: PhantomData,
+            };
+            for i in 0..self.capacity {
+                // SAFETY: object i lies inside the region (i < capacity, len = capacity x
+                // stride), is aligned (base aligned to align, stride a multiple of align) and
+                // not yet shared with anyone.
+                let slot = unsafe { &mut *geometry.ptr_of_index(i).cast::<MaybeUninit<T>>() };
+                f(i, slot);
+                guard.done = i + 1;
+            }
+            std::mem::forget(guard);
+        }
+        // Every object starts free, in the ring, in index order.
+        let mut chunk: Vec<R::Entry> = Vec::with_capacity(4096.min(self.capacity as usize));
+        let mut i = 0u32;
+        while i < self.capacity {
+            chunk.clear();
+            let end = self.capacity.min(i.saturating_add(4096));
+            chunk.extend((i..end).map(|j| R::encode(&geometry, j)));
+            let ok = ring.enqueue_bulk(&chunk);
+            debug_assert!(ok, "ring sized for every object");
+            i = end;
+        }
+        let shared = Arc::new(Shared::new(
+            ring,
+            self.max_threads,
+            self.cache_size,
+            self.policy,
+        ));
+        Ok(GenericPool::from_parts(
+            geometry,
+            region,
+            shared,
+            name,
+            brand.map(|b| b.0),
+        ))
+    }
+}

@@ -1,0 +1,84 @@
+//! The one error type of the crate.
+
+use crate::region::Backing;
+
+/// Every failure of idxpool, with the numbers needed to act on it.
+///
+/// Bad input never panics (in release builds), never hangs and never loses an object: it returns
+/// one of these variants. Unlike DPDK (whose failed get is documented as `-ENOENT` but returns
+/// `-ENOBUFS`), each cause has its own variant.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// The pool configuration is invalid; `reason` says which field and why.
+    #[error("invalid pool configuration: {reason}")]
+    InvalidConfig {
+        /// Human-readable description of the rejected setting.
+        reason: String,
+    },
+    /// Size arithmetic (`capacity x stride`, alignment padding, page rounding) overflowed `usize`
+    /// or exceeds `isize::MAX` bytes, the most any Rust allocation may span.
+    #[error("size overflow: {what}")]
+    SizeOverflow {
+        /// Which computation overflowed.
+        what: String,
+    },
+    /// The demanded memory backing could not be mapped (or, with automatic backing, none could).
+    #[error("{backing} backing unavailable: {source}")]
+    BackingUnavailable {
+        /// The backing that was tried last.
+        backing: Backing,
+        /// The OS error of the failed `mmap` / `madvise`, or a synthetic one explaining the cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An all-or-nothing get could not be served: nothing was taken.
+    #[error("pool exhausted: requested {requested} objects, {available} available to this caller")]
+    Exhausted {
+        /// Number of objects requested.
+        requested: usize,
+        /// Objects that were reachable by this caller at the time (its cache plus the common ring).
+        /// Objects in other threads' caches are not reachable; see `Pool::available`.
+        available: usize,
+    },
+    /// A named brand is already held by a live pool (or retired because handles of a dropped
+    /// pool are still outstanding); see [`crate::Brand`].
+    #[error("brand {brand} is already claimed by {state}")]
+    BrandInUse {
+        /// Type name of the brand.
+        brand: &'static str,
+        /// `"a live pool"` or `"a dropped pool whose handles are still outstanding"`.
+        state: &'static str,
+    },
+    /// A raw index does not name an object of this pool (`index >= capacity`).
+    #[error("index {index} out of range for pool of capacity {capacity}")]
+    IndexOutOfRange {
+        /// The rejected 0-based index.
+        index: u32,
+        /// The pool's capacity.
+        capacity: u32,
+    },
+    /// A put of an object that is already free (double free through raw indices), caught by the
+    /// per-object state of debug checks.
+    #[error("double free of object {index} in pool {pool}")]
+    DoubleFree {
+        /// 0-based index of the object.
+        index: u32,
+        /// Name of the pool.
+        pool: String,
+    },
+    /// `audit()` found a broken invariant.
+    #[error("audit failed: {0}")]
+    AuditFailed(String),
+}
+
+impl PoolError {
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        PoolError::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+    pub(crate) fn overflow(what: impl Into<String>) -> Self {
+        PoolError::SizeOverflow { what: what.into() }
+    }
+}

@@ -1,0 +1,128 @@
+//! Typed handles: the owned name of one object of a pool.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::num::NonZeroU32;
+
+use crate::repr::{Index, Repr};
+
+/// Ownership of one object of a pool of brand `B`, stored as the pool's entry type `R::Entry`.
+///
+/// Like a `Box`, a handle owns its object: it is neither `Clone` nor `Copy`, and the object is
+/// reached only through the pool that minted it (`pool.get_mut(&mut h)`), so no safe code can
+/// hold two `&mut T` to one object. It is `Send` when `T: Send` and `Sync` when `T: Sync`. The
+/// brand `B` makes the compiler reject a handle of another pool (see [`crate::brand`]).
+///
+/// Dropping a handle instead of putting it back leaks its object: the pool keeps counting it
+/// in [`crate::GenericPool::in_use`], and `audit()` reports it, but it cannot come back.
+///
+/// For the index pool ([`Handle`]) the handle is 4 bytes (`index + 1` as a `NonZeroU32`), and
+/// `Option<Handle<T, B>>` is 4 bytes too.
+#[repr(transparent)]
+#[must_use = "dropping a handle leaks its object; put it back into its pool"]
+pub struct GenericHandle<T, B, R: Repr> {
+    entry: R::Entry,
+    _object: PhantomData<T>,
+    _brand: PhantomData<fn(B) -> B>,
+}
+
+/// A 4-byte handle of the index pool: the type users hold.
+pub type Handle<T, B> = GenericHandle<T, B, Index>;
+
+impl<T, B, R: Repr> GenericHandle<T, B, R> {
+    /// Wraps an entry the pool just took out of a cache or the ring.
+    #[inline(always)]
+    pub(crate) fn from_entry(entry: R::Entry) -> Self {
+        GenericHandle {
+            entry,
+            _object: PhantomData,
+            _brand: PhantomData,
+        }
+    }
+
+    /// The stored entry (consumes the handle: ownership goes back to the pool).
+    #[inline(always)]
+    pub(crate) fn into_entry(self) -> R::Entry {
+        self.entry
+    }
+
+    /// The stored entry, by reference.
+    #[inline(always)]
+    pub(crate) fn entry(&self) -> R::Entry {
+        self.entry
+    }
+}
+
+impl<T, B> Handle<T, B> {
+    /// 0-based index of the object in its pool (`0..capacity`).
+    #[inline]
+    pub fn index(&self) -> u32 {
+        self.entry.get() - 1
+    }
+
+    /// Gives up the handle and returns the object's 0-based index, e.g. to store it in a
+    /// foreign structure or send it to another process mapping the same region. The object
+    /// stays in use until a handle made by [`Handle::from_raw`] is put back.
+    #[inline]
+    pub fn into_raw(self) -> u32 {
+        self.index()
+    }
+
+    /// Rebuilds a handle from [`Handle::into_raw`].
+    ///
+    /// # Safety
+    /// `index` must come from `into_raw` of a handle of the live pool of brand `B`, and this
+    /// must be the only handle rebuilt from that call (a handle is unique ownership). Violating
+    /// this can alias objects; with debug checks on (debug builds or the `debug-checks`
+    /// feature), an index out of range panics naming it, and a put of an object that is
+    /// already free panics naming the index and the pool.
+    #[inline]
+    pub unsafe fn from_raw(index: u32) -> Self {
+        debug_assert_ne!(
+            index,
+            u32::MAX,
+            "idxpool: raw index u32::MAX is never valid"
+        );
+        Self::from_entry(NonZeroU32::new(index.wrapping_add(1)).unwrap_or(NonZeroU32::MAX))
+    }
+}
+
+impl<T, B, R: Repr> fmt::Debug for GenericHandle<T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Handle({}:{:?})", R::NAME, self.entry)
+    }
+}
+
+impl<T, B, R: Repr> PartialEq for GenericHandle<T, B, R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entry == other.entry
+    }
+}
+impl<T, B, R: Repr> Eq for GenericHandle<T, B, R> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brand::Unchecked;
+
+    #[test]
+    fn handle_is_four_bytes_and_option_too() {
+        assert_eq!(std::mem::size_of::<Handle<[u8; 2048], Unchecked>>(), 4);
+        assert_eq!(
+            std::mem::size_of::<Option<Handle<[u8; 2048], Unchecked>>>(),
+            4
+        );
+        assert_eq!(
+            std::mem::size_of::<crate::ptr::Handle<u64, Unchecked>>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn raw_round_trip() {
+        // SAFETY: not used with any pool.
+        let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
+        assert_eq!(h.index(), 41);
+        assert_eq!(h.into_raw(), 41);
+    }
+}

@@ -1,0 +1,501 @@
+//! The region: one contiguous mapping that holds every object of a pool.
+//!
+//! Backing is tried in DPDK's order of preference unless the caller demands one:
+//! hugetlb pages (`MAP_HUGETLB`, 2 MiB, or 1 GiB on request), then transparent huge pages
+//! (a 2 MiB-aligned anonymous mapping with `MADV_HUGEPAGE`), then normal 4 KiB pages. The region
+//! records the backing it got and, for each backing it skipped, why.
+//!
+//! Mappings go through memmap2 (see DESIGN.md for why not hugepage-rs). The mapping length is
+//! rounded to the page size actually used, and memmap2 unmaps exactly that length on drop.
+
+use std::fmt;
+use std::io;
+use std::ptr::NonNull;
+
+use crate::error::PoolError;
+
+/// 2 MiB: the x86-64 / arm64 PMD huge page size.
+pub const HUGE_2M: usize = 2 << 20;
+/// 1 GiB: the x86-64 PUD huge page size.
+pub const HUGE_1G: usize = 1 << 30;
+
+/// The memory behind a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backing {
+    /// hugetlbfs pages of 2 MiB (`MAP_HUGETLB | MAP_HUGE_2MB`), reserved in
+    /// `/proc/sys/vm/nr_hugepages`. Never swapped, never split; the mmap fails up front when the
+    /// reserve is short, so first use cannot die of SIGBUS.
+    Hugetlb2M,
+    /// hugetlbfs pages of 1 GiB (`MAP_HUGE_1GB`); only tried when asked for.
+    Hugetlb1G,
+    /// Transparent huge pages: a 2 MiB-aligned anonymous mapping advised with `MADV_HUGEPAGE`.
+    /// The kernel backs it with 2 MiB pages when it can (see `AnonHugePages` in
+    /// `/proc/meminfo`), else with 4 KiB pages.
+    Thp,
+    /// Normal anonymous pages (4 KiB on x86-64).
+    Pages4K,
+    /// The global allocator (`std::alloc::alloc_zeroed`). Used under Miri, which does not
+    /// interpret mmap flags, and available on request for tiny pools.
+    Heap,
+}
+
+impl Backing {
+    /// Page size of this backing in bytes (the heap reports the OS page size).
+    pub fn page_size(self) -> usize {
+        match self {
+            Backing::Hugetlb2M | Backing::Thp => HUGE_2M,
+            Backing::Hugetlb1G => HUGE_1G,
+            Backing::Pages4K | Backing::Heap => os_page_size(),
+        }
+    }
+}
+
+impl fmt::Display for Backing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backing::Hugetlb2M => "hugetlb 2 MiB",
+            Backing::Hugetlb1G => "hugetlb 1 GiB",
+            Backing::Thp => "THP",
+            Backing::Pages4K => "4 KiB pages",
+            Backing::Heap => "heap",
+        })
+    }
+}
+
+/// Which backing to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackingPolicy {
+    /// Try hugetlb 2 MiB, then THP, then 4 KiB pages; record why each skipped one failed.
+    #[default]
+    Auto,
+    /// As `Auto`, but try hugetlb 1 GiB pages first.
+    AutoPrefer1G,
+    /// Exactly this backing, or [`PoolError::BackingUnavailable`]: no fallback.
+    Require(Backing),
+}
+
+/// A backing that was tried and skipped, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// The backing that could not be had.
+    pub tried: Backing,
+    /// The OS error or the configuration that ruled it out.
+    pub reason: String,
+}
+
+/// What a pool got: the backing, the fallbacks on the way, and the mapping's size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackingReport {
+    /// The backing in use.
+    pub backing: Backing,
+    /// The backings tried before it, in order, with the reason each failed. Empty when the first
+    /// choice succeeded.
+    pub fallbacks: Vec<Fallback>,
+    /// Bytes mapped (a multiple of the backing's page size, alignment slack included).
+    pub mapped_bytes: usize,
+    /// Whether the pages were faulted in at creation.
+    pub prefaulted: bool,
+}
+
+impl fmt::Display for BackingReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} bytes mapped", self.backing, self.mapped_bytes)?;
+        if self.prefaulted {
+            f.write_str(", prefaulted")?;
+        }
+        f.write_str(")")?;
+        for fb in &self.fallbacks {
+            write!(f, "; {} unavailable: {}", fb.tried, fb.reason)?;
+        }
+        Ok(())
+    }
+}
+
+enum Mapping {
+    Mmap(#[allow(dead_code)] memmap2::MmapMut),
+    Heap(std::alloc::Layout),
+}
+
+/// One contiguous, zero-filled, writable mapping of at least `len` bytes starting at an address
+/// aligned to `align`.
+pub struct Region {
+    base: NonNull<u8>,
+    len: usize,
+    mapping: Mapping,
+    report: BackingReport,
+}
+
+// SAFETY: a Region is plain memory owned by the pool; the raw base pointer does not tie it to a
+// thread. Access to the bytes is synchronised by the pool (each object has one owner).
+unsafe impl Send for Region {}
+// SAFETY: as above; &Region only hands out the base pointer.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Maps `len` bytes (> 0) aligned to `align` (a power of two) with the given policy.
+    ///
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when rounding overflows or exceeds `isize::MAX`;
+    /// [`PoolError::InvalidConfig`] for `len == 0` or a non-power-of-two `align`;
+    /// [`PoolError::BackingUnavailable`] when the demanded backing (or, with `Auto`, every backing)
+    /// fails, carrying the OS error.
+    pub fn map(
+        len: usize,
+        align: usize,
+        policy: BackingPolicy,
+        prefault: bool,
+    ) -> Result<Region, PoolError> {
+        if len == 0 {
+            return Err(PoolError::config("region length is 0"));
+        }
+        if !align.is_power_of_two() {
+            return Err(PoolError::config(format!(
+                "alignment {align} is not a power of two"
+            )));
+        }
+        if len > isize::MAX as usize {
+            return Err(PoolError::overflow(format!(
+                "region of {len} bytes exceeds isize::MAX"
+            )));
+        }
+        let order: &[Backing] = match policy {
+            BackingPolicy::Require(b) => &[b][..],
+            _ if cfg!(miri) => &[Backing::Heap],
+            BackingPolicy::Auto => &[Backing::Hugetlb2M, Backing::Thp, Backing::Pages4K],
+            BackingPolicy::AutoPrefer1G => &[
+                Backing::Hugetlb1G,
+                Backing::Hugetlb2M,
+                Backing::Thp,
+                Backing::Pages4K,
+            ],
+        };
+        // `order` borrows a temporary for Require; copy it out.
+        let order: Vec<Backing> = order.to_vec();
+        let mut fallbacks = Vec::new();
+        let mut last_err = None;
+        for backing in order {
+            match Self::try_map(len, align, backing, prefault) {
+                Ok(mut region) => {
+                    region.report.fallbacks = fallbacks;
+                    return Ok(region);
+                }
+                Err(MapError::Fatal(e)) => return Err(e),
+                Err(MapError::Unavailable(err)) => {
+                    fallbacks.push(Fallback {
+                        tried: backing,
+                        reason: err.to_string(),
+                    });
+                    last_err = Some((backing, err));
+                }
+            }
+        }
+        let (backing, source) = last_err.expect("at least one backing is always tried");
+        let source = if fallbacks.len() > 1 {
+            let all: Vec<String> = fallbacks
+                .iter()
+                .map(|f| format!("{}: {}", f.tried, f.reason))
+                .collect();
+            io::Error::new(source.kind(), all.join("; "))
+        } else {
+            source
+        };
+        Err(PoolError::BackingUnavailable { backing, source })
+    }
+
+    fn try_map(
+        len: usize,
+        align: usize,
+        backing: Backing,
+        prefault: bool,
+    ) -> Result<Region, MapError> {
+        let page = backing.page_size();
+        match backing {
+            Backing::Heap => {
+                let size = round_up(len, align.max(16))?;
+                let layout = std::alloc::Layout::from_size_align(size, align.max(16))
+                    .map_err(|e| MapError::Fatal(PoolError::overflow(e.to_string())))?;
+                // SAFETY: layout has a non-zero size (len > 0).
+                let p = unsafe { std::alloc::alloc_zeroed(layout) };
+                let base = NonNull::new(p).ok_or_else(|| {
+                    MapError::Unavailable(io::Error::new(
+                        io::ErrorKind::OutOfMemory,
+                        format!("global allocator refused {size} bytes"),
+                    ))
+                })?;
+                Ok(Region {
+                    base,
+                    len,
+                    mapping: Mapping::Heap(layout),
+                    report: BackingReport {
+                        backing,
+                        fallbacks: Vec::new(),
+                        mapped_bytes: size,
+                        prefaulted: false,
+                    },
+                })
+            }
+            Backing::Hugetlb2M | Backing::Hugetlb1G => {
+                if align > page {
+                    return Err(MapError::Unavailable(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("alignment {align} exceeds the {page}-byte page"),
+                    )));
+                }
+                let size = round_up(len, page)?;
+                let bits = page.trailing_zeros() as u8;
+                let mut opts = memmap2::MmapOptions::new();
+                opts.len(size).huge(Some(bits));
+                if prefault {
+                    opts.populate();
+                }
+                let mut map = opts.map_anon().map_err(|e| {
+                    MapError::Unavailable(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{e} (reserve pages: echo N > /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages)",
+                            page >> 10
+                        ),
+                    ))
+                })?;
+                let base = NonNull::new(map.as_mut_ptr()).expect("mmap never returns null");
+                Ok(Region::from_map(base, len, map, backing, size, prefault))
+            }
+            Backing::Thp => {
+                let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                    .unwrap_or_default();
+                if mode.contains("[never]") {
+                    return Err(MapError::Unavailable(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "transparent_hugepage/enabled is [never]",
+                    )));
+                }
+                if mode.is_empty() {
+                    return Err(MapError::Unavailable(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "kernel has no transparent hugepage support",
+                    )));
+                }
+                let size = round_up(len, page)?;
+                let slack = page.max(align);
+                let total = size
+                    .checked_add(slack)
+                    .ok_or_else(|| MapError::Fatal(PoolError::overflow("THP alignment slack")))?;
+                let mut map = memmap2::MmapOptions::new()
+                    .len(total)
+                    .map_anon()
+                    .map_err(MapError::Unavailable)?;
+                let raw = map.as_mut_ptr();
+                let offset = raw.align_offset(slack);
+                map.advise_range(memmap2::Advice::HugePage, offset, size)
+                    .map_err(MapError::Unavailable)?;
+                // SAFETY: offset < slack, so raw + offset lies inside the total-byte mapping.
+                let base = NonNull::new(unsafe { raw.add(offset) }).expect("non-null");
+                if prefault {
+                    touch_pages(base, size, 4096);
+                }
+                Ok(Region::from_map(base, len, map, backing, total, prefault))
+            }
+            Backing::Pages4K => {
+                let slack = if align > page { align } else { 0 };
+                let size = round_up(len, page)?;
+                let total = size
+                    .checked_add(slack)
+                    .ok_or_else(|| MapError::Fatal(PoolError::overflow("alignment slack")))?;
+                let mut opts = memmap2::MmapOptions::new();
+                opts.len(total);
+                if prefault {
+                    opts.populate();
+                }
+                let mut map = opts.map_anon().map_err(MapError::Unavailable)?;
+                let raw = map.as_mut_ptr();
+                let offset = raw.align_offset(align.max(1));
+                // SAFETY: offset < slack (or 0), inside the mapping.
+                let base = NonNull::new(unsafe { raw.add(offset) }).expect("non-null");
+                Ok(Region::from_map(base, len, map, backing, total, prefault))
+            }
+        }
+    }
+
+    fn from_map(
+        base: NonNull<u8>,
+        len: usize,
+        map: memmap2::MmapMut,
+        backing: Backing,
+        mapped_bytes: usize,
+        prefaulted: bool,
+    ) -> Region {
+        Region {
+            base,
+            len,
+            mapping: Mapping::Mmap(map),
+            report: BackingReport {
+                backing,
+                fallbacks: Vec::new(),
+                mapped_bytes,
+                prefaulted,
+            },
+        }
+    }
+
+    /// First byte of the region, aligned as requested.
+    #[inline]
+    pub fn base(&self) -> NonNull<u8> {
+        self.base
+    }
+
+    /// Usable length in bytes (as requested; the mapping may be longer).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a region holds at least one byte.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Backing and fallbacks.
+    pub fn report(&self) -> &BackingReport {
+        &self.report
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if let Mapping::Heap(layout) = self.mapping {
+            // SAFETY: base was returned by alloc_zeroed with this layout and is freed once.
+            unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
+        }
+        // An Mmap unmaps itself with the exact length it mapped.
+    }
+}
+
+impl fmt::Debug for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Region")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .field("report", &self.report)
+            .finish()
+    }
+}
+
+enum MapError {
+    /// This backing failed; the next one may work.
+    Unavailable(io::Error),
+    /// The request itself is bad; no backing can serve it.
+    Fatal(PoolError),
+}
+
+fn round_up(len: usize, to: usize) -> Result<usize, MapError> {
+    len.checked_next_multiple_of(to)
+        .filter(|&v| v <= isize::MAX as usize)
+        .ok_or_else(|| {
+            MapError::Fatal(PoolError::overflow(format!(
+                "{len} bytes rounded up to a multiple of {to}"
+            )))
+        })
+}
+
+fn touch_pages(base: NonNull<u8>, len: usize, step: usize) {
+    let mut off = 0;
+    while off < len {
+        // SAFETY: off < len and the mapping is writable and at least len bytes long.
+        unsafe { base.as_ptr().add(off).write_volatile(0) };
+        off += step;
+    }
+}
+
+/// The OS page size (sysconf), 4096 on x86-64.
+pub fn os_page_size() -> usize {
+    #[cfg(not(miri))]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if v > 0 {
+            return v as usize;
+        }
+    }
+    4096
+}
+
+/// Free 2 MiB hugetlb pages as `/proc/meminfo` reports them (`HugePages_Free`), if readable.
+pub fn free_hugepages_2m() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("HugePages_Free:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_k_region_is_zeroed_aligned_and_writable() {
+        let r = Region::map(10_000, 64, BackingPolicy::Require(Backing::Pages4K), false).unwrap();
+        assert_eq!(r.report().backing, Backing::Pages4K);
+        assert_eq!(r.report().mapped_bytes % 4096, 0);
+        assert!(r.report().mapped_bytes >= 10_000);
+        assert_eq!(r.base().as_ptr() as usize % 64, 0);
+        // SAFETY: the region is 10_000 writable bytes.
+        let s = unsafe { std::slice::from_raw_parts_mut(r.base().as_ptr(), r.len()) };
+        assert!(s.iter().all(|&b| b == 0));
+        s[9_999] = 7;
+        assert_eq!(s[9_999], 7);
+    }
+
+    #[test]
+    fn large_alignment_is_honoured() {
+        let r = Region::map(100, 1 << 16, BackingPolicy::Require(Backing::Pages4K), true).unwrap();
+        assert_eq!(r.base().as_ptr() as usize % (1 << 16), 0);
+        assert!(r.report().prefaulted);
+    }
+
+    #[test]
+    fn heap_backing_works() {
+        let r = Region::map(100, 128, BackingPolicy::Require(Backing::Heap), false).unwrap();
+        assert_eq!(r.base().as_ptr() as usize % 128, 0);
+        assert_eq!(r.report().backing, Backing::Heap);
+    }
+
+    #[test]
+    fn bad_requests_are_typed_errors() {
+        assert!(matches!(
+            Region::map(0, 8, BackingPolicy::Auto, false),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            Region::map(8, 3, BackingPolicy::Auto, false),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            Region::map(usize::MAX - 10, 8, BackingPolicy::Auto, false),
+            Err(PoolError::SizeOverflow { .. })
+        ));
+        assert!(matches!(
+            Region::map(
+                isize::MAX as usize - 10,
+                8,
+                BackingPolicy::Require(Backing::Pages4K),
+                false
+            ),
+            Err(PoolError::SizeOverflow { .. })
+        ));
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn auto_reports_a_backing_and_its_fallbacks() {
+        let r = Region::map(3 << 20, 64, BackingPolicy::Auto, false).unwrap();
+        let rep = r.report();
+        match rep.backing {
+            Backing::Hugetlb2M => assert!(rep.fallbacks.is_empty()),
+            Backing::Thp => assert_eq!(rep.fallbacks[0].tried, Backing::Hugetlb2M),
+            Backing::Pages4K => assert_eq!(rep.fallbacks.len(), 2),
+            other => panic!("unexpected backing {other}"),
+        }
+        assert_eq!(rep.mapped_bytes % 4096, 0);
+        assert!(!rep.to_string().is_empty());
+    }
+}

@@ -1,0 +1,537 @@
+//! The common pool: a lock-free bounded ring with DPDK `rte_ring` semantics, generic over its
+//! entry type (`u32` indices for the index pool, pointers for the pointer twin).
+//!
+//! * Slot count is a power of two; usable capacity is `size - 1`, or exactly the requested count
+//!   with [`RingFlags::exact_size`] (as `RING_F_EXACT_SZ`).
+//! * Producer and consumer each have a `head` (reservation) and a `tail` (completion) counter of
+//!   32 bits that wrap freely: counts are differences modulo 2^32, slot = counter & mask.
+//! * Producer and consumer state sit on separate cache lines (`CachePadded`).
+//! * Multi-producer: reserve by CAS on `prod.head`, copy, then wait until `prod.tail` reaches our
+//!   reservation and publish with a release store (rte_ring's c11 algorithm). The wait uses
+//!   `Backoff` and falls back to `yield_now`, so a preempted peer is scheduled instead of
+//!   spun against: no livelock with more threads than cores.
+//! * Single-producer / single-consumer modes skip the CAS and the wait.
+//! * Bulk moves all `n` entries or none; burst moves as many as possible.
+
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::PoolError;
+use crate::sync::{AtomicU32, Backoff, Ordering};
+
+/// Ring creation options (rte_ring's `RING_F_SP_ENQ`, `RING_F_SC_DEQ`, `RING_F_EXACT_SZ`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingFlags {
+    /// Only one thread ever enqueues: no CAS on the producer head, no wait on its tail.
+    pub single_producer: bool,
+    /// Only one thread ever dequeues.
+    pub single_consumer: bool,
+    /// Usable capacity is exactly the requested count (the slot count is the next power of two
+    /// at or above it), instead of `size - 1`.
+    pub exact_size: bool,
+}
+
+/// Whether a transfer is all-or-nothing (bulk) or best-effort (burst).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behavior {
+    /// Move exactly `n` entries or none.
+    Bulk,
+    /// Move as many as possible, up to `n`.
+    Burst,
+}
+
+/// Result of a ring transfer, with DPDK's out-values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// Entries moved.
+    pub n: usize,
+    /// After an enqueue: free slots left (rte_ring's `free_space`). After a dequeue: entries
+    /// left (rte_ring's `available`). A snapshot, exact only when no other thread is active.
+    pub remaining: usize,
+}
+
+#[derive(Default)]
+struct HeadTail {
+    head: AtomicU32,
+    tail: AtomicU32,
+}
+
+/// A bounded lock-free MPMC (or SP/SC) ring of `Copy` entries.
+pub struct Ring<E> {
+    prod: CachePadded<HeadTail>,
+    cons: CachePadded<HeadTail>,
+    slots: NonNull<MaybeUninit<E>>,
+    size: usize,
+    mask: u32,
+    capacity: u32,
+    flags: RingFlags,
+}
+
+// SAFETY: entries are plain Copy values moved between threads through the slots; the head/tail
+// protocol gives every slot one writer or readers at a time, with release/acquire ordering
+// between the writer and later readers. E: Send is required for moving them across threads.
+unsafe impl<E: Send> Send for Ring<E> {}
+// SAFETY: as above: all shared mutation goes through atomics or through slots reserved by them.
+unsafe impl<E: Send> Sync for Ring<E> {}
+
+impl<E: Copy> Ring<E> {
+    /// Creates a ring that holds at least `count` entries (exactly `count` with `exact_size`).
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] when `count` is 0 or the slot count would exceed 2^32 (the
+    /// counters are 32-bit); [`PoolError::SizeOverflow`] when the slot array cannot be allocated.
+    pub fn new(count: u32, flags: RingFlags) -> Result<Self, PoolError> {
+        Self::with_start_counter(count, flags, 0)
+    }
+
+    /// As [`Ring::new`], with all four head/tail counters starting at `start` instead of 0. Used
+    /// to test the wrap at 2^32 without 4 billion operations.
+    pub fn with_start_counter(count: u32, flags: RingFlags, start: u32) -> Result<Self, PoolError> {
+        if count == 0 {
+            return Err(PoolError::config("ring count is 0"));
+        }
+        let (size, capacity) = if flags.exact_size {
+            ((count as u64).next_power_of_two(), count)
+        } else {
+            let size = (count as u64 + 1).next_power_of_two();
+            if size > 1 << 31 {
+                return Err(PoolError::config(format!(
+                    "ring of {count} entries needs more than 2^31 slots; use exact_size"
+                )));
+            }
+            (size, (size - 1) as u32)
+        };
+        if size > 1u64 << 32 {
+            return Err(PoolError::config("ring slot count exceeds 2^32"));
+        }
+        let size = usize::try_from(size).map_err(|_| PoolError::overflow("ring slot count"))?;
+        let mut v: Vec<MaybeUninit<E>> = Vec::new();
+        v.try_reserve_exact(size).map_err(|e| {
+            PoolError::overflow(format!("ring of {size} slots cannot be allocated: {e}"))
+        })?;
+        // SAFETY: capacity was reserved; MaybeUninit needs no initialisation.
+        unsafe { v.set_len(size) };
+        let slots = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<E>;
+        let ht = || {
+            CachePadded::new(HeadTail {
+                head: AtomicU32::new(start),
+                tail: AtomicU32::new(start),
+            })
+        };
+        Ok(Ring {
+            prod: ht(),
+            cons: ht(),
+            slots: NonNull::new(slots).expect("Box pointer is non-null"),
+            size,
+            mask: (size - 1) as u32,
+            capacity,
+            flags,
+        })
+    }
+
+    /// Usable capacity (entries the ring can hold).
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Slot count (a power of two).
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The flags the ring was created with.
+    pub fn flags(&self) -> RingFlags {
+        self.flags
+    }
+
+    /// Entries in the ring (a snapshot: exact when no transfer is in flight).
+    #[inline]
+    pub fn count(&self) -> usize {
+        let prod_tail = self.prod.tail.load(Ordering::Acquire);
+        let cons_tail = self.cons.tail.load(Ordering::Acquire);
+        let n = prod_tail.wrapping_sub(cons_tail);
+        (n.min(self.capacity)) as usize
+    }
+
+    /// Free slots (a snapshot).
+    #[inline]
+    pub fn free_count(&self) -> usize {
+        self.capacity() - self.count()
+    }
+
+    /// True when the ring holds no entry (snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// True when the ring is at capacity (snapshot).
+    pub fn is_full(&self) -> bool {
+        self.count() == self.capacity()
+    }
+
+    /// Enqueues all of `src` or nothing (rte_ring_enqueue_bulk). Returns true on success.
+    #[inline]
+    pub fn enqueue_bulk(&self, src: &[E]) -> bool {
+        self.enqueue(src, Behavior::Bulk).n == src.len()
+    }
+
+    /// Enqueues as many of `src` as fit, in order (rte_ring_enqueue_burst). Returns how many.
+    #[inline]
+    pub fn enqueue_burst(&self, src: &[E]) -> usize {
+        self.enqueue(src, Behavior::Burst).n
+    }
+
+    /// Dequeues exactly `dst.len()` entries or nothing (rte_ring_dequeue_bulk).
+    #[inline]
+    pub fn dequeue_bulk(&self, dst: &mut [MaybeUninit<E>]) -> bool {
+        let n = dst.len();
+        // SAFETY: dst is valid for n writes.
+        unsafe {
+            self.dequeue_raw(dst.as_mut_ptr().cast(), n, Behavior::Bulk)
+                .n
+                == n
+        }
+    }
+
+    /// Dequeues up to `dst.len()` entries (rte_ring_dequeue_burst); returns how many were
+    /// written to the front of `dst`.
+    #[inline]
+    pub fn dequeue_burst(&self, dst: &mut [MaybeUninit<E>]) -> usize {
+        let n = dst.len();
+        // SAFETY: dst is valid for n writes.
+        unsafe {
+            self.dequeue_raw(dst.as_mut_ptr().cast(), n, Behavior::Burst)
+                .n
+        }
+    }
+
+    /// Enqueues `src` with the given behavior; reports entries moved and free space left.
+    #[inline]
+    pub fn enqueue(&self, src: &[E], behavior: Behavior) -> Transfer {
+        // SAFETY: src is valid for src.len() reads.
+        unsafe { self.enqueue_raw(src.as_ptr(), src.len(), behavior) }
+    }
+
+    /// Raw enqueue of `n` entries read from `src`.
+    ///
+    /// # Safety
+    /// `src` must be valid for `n` reads of `E`.
+    pub(crate) unsafe fn enqueue_raw(
+        &self,
+        src: *const E,
+        n: usize,
+        behavior: Behavior,
+    ) -> Transfer {
+        if n == 0 {
+            return Transfer {
+                n: 0,
+                remaining: self.free_count(),
+            };
+        }
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        let backoff = Backoff::new();
+        let (old_head, n, free) = loop {
+            let old_head = self.prod.head.load(Ordering::Relaxed);
+            // Acquire pairs with the consumers' release of cons.tail: their reads of the slots
+            // we are about to overwrite happen before our writes.
+            let cons_tail = self.cons.tail.load(Ordering::Acquire);
+            let free = self.capacity.wrapping_add(cons_tail).wrapping_sub(old_head);
+            let take = match behavior {
+                Behavior::Bulk if n32 > free || n32 as usize != n => 0,
+                Behavior::Bulk => n32,
+                Behavior::Burst => n32.min(free),
+            };
+            if take == 0 {
+                return Transfer {
+                    n: 0,
+                    remaining: free.min(self.capacity) as usize,
+                };
+            }
+            let new_head = old_head.wrapping_add(take);
+            if self.flags.single_producer {
+                self.prod.head.store(new_head, Ordering::Relaxed);
+                break (old_head, take, free - take);
+            }
+            if self
+                .prod
+                .head
+                .compare_exchange_weak(old_head, new_head, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                break (old_head, take, free - take);
+            }
+            backoff.snooze();
+        };
+        // SAFETY: slots [old_head, old_head + n) are reserved for us: consumers finished
+        // reading them (cons.tail acquired above) and no other producer owns them (CAS).
+        unsafe { self.copy_in(old_head, src, n as usize) };
+        if !self.flags.single_producer {
+            // Wait for earlier producers to publish; Acquire so that their slot writes are
+            // ordered before our release below (transitively visible to consumers).
+            let backoff = Backoff::new();
+            while self.prod.tail.load(Ordering::Acquire) != old_head {
+                backoff.snooze();
+            }
+        }
+        self.prod
+            .tail
+            .store(old_head.wrapping_add(n), Ordering::Release);
+        Transfer {
+            n: n as usize,
+            remaining: free as usize,
+        }
+    }
+
+    /// Raw dequeue of up to `n` entries into `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `n` writes of `E`.
+    pub(crate) unsafe fn dequeue_raw(&self, dst: *mut E, n: usize, behavior: Behavior) -> Transfer {
+        if n == 0 {
+            return Transfer {
+                n: 0,
+                remaining: self.count(),
+            };
+        }
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        let backoff = Backoff::new();
+        let (old_head, n, avail) = loop {
+            let old_head = self.cons.head.load(Ordering::Relaxed);
+            // Acquire pairs with the producers' release of prod.tail: their slot writes are
+            // visible before we read the slots.
+            let prod_tail = self.prod.tail.load(Ordering::Acquire);
+            let avail = prod_tail.wrapping_sub(old_head);
+            let take = match behavior {
+                Behavior::Bulk if n32 > avail || n32 as usize != n => 0,
+                Behavior::Bulk => n32,
+                Behavior::Burst => n32.min(avail),
+            };
+            if take == 0 {
+                return Transfer {
+                    n: 0,
+                    remaining: avail.min(self.capacity) as usize,
+                };
+            }
+            let new_head = old_head.wrapping_add(take);
+            if self.flags.single_consumer {
+                self.cons.head.store(new_head, Ordering::Relaxed);
+                break (old_head, take, avail - take);
+            }
+            if self
+                .cons
+                .head
+                .compare_exchange_weak(old_head, new_head, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                break (old_head, take, avail - take);
+            }
+            backoff.snooze();
+        };
+        // SAFETY: slots [old_head, old_head + n) were published by producers (prod.tail
+        // acquired above) and are reserved for us by the CAS on cons.head.
+        unsafe { self.copy_out(old_head, dst, n as usize) };
+        if !self.flags.single_consumer {
+            let backoff = Backoff::new();
+            while self.cons.tail.load(Ordering::Acquire) != old_head {
+                backoff.snooze();
+            }
+        }
+        self.cons
+            .tail
+            .store(old_head.wrapping_add(n), Ordering::Release);
+        Transfer {
+            n: n as usize,
+            remaining: avail as usize,
+        }
+    }
+
+    /// Copies `n` entries into the slots starting at counter `head`, wrapping at the end.
+    ///
+    /// # Safety
+    /// The slots must be reserved for this producer, `src` valid for `n` reads, `n <= size`.
+    #[inline]
+    unsafe fn copy_in(&self, head: u32, src: *const E, n: usize) {
+        let idx = (head & self.mask) as usize;
+        let first = n.min(self.size - idx);
+        let slots = self.slots.as_ptr().cast::<E>();
+        // SAFETY: idx + first <= size and n - first <= idx, both within the slot array; the
+        // caller guarantees src and exclusivity.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, slots.add(idx), first);
+            std::ptr::copy_nonoverlapping(src.add(first), slots, n - first);
+        }
+    }
+
+    /// Copies `n` entries out of the slots starting at counter `head`.
+    ///
+    /// # Safety
+    /// The slots must be published and reserved for this consumer, `dst` valid for `n` writes.
+    #[inline]
+    unsafe fn copy_out(&self, head: u32, dst: *mut E, n: usize) {
+        let idx = (head & self.mask) as usize;
+        let first = n.min(self.size - idx);
+        let slots = self.slots.as_ptr().cast::<E>();
+        // SAFETY: as in copy_in; published slots hold initialised entries.
+        unsafe {
+            std::ptr::copy_nonoverlapping(slots.add(idx), dst, first);
+            std::ptr::copy_nonoverlapping(slots, dst.add(first), n - first);
+        }
+    }
+}
+
+impl<E> Drop for Ring<E> {
+    fn drop(&mut self) {
+        let slice = std::ptr::slice_from_raw_parts_mut(self.slots.as_ptr(), self.size);
+        // SAFETY: slots came from Box::into_raw of a boxed slice of exactly `size` elements.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
+impl<E> fmt::Debug for Ring<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ld = |a: &AtomicU32| a.load(Ordering::Relaxed);
+        f.debug_struct("Ring")
+            .field("size", &self.size)
+            .field("capacity", &self.capacity)
+            .field("prod_head", &ld(&self.prod.head))
+            .field("prod_tail", &ld(&self.prod.tail))
+            .field("cons_head", &ld(&self.cons.head))
+            .field("cons_tail", &ld(&self.cons.tail))
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn deq(r: &Ring<u32>, n: usize, b: Behavior) -> Vec<u32> {
+        let mut v = vec![MaybeUninit::uninit(); n];
+        // SAFETY: v has n slots.
+        let got = unsafe { r.dequeue_raw(v.as_mut_ptr().cast(), n, b).n };
+        // SAFETY: the first `got` were written.
+        v[..got]
+            .iter()
+            .map(|x| unsafe { x.assume_init() })
+            .collect()
+    }
+
+    #[test]
+    fn capacity_rules() {
+        let r = Ring::<u32>::new(1000, RingFlags::default()).unwrap();
+        assert_eq!((r.size(), r.capacity()), (1024, 1023));
+        let r = Ring::<u32>::new(1024, RingFlags::default()).unwrap();
+        assert_eq!((r.size(), r.capacity()), (2048, 2047));
+        let exact = RingFlags {
+            exact_size: true,
+            ..Default::default()
+        };
+        let r = Ring::<u32>::new(1000, exact).unwrap();
+        assert_eq!((r.size(), r.capacity()), (1024, 1000));
+        assert!(matches!(
+            Ring::<u32>::new(0, exact),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+    }
+
+    #[test]
+    fn bulk_is_all_or_nothing_and_burst_best_effort() {
+        let exact = RingFlags {
+            exact_size: true,
+            ..Default::default()
+        };
+        let r = Ring::<u32>::new(5, exact).unwrap();
+        assert!(r.enqueue_bulk(&[1, 2, 3]));
+        assert!(!r.enqueue_bulk(&[4, 5, 6]));
+        assert_eq!(r.count(), 3);
+        let t = r.enqueue(&[4, 5, 6], Behavior::Burst);
+        assert_eq!(t, Transfer { n: 2, remaining: 0 });
+        assert!(r.is_full());
+        assert!(deq(&r, 6, Behavior::Bulk).is_empty());
+        assert_eq!(deq(&r, 2, Behavior::Bulk), vec![1, 2]);
+        assert_eq!(deq(&r, 10, Behavior::Burst), vec![3, 4, 5]);
+        assert!(r.is_empty());
+        assert!(r.enqueue_bulk(&[]));
+        assert_eq!(r.enqueue_burst(&[]), 0);
+        assert_eq!(deq(&r, 0, Behavior::Bulk).len(), 0);
+    }
+
+    #[test]
+    fn counters_wrap_at_u32_max_and_stay_fifo() {
+        for flags in [
+            RingFlags::default(),
+            RingFlags {
+                single_producer: true,
+                single_consumer: true,
+                exact_size: false,
+            },
+        ] {
+            let r = Ring::<u32>::with_start_counter(7, flags, u32::MAX - 20).unwrap();
+            let mut next_in = 0u32;
+            let mut next_out = 0u32;
+            for round in 0..50 {
+                let k = 1 + round % 7;
+                let src: Vec<u32> = (next_in..next_in + k as u32).collect();
+                assert!(r.enqueue_bulk(&src), "round {round}");
+                next_in += k as u32;
+                assert_eq!(r.count(), k);
+                let out = deq(&r, k, Behavior::Bulk);
+                let want: Vec<u32> = (next_out..next_out + k as u32).collect();
+                assert_eq!(out, want);
+                next_out += k as u32;
+            }
+            assert!(r.is_empty());
+            assert_eq!(r.free_count(), r.capacity());
+        }
+    }
+
+    #[test]
+    fn mpmc_conserves_entries_with_more_threads_than_cores() {
+        let r = Ring::<u32>::new(64, RingFlags::default()).unwrap();
+        let threads = 8;
+        let per = if cfg!(miri) { 50 } else { 20_000 };
+        let seen: Vec<std::sync::atomic::AtomicU32> =
+            (0..threads * per).map(|_| Default::default()).collect();
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let r = &r;
+                let seen = &seen;
+                s.spawn(move || {
+                    let mut next = (t * per) as u32;
+                    let end = ((t + 1) * per) as u32;
+                    let mut got = 0;
+                    let mut buf = [MaybeUninit::<u32>::uninit(); 8];
+                    while next < end || got < per {
+                        if next < end {
+                            let k = ((end - next) as usize).min(1 + (next as usize % 5));
+                            let src: Vec<u32> = (next..next + k as u32).collect();
+                            next += r.enqueue_burst(&src) as u32;
+                        }
+                        let want = buf.len().min(per - got);
+                        let n = r.dequeue_burst(&mut buf[..want]);
+                        for x in &buf[..n] {
+                            // SAFETY: the first n entries were written.
+                            let v = unsafe { x.assume_init() };
+                            seen[v as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        got += n;
+                        if n == 0 && next >= end {
+                            // Others may hold our share; take whatever comes.
+                            std::thread::yield_now();
+                        }
+                    }
+                });
+            }
+        });
+        assert!(r.is_empty());
+        for (i, s) in seen.iter().enumerate() {
+            assert_eq!(s.load(std::sync::atomic::Ordering::Relaxed), 1, "entry {i}");
+        }
+    }
+}

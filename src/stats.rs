@@ -1,0 +1,139 @@
+//! Per-cache counters, as DPDK's `struct rte_mempool_debug_stats` (enabled by the `stats`
+//! feature; every counter reads 0 without it, and the counting code compiles away).
+
+use std::fmt;
+use std::ops::AddAssign;
+
+/// Counters of one cache, or their sum over a pool ([`crate::GenericPool::stats`]).
+///
+/// Names follow DPDK: `*_bulk` counts calls, `*_objs` counts objects. "common pool" is the
+/// ring: `put_common_pool_*` are flushes into it, `get_common_pool_*` refills from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Put calls (single puts count as a bulk of 1).
+    pub put_bulk: u64,
+    /// Objects put.
+    pub put_objs: u64,
+    /// Enqueues into the common ring (flushes and bypasses).
+    pub put_common_pool_bulk: u64,
+    /// Objects enqueued into the common ring.
+    pub put_common_pool_objs: u64,
+    /// Dequeues from the common ring (refills and bypasses).
+    pub get_common_pool_bulk: u64,
+    /// Objects dequeued from the common ring.
+    pub get_common_pool_objs: u64,
+    /// Successful get calls.
+    pub get_success_bulk: u64,
+    /// Objects handed out by successful gets.
+    pub get_success_objs: u64,
+    /// Failed get calls.
+    pub get_fail_bulk: u64,
+    /// Objects requested by failed gets.
+    pub get_fail_objs: u64,
+}
+
+impl AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.put_bulk += o.put_bulk;
+        self.put_objs += o.put_objs;
+        self.put_common_pool_bulk += o.put_common_pool_bulk;
+        self.put_common_pool_objs += o.put_common_pool_objs;
+        self.get_common_pool_bulk += o.get_common_pool_bulk;
+        self.get_common_pool_objs += o.get_common_pool_objs;
+        self.get_success_bulk += o.get_success_bulk;
+        self.get_success_objs += o.get_success_objs;
+        self.get_fail_bulk += o.get_fail_bulk;
+        self.get_fail_objs += o.get_fail_objs;
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "put_bulk={} put_objs={} put_common_pool_bulk={} put_common_pool_objs={} \
+             get_common_pool_bulk={} get_common_pool_objs={} get_success_bulk={} \
+             get_success_objs={} get_fail_bulk={} get_fail_objs={}",
+            self.put_bulk,
+            self.put_objs,
+            self.put_common_pool_bulk,
+            self.put_common_pool_objs,
+            self.get_common_pool_bulk,
+            self.get_common_pool_objs,
+            self.get_success_bulk,
+            self.get_success_objs,
+            self.get_fail_bulk,
+            self.get_fail_objs
+        )
+    }
+}
+
+/// Live counters of one cache. Written by the owning thread with plain relaxed load + store
+/// (no read-modify-write on the hot path), read by any thread.
+#[derive(Default)]
+pub(crate) struct Counters {
+    #[cfg(feature = "stats")]
+    c: [std::sync::atomic::AtomicU64; 10],
+}
+
+/// Counter slots, in the order of [`Stats`]' fields.
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+pub(crate) enum Counter {
+    PutBulk,
+    PutObjs,
+    PutCommonBulk,
+    PutCommonObjs,
+    GetCommonBulk,
+    GetCommonObjs,
+    GetSuccessBulk,
+    GetSuccessObjs,
+    GetFailBulk,
+    GetFailObjs,
+}
+
+impl Counters {
+    /// Adds `n` to a counter owned by the calling thread.
+    #[inline(always)]
+    pub(crate) fn add(&self, _which: Counter, _n: usize) {
+        #[cfg(feature = "stats")]
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let c = &self.c[_which as usize];
+            c.store(c.load(Relaxed) + _n as u64, Relaxed);
+        }
+    }
+
+    /// Adds `n` to a counter shared by several threads (atomic RMW).
+    #[inline(always)]
+    pub(crate) fn add_shared(&self, _which: Counter, _n: usize) {
+        #[cfg(feature = "stats")]
+        self.c[_which as usize].fetch_add(_n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A snapshot.
+    pub(crate) fn snapshot(&self) -> Stats {
+        #[cfg(feature = "stats")]
+        {
+            let v: Vec<u64> = self
+                .c
+                .iter()
+                .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+                .collect();
+            Stats {
+                put_bulk: v[0],
+                put_objs: v[1],
+                put_common_pool_bulk: v[2],
+                put_common_pool_objs: v[3],
+                get_common_pool_bulk: v[4],
+                get_common_pool_objs: v[5],
+                get_success_bulk: v[6],
+                get_success_objs: v[7],
+                get_fail_bulk: v[8],
+                get_fail_objs: v[9],
+            }
+        }
+        #[cfg(not(feature = "stats"))]
+        Stats::default()
+    }
+}

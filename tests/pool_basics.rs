@@ -1,0 +1,123 @@
+//! Pool behaviour through the public API: creation, get/put, bulk, handles, counts.
+
+use idxpool::{Backing, BackingPolicy, FlushPolicy, Handle, PoolBuilder, PoolError, StrideMode};
+
+idxpool::brand!(Basic);
+
+#[test]
+fn get_put_and_access() {
+    let pool = PoolBuilder::<u64>::with_init(100, |i, slot| {
+        slot.write(i as u64 * 10);
+    })
+    .cache_size(8)
+    .build::<Basic>()
+    .unwrap();
+    assert_eq!(pool.capacity(), 100);
+    assert_eq!(pool.available(), 100);
+    let mut h = pool.get().unwrap();
+    let i = h.index();
+    assert_eq!(*pool.get_ref(&h), i as u64 * 10);
+    *pool.get_mut(&mut h) += 1;
+    assert_eq!(pool.in_use(), 1);
+    pool.put(h);
+    assert_eq!(pool.in_use(), 0);
+    assert!(pool.is_full());
+}
+
+#[test]
+fn scoped_pools_bulk_and_exhaustion() {
+    for policy in FlushPolicy::ALL {
+        PoolBuilder::<[u8; 100]>::zeroed(64)
+            .cache_size(16)
+            .policy(policy)
+            .scoped(|pool| {
+                let mut c = pool.local_cache();
+                let mut v = Vec::new();
+                c.get_bulk(&mut v, 60).unwrap();
+                assert_eq!(v.len(), 60);
+                let err = c.get_bulk(&mut v, 5).unwrap_err();
+                assert!(matches!(
+                    err,
+                    PoolError::Exhausted {
+                        requested: 5,
+                        available: 4
+                    }
+                ));
+                assert_eq!(v.len(), 60, "failed bulk leaves out unchanged");
+                assert_eq!(c.get_burst(&mut v, 10), 4);
+                assert!(c.get().is_err());
+                let mut idx: Vec<u32> = v.iter().map(|h| h.index()).collect();
+                idx.sort_unstable();
+                idx.dedup();
+                assert_eq!(idx.len(), 64, "{policy}: distinct objects");
+                c.put_bulk_tail(&mut v, 4);
+                assert_eq!(v.len(), 60);
+                c.put_bulk(&mut v);
+                assert!(v.is_empty());
+                let arr = c.get_array::<8>().unwrap();
+                c.put_array(arr);
+                drop(c);
+                assert_eq!(pool.ring_count(), 64);
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn stride_modes() {
+    PoolBuilder::<[u8; 24]>::zeroed(10)
+        .scoped(|p| assert_eq!(p.stride(), 32))
+        .unwrap();
+    PoolBuilder::<[u8; 24]>::zeroed(10)
+        .stride(StrideMode::Natural)
+        .scoped(|p| assert_eq!(p.stride(), 24))
+        .unwrap();
+    PoolBuilder::<[u8; 100]>::zeroed(10)
+        .scoped(|p| assert_eq!(p.stride(), 128))
+        .unwrap();
+    PoolBuilder::<[u8; 24]>::zeroed(10)
+        .stride(StrideMode::CacheLine)
+        .scoped(|p| assert_eq!(p.stride(), 64))
+        .unwrap();
+    assert!(matches!(
+        PoolBuilder::<u64>::zeroed(10)
+            .stride(StrideMode::Bytes(12))
+            .scoped(|_| ()),
+        Err(PoolError::InvalidConfig { .. })
+    ));
+}
+
+#[test]
+fn pointer_twin_behaves_the_same() {
+    PoolBuilder::<u64>::with_default(32)
+        .cache_size(4)
+        .scoped_ptr(|pool| {
+            let mut c = pool.local_cache();
+            let mut v = Vec::new();
+            c.get_bulk(&mut v, 32).unwrap();
+            for (k, h) in v.iter_mut().enumerate() {
+                *c.get_mut(h) = k as u64;
+            }
+            for (k, h) in v.iter().enumerate() {
+                assert_eq!(*c.get_ref(h), k as u64);
+            }
+            c.put_bulk(&mut v);
+        })
+        .unwrap();
+}
+
+#[test]
+fn backing_is_reported() {
+    let r = PoolBuilder::<u8>::zeroed(4096)
+        .backing(BackingPolicy::Require(Backing::Pages4K))
+        .scoped(|p| p.backing().clone())
+        .unwrap();
+    assert_eq!(r.backing, Backing::Pages4K);
+    assert!(r.fallbacks.is_empty());
+}
+
+#[test]
+fn handle_sizes() {
+    assert_eq!(std::mem::size_of::<Handle<[u8; 2048], Basic>>(), 4);
+    assert_eq!(std::mem::size_of::<Option<Handle<[u8; 2048], Basic>>>(), 4);
+}
