@@ -53,21 +53,47 @@ pub struct Transfer {
     pub remaining: usize,
 }
 
-#[derive(Default)]
+#[repr(C)]
 struct HeadTail {
     head: AtomicU32,
     tail: AtomicU32,
 }
 
-/// A bounded lock-free MPMC (or SP/SC) ring of `Copy` entries.
-pub struct Ring<E> {
+/// The mutable state of a ring: producer and consumer head/tail counters, each pair on its own
+/// cache line. Plain `#[repr(C)]` atomics with no pointers, so it can live inside a shared
+/// mapping (see [`Ring::from_raw_parts`]).
+#[repr(C)]
+pub struct RingState {
     prod: CachePadded<HeadTail>,
     cons: CachePadded<HeadTail>,
+}
+
+impl RingState {
+    /// All four counters at `start`.
+    pub fn new(start: u32) -> Self {
+        let ht = || {
+            CachePadded::new(HeadTail {
+                head: AtomicU32::new(start),
+                tail: AtomicU32::new(start),
+            })
+        };
+        RingState {
+            prod: ht(),
+            cons: ht(),
+        }
+    }
+}
+
+/// A bounded lock-free MPMC (or SP/SC) ring of `Copy` entries.
+pub struct Ring<E> {
+    state: NonNull<RingState>,
     slots: NonNull<MaybeUninit<E>>,
     size: usize,
     mask: u32,
     capacity: u32,
     flags: RingFlags,
+    /// Whether `state` and `slots` were allocated by us (freed on drop).
+    owned: bool,
 }
 
 // SAFETY: entries are plain Copy values moved between threads through the slots; the head/tail
@@ -90,6 +116,65 @@ impl<E: Copy> Ring<E> {
     /// As [`Ring::new`], with all four head/tail counters starting at `start` instead of 0. Used
     /// to test the wrap at 2^32 without 4 billion operations.
     pub fn with_start_counter(count: u32, flags: RingFlags, start: u32) -> Result<Self, PoolError> {
+        let (size, capacity) = Self::geometry(count, flags)?;
+        let mut v: Vec<MaybeUninit<E>> = Vec::new();
+        v.try_reserve_exact(size).map_err(|e| {
+            PoolError::overflow(format!("ring of {size} slots cannot be allocated: {e}"))
+        })?;
+        // SAFETY: capacity was reserved; MaybeUninit needs no initialisation.
+        unsafe { v.set_len(size) };
+        let slots = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<E>;
+        let state = Box::into_raw(Box::new(RingState::new(start)));
+        Ok(Ring {
+            state: NonNull::new(state).expect("Box pointer is non-null"),
+            slots: NonNull::new(slots).expect("Box pointer is non-null"),
+            size,
+            mask: (size - 1) as u32,
+            capacity,
+            flags,
+            owned: true,
+        })
+    }
+
+    /// A ring over caller-provided memory: `state` (initialised, e.g. with
+    /// [`RingState::new`], or already in use by another process) and `Ring::slot_count(count,
+    /// flags)` slots. Used to place a ring inside a shared region; the `Ring` value itself is a
+    /// per-process view and frees nothing on drop.
+    ///
+    /// # Errors
+    /// As [`Ring::new`] for a bad `count`.
+    ///
+    /// # Safety
+    /// `state` and `slots` must stay valid, and be used only through rings of the same `count`
+    /// and `flags`, for the life of the returned value; the slots must hold initialised entries
+    /// wherever the state says entries are.
+    pub unsafe fn from_raw_parts(
+        state: NonNull<RingState>,
+        slots: NonNull<MaybeUninit<E>>,
+        count: u32,
+        flags: RingFlags,
+    ) -> Result<Self, PoolError> {
+        let (size, capacity) = Self::geometry(count, flags)?;
+        Ok(Ring {
+            state,
+            slots,
+            size,
+            mask: (size - 1) as u32,
+            capacity,
+            flags,
+            owned: false,
+        })
+    }
+
+    /// Slot count of a ring of `count` entries with these flags (a power of two).
+    ///
+    /// # Errors
+    /// As [`Ring::new`].
+    pub fn slot_count(count: u32, flags: RingFlags) -> Result<usize, PoolError> {
+        Self::geometry(count, flags).map(|g| g.0)
+    }
+
+    fn geometry(count: u32, flags: RingFlags) -> Result<(usize, u32), PoolError> {
         if count == 0 {
             return Err(PoolError::config("ring count is 0"));
         }
@@ -108,28 +193,13 @@ impl<E: Copy> Ring<E> {
             return Err(PoolError::config("ring slot count exceeds 2^32"));
         }
         let size = usize::try_from(size).map_err(|_| PoolError::overflow("ring slot count"))?;
-        let mut v: Vec<MaybeUninit<E>> = Vec::new();
-        v.try_reserve_exact(size).map_err(|e| {
-            PoolError::overflow(format!("ring of {size} slots cannot be allocated: {e}"))
-        })?;
-        // SAFETY: capacity was reserved; MaybeUninit needs no initialisation.
-        unsafe { v.set_len(size) };
-        let slots = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<E>;
-        let ht = || {
-            CachePadded::new(HeadTail {
-                head: AtomicU32::new(start),
-                tail: AtomicU32::new(start),
-            })
-        };
-        Ok(Ring {
-            prod: ht(),
-            cons: ht(),
-            slots: NonNull::new(slots).expect("Box pointer is non-null"),
-            size,
-            mask: (size - 1) as u32,
-            capacity,
-            flags,
-        })
+        Ok((size, capacity))
+    }
+
+    #[inline(always)]
+    fn st(&self) -> &RingState {
+        // SAFETY: state is valid for the ring's life (owned Box, or the from_raw_parts contract).
+        unsafe { self.state.as_ref() }
     }
 
     /// Usable capacity (entries the ring can hold).
@@ -152,8 +222,8 @@ impl<E: Copy> Ring<E> {
     /// Entries in the ring (a snapshot: exact when no transfer is in flight).
     #[inline]
     pub fn count(&self) -> usize {
-        let prod_tail = self.prod.tail.load(Ordering::Acquire);
-        let cons_tail = self.cons.tail.load(Ordering::Acquire);
+        let prod_tail = self.st().prod.tail.load(Ordering::Acquire);
+        let cons_tail = self.st().cons.tail.load(Ordering::Acquire);
         let n = prod_tail.wrapping_sub(cons_tail);
         (n.min(self.capacity)) as usize
     }
@@ -236,10 +306,10 @@ impl<E: Copy> Ring<E> {
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);
         let backoff = Backoff::new();
         let (old_head, n, free) = loop {
-            let old_head = self.prod.head.load(Ordering::Relaxed);
+            let old_head = self.st().prod.head.load(Ordering::Relaxed);
             // Acquire pairs with the consumers' release of cons.tail: their reads of the slots
             // we are about to overwrite happen before our writes.
-            let cons_tail = self.cons.tail.load(Ordering::Acquire);
+            let cons_tail = self.st().cons.tail.load(Ordering::Acquire);
             let free = self.capacity.wrapping_add(cons_tail).wrapping_sub(old_head);
             let take = match behavior {
                 Behavior::Bulk if n32 > free || n32 as usize != n => 0,
@@ -254,10 +324,11 @@ impl<E: Copy> Ring<E> {
             }
             let new_head = old_head.wrapping_add(take);
             if self.flags.single_producer {
-                self.prod.head.store(new_head, Ordering::Relaxed);
+                self.st().prod.head.store(new_head, Ordering::Relaxed);
                 break (old_head, take, free - take);
             }
             if self
+                .st()
                 .prod
                 .head
                 .compare_exchange_weak(old_head, new_head, Ordering::Relaxed, Ordering::Relaxed)
@@ -274,11 +345,12 @@ impl<E: Copy> Ring<E> {
             // Wait for earlier producers to publish; Acquire so that their slot writes are
             // ordered before our release below (transitively visible to consumers).
             let backoff = Backoff::new();
-            while self.prod.tail.load(Ordering::Acquire) != old_head {
+            while self.st().prod.tail.load(Ordering::Acquire) != old_head {
                 backoff.snooze();
             }
         }
-        self.prod
+        self.st()
+            .prod
             .tail
             .store(old_head.wrapping_add(n), Ordering::Release);
         Transfer {
@@ -301,10 +373,10 @@ impl<E: Copy> Ring<E> {
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);
         let backoff = Backoff::new();
         let (old_head, n, avail) = loop {
-            let old_head = self.cons.head.load(Ordering::Relaxed);
+            let old_head = self.st().cons.head.load(Ordering::Relaxed);
             // Acquire pairs with the producers' release of prod.tail: their slot writes are
             // visible before we read the slots.
-            let prod_tail = self.prod.tail.load(Ordering::Acquire);
+            let prod_tail = self.st().prod.tail.load(Ordering::Acquire);
             let avail = prod_tail.wrapping_sub(old_head);
             let take = match behavior {
                 Behavior::Bulk if n32 > avail || n32 as usize != n => 0,
@@ -319,10 +391,11 @@ impl<E: Copy> Ring<E> {
             }
             let new_head = old_head.wrapping_add(take);
             if self.flags.single_consumer {
-                self.cons.head.store(new_head, Ordering::Relaxed);
+                self.st().cons.head.store(new_head, Ordering::Relaxed);
                 break (old_head, take, avail - take);
             }
             if self
+                .st()
                 .cons
                 .head
                 .compare_exchange_weak(old_head, new_head, Ordering::Relaxed, Ordering::Relaxed)
@@ -337,11 +410,12 @@ impl<E: Copy> Ring<E> {
         unsafe { self.copy_out(old_head, dst, n as usize) };
         if !self.flags.single_consumer {
             let backoff = Backoff::new();
-            while self.cons.tail.load(Ordering::Acquire) != old_head {
+            while self.st().cons.tail.load(Ordering::Acquire) != old_head {
                 backoff.snooze();
             }
         }
-        self.cons
+        self.st()
+            .cons
             .tail
             .store(old_head.wrapping_add(n), Ordering::Release);
         Transfer {
@@ -386,6 +460,11 @@ impl<E: Copy> Ring<E> {
 
 impl<E> Drop for Ring<E> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        // SAFETY: state came from Box::into_raw in with_start_counter and is freed once.
+        drop(unsafe { Box::from_raw(self.state.as_ptr()) });
         let slice = std::ptr::slice_from_raw_parts_mut(self.slots.as_ptr(), self.size);
         // SAFETY: slots came from Box::into_raw of a boxed slice of exactly `size` elements.
         drop(unsafe { Box::from_raw(slice) });
@@ -395,13 +474,15 @@ impl<E> Drop for Ring<E> {
 impl<E> fmt::Debug for Ring<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ld = |a: &AtomicU32| a.load(Ordering::Relaxed);
+        // SAFETY: state is valid for the ring's life.
+        let st = unsafe { self.state.as_ref() };
         f.debug_struct("Ring")
             .field("size", &self.size)
             .field("capacity", &self.capacity)
-            .field("prod_head", &ld(&self.prod.head))
-            .field("prod_tail", &ld(&self.prod.tail))
-            .field("cons_head", &ld(&self.cons.head))
-            .field("cons_tail", &ld(&self.cons.tail))
+            .field("prod_head", &ld(&st.prod.head))
+            .field("prod_tail", &ld(&st.prod.tail))
+            .field("cons_head", &ld(&st.cons.head))
+            .field("cons_tail", &ld(&st.cons.tail))
             .field("flags", &self.flags)
             .finish()
     }
