@@ -42,6 +42,7 @@ mod builder;
 pub mod cache;
 pub mod error;
 pub mod handle;
+pub mod handle_ring;
 mod local;
 mod pool;
 pub mod region;
@@ -57,6 +58,7 @@ pub use builder::{PoolBuilder, StrideMode, CACHE_LINE, DEFAULT_CACHE_SIZE, DEFAU
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
 pub use error::PoolError;
 pub use handle::{GenericHandle, Handle};
+pub use handle_ring::HandleRing;
 pub use local::LocalCache;
 pub use pool::{GenericPool, DEBUG_CHECKS};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};

@@ -1,0 +1,671 @@
+//! Moving handles between threads: a bounded single-producer / single-consumer ring of
+//! [`Handle`](crate::Handle)s in the style of Linux's `ptr_ring` (2017).
+//!
+//! A typical use is a packet pipeline: an RX thread takes buffers from a pool, fills them and
+//! hands them to a worker thread, which processes and frees them (`examples/pktpipe`).
+//!
+//! # Algorithm (ptr_ring)
+//!
+//! * The ring is an array of `size` slots (any `size >= 1`, not only powers of two). A slot holds
+//!   the handle's entry (`index + 1` for the index pool, so never 0; an object pointer for the
+//!   pointer twin, never null) or the empty sentinel 0 / null.
+//! * Producer and consumer share **only the slots**: no head/tail counters. Each side keeps its
+//!   own private position, in its own half ([`Producer`], [`Consumer`]), on its own cache line.
+//!   The producer stores into its slot if the slot is empty (Relaxed load; the store of the entry
+//!   is Release); the consumer takes the entry at its slot if it is not empty (Acquire load).
+//! * **Batched zeroing**: the consumer does not empty a slot as it takes the entry. It empties
+//!   consumed slots lazily, `batch` at a time, in reverse order, and at the end of the ring. When
+//!   the ring is almost full, immediate zeroing makes the producer refill each slot right after
+//!   the consumer wrote it, so both write the same cache line; with batching the producer cannot
+//!   move on until a whole batch (two cache lines of entries: 32 u32 indices or 16 pointers) is
+//!   free, and the first slot of the batch, the one the producer is waiting on, is written last.
+//!   The batch falls to 1 where it would exceed half the ring (ptr_ring's
+//!   `__ptr_ring_set_size`). [`Zeroing`] switches it, for measurement.
+//!
+//! # Semantics the caller can rely on
+//!
+//! * A produce into a full ring fails and **hands the handle(s) back** (`Err(handle)`, or they
+//!   stay in the caller's `Vec`/array); nothing is ever dropped.
+//! * With batched zeroing, a consume does not free a slot at once: **after one consume, the next
+//!   produce may still fail**. After `batch` consumes (see [`GenericHandleRing::batch`]) that
+//!   happen before the produce, at least one slot is free and the produce succeeds. With
+//!   [`Zeroing::Immediate`] (batch 1) each consume frees its slot at once.
+//! * The ring holds up to `size` handles (all slots; there is no reserved slot).
+//! * Bulk operations move all `n` handles or none; burst operations move as many as possible.
+//! * Dropping both halves returns every handle still in the ring to its pool with
+//!   [`GenericPool::put_bulk`] (on the thread that drops the last half). The ring borrows the
+//!   pool (`'p`), so the pool outlives it.
+//!
+//! ```
+//! use idxpool::{PoolBuilder, HandleRing, handle_ring::Zeroing};
+//!
+//! PoolBuilder::<[u8; 64]>::zeroed(256).cache_size(32).scoped(|pool| {
+//!     let (mut tx, mut rx) = HandleRing::new(&pool, 128, Zeroing::Batched).unwrap();
+//!     std::thread::scope(|s| {
+//!         s.spawn(|| {
+//!             for _ in 0..1000 {
+//!                 let mut h = pool.get().unwrap();
+//!                 pool.get_mut(&mut h)[0] = 7;
+//!                 let mut h = Some(h);
+//!                 while let Some(x) = h.take() {
+//!                     if let Err(back) = tx.produce(x) {
+//!                         h = Some(back); // full: the handle comes back
+//!                         std::thread::yield_now();
+//!                     }
+//!                 }
+//!             }
+//!         });
+//!         let mut got = 0;
+//!         while got < 1000 {
+//!             match rx.consume() {
+//!                 Some(h) => { assert_eq!(pool.get_ref(&h)[0], 7); pool.put(h); got += 1; }
+//!                 None => std::thread::yield_now(),
+//!             }
+//!         }
+//!     });
+//! }).unwrap();
+//! ```
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::ptr::NonNull;
+
+use crossbeam_utils::CachePadded;
+
+#[cfg(loom)]
+use loom::sync::Arc;
+#[cfg(not(loom))]
+use std::sync::Arc;
+
+use crate::brand::Brand;
+use crate::error::PoolError;
+use crate::handle::GenericHandle;
+use crate::pool::GenericPool;
+use crate::repr::{Index, ObjPtr, Pointer, Repr};
+use crate::sync::{AtomicPtr, AtomicU32, Ordering};
+
+/// Cache-line size assumed by the batch rule (`SMP_CACHE_BYTES` on x86-64 and most arm64).
+const LINE: usize = 64;
+
+/// How the consumer empties consumed slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Zeroing {
+    /// Each consumed slot is emptied at once (batch 1): the naive ring.
+    Immediate,
+    /// ptr_ring's rule: batches of two cache lines of entries (`128 / entry size`: 32 indices,
+    /// 16 pointers), or 1 where that would exceed half the ring.
+    Batched,
+    /// An explicit batch (for tests and tuning), also forced to 1 where it would exceed half
+    /// the ring. `BatchOf(0)` is rejected by the constructor.
+    BatchOf(usize),
+}
+
+impl Zeroing {
+    /// `"batch"` / `"nobatch"` / `"batch=N"`, as the benchmarks print it.
+    pub fn name(&self) -> String {
+        match self {
+            Zeroing::Immediate => "nobatch".into(),
+            Zeroing::Batched => "batch".into(),
+            Zeroing::BatchOf(n) => format!("batch={n}"),
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::repr::Index {}
+    impl Sealed for crate::repr::Pointer {}
+}
+
+/// An entry representation that a [`GenericHandleRing`] can store in an atomic slot with an
+/// empty sentinel: [`Index`] (an `AtomicU32`, 0 = empty) and [`Pointer`] (an `AtomicPtr`,
+/// null = empty). Sealed.
+pub trait SlotRepr: Repr + sealed::Sealed {
+    /// The atomic slot type.
+    #[doc(hidden)]
+    type Slot: Send + Sync;
+    /// An empty slot.
+    #[doc(hidden)]
+    fn empty() -> Self::Slot;
+    /// The entry in the slot, or None if it is empty.
+    #[doc(hidden)]
+    fn load(slot: &Self::Slot, order: Ordering) -> Option<Self::Entry>;
+    /// Stores an entry.
+    #[doc(hidden)]
+    fn store(slot: &Self::Slot, e: Self::Entry, order: Ordering);
+    /// Empties the slot.
+    #[doc(hidden)]
+    fn clear(slot: &Self::Slot, order: Ordering);
+}
+
+impl SlotRepr for Index {
+    type Slot = AtomicU32;
+    #[inline(always)]
+    fn empty() -> AtomicU32 {
+        AtomicU32::new(0)
+    }
+    #[inline(always)]
+    fn load(slot: &AtomicU32, order: Ordering) -> Option<NonZeroU32> {
+        NonZeroU32::new(slot.load(order))
+    }
+    #[inline(always)]
+    fn store(slot: &AtomicU32, e: NonZeroU32, order: Ordering) {
+        slot.store(e.get(), order)
+    }
+    #[inline(always)]
+    fn clear(slot: &AtomicU32, order: Ordering) {
+        slot.store(0, order)
+    }
+}
+
+// ObjPtr is #[repr(transparent)] over NonNull<u8> (src/repr.rs); checked here at compile time.
+const _: () = assert!(std::mem::size_of::<ObjPtr>() == std::mem::size_of::<NonNull<u8>>());
+
+impl SlotRepr for Pointer {
+    type Slot = AtomicPtr<u8>;
+    #[inline(always)]
+    fn empty() -> AtomicPtr<u8> {
+        AtomicPtr::new(std::ptr::null_mut())
+    }
+    #[inline(always)]
+    fn load(slot: &AtomicPtr<u8>, order: Ordering) -> Option<ObjPtr> {
+        let p = NonNull::new(slot.load(order))?;
+        // SAFETY: ObjPtr is a #[repr(transparent)] wrapper of NonNull<u8>, and every non-null
+        // value in a slot was stored from an ObjPtr by `store` below.
+        Some(unsafe { std::mem::transmute::<NonNull<u8>, ObjPtr>(p) })
+    }
+    #[inline(always)]
+    fn store(slot: &AtomicPtr<u8>, e: ObjPtr, order: Ordering) {
+        // SAFETY: ObjPtr is a #[repr(transparent)] wrapper of NonNull<u8>.
+        let p = unsafe { std::mem::transmute::<ObjPtr, NonNull<u8>>(e) };
+        slot.store(p.as_ptr(), order)
+    }
+    #[inline(always)]
+    fn clear(slot: &AtomicPtr<u8>, order: Ordering) {
+        slot.store(std::ptr::null_mut(), order)
+    }
+}
+
+/// The shared part of a handle ring: the slots, and the pool its handles go back to when the
+/// ring is dropped. Made by [`GenericHandleRing::new`], which returns the two halves; reached
+/// through [`Producer::ring`] / [`Consumer::ring`].
+///
+/// Use the aliases [`HandleRing`] (index pool, 4-byte slots) and [`PtrHandleRing`] (pointer
+/// twin, 8-byte slots). See the [module docs](self) for the algorithm and its guarantees.
+pub struct GenericHandleRing<'p, T, B: Brand, R: SlotRepr> {
+    /// `off + size` slots are used from `off`, so that slot 0 starts a 128-byte block.
+    slots: Box<[R::Slot]>,
+    off: usize,
+    size: usize,
+    batch: usize,
+    zeroing: Zeroing,
+    pool: &'p GenericPool<T, B, R>,
+}
+
+/// Handle ring of the index pool: 4-byte slots, batches of 32.
+pub type HandleRing<'p, T, B> = GenericHandleRing<'p, T, B, Index>;
+/// Handle ring of the pointer twin ([`crate::ptr::Pool`]): 8-byte slots, batches of 16, as
+/// ptr_ring stores pointers.
+pub type PtrHandleRing<'p, T, B> = GenericHandleRing<'p, T, B, Pointer>;
+
+type H<T, B, R> = GenericHandle<T, B, R>;
+
+impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
+    /// Creates a ring of `size` slots for handles of `pool`, and returns its producer and
+    /// consumer halves (each `Send` when `T: Send`; each used by one thread at a time).
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] when `size` is 0 or `zeroing` is `BatchOf(0)`;
+    /// [`PoolError::SizeOverflow`] when the slot array cannot be allocated.
+    #[allow(clippy::type_complexity)]
+    pub fn new(
+        pool: &'p GenericPool<T, B, R>,
+        size: usize,
+        zeroing: Zeroing,
+    ) -> Result<(Producer<'p, T, B, R>, Consumer<'p, T, B, R>), PoolError> {
+        if size == 0 {
+            return Err(PoolError::config("handle ring size is 0"));
+        }
+        let want = match zeroing {
+            Zeroing::Immediate => 1,
+            Zeroing::Batched => 2 * LINE / std::mem::size_of::<R::Entry>(),
+            Zeroing::BatchOf(0) => return Err(PoolError::config("handle ring batch is 0")),
+            Zeroing::BatchOf(n) => n,
+        };
+        // __ptr_ring_set_size: batching too much on a small ring makes it bursty.
+        let batch = if want > size / 2 { 1 } else { want };
+        // Pad so that slot 0 can start a 2-line block (not under loom: its atomics are larger
+        // and every one is modelled).
+        let pad = if cfg!(loom) {
+            0
+        } else {
+            (2 * LINE / std::mem::size_of::<R::Slot>()).saturating_sub(1)
+        };
+        let total = size
+            .checked_add(pad)
+            .ok_or_else(|| PoolError::overflow("handle ring slot count"))?;
+        let mut v: Vec<R::Slot> = Vec::new();
+        v.try_reserve_exact(total).map_err(|e| {
+            PoolError::overflow(format!(
+                "handle ring of {size} slots cannot be allocated: {e}"
+            ))
+        })?;
+        v.extend((0..total).map(|_| R::empty()));
+        let slots = v.into_boxed_slice();
+        let off = if pad == 0 {
+            0
+        } else {
+            let addr = slots.as_ptr() as usize;
+            let misalign = addr % (2 * LINE);
+            // Slots are size_of::<Slot>()-aligned, so the distance is a whole number of slots.
+            ((2 * LINE - misalign) % (2 * LINE)) / std::mem::size_of::<R::Slot>()
+        };
+        debug_assert!(off <= pad);
+        let ring = Arc::new(GenericHandleRing {
+            slots,
+            off,
+            size,
+            batch,
+            zeroing,
+            pool,
+        });
+        let producer = Producer {
+            pos: CachePadded::new(0),
+            ring: ring.clone(),
+        };
+        let consumer = Consumer {
+            pos: CachePadded::new(ConsPos { head: 0, tail: 0 }),
+            ring,
+        };
+        Ok((producer, consumer))
+    }
+
+    /// Slot count: the most handles the ring holds.
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Consumed slots emptied at a time (1 = no batching). After this many consumes a produce
+    /// into a full ring succeeds.
+    #[inline]
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The zeroing option the ring was created with.
+    pub fn zeroing(&self) -> Zeroing {
+        self.zeroing
+    }
+
+    /// The pool the ring's handles belong to.
+    pub fn pool(&self) -> &'p GenericPool<T, B, R> {
+        self.pool
+    }
+
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &R::Slot {
+        debug_assert!(i < self.size);
+        // SAFETY: callers pass i < size (positions wrap at size), and off + size <= slots.len()
+        // by construction in `new`.
+        unsafe { self.slots.get_unchecked(self.off + i) }
+    }
+
+    #[inline(always)]
+    fn next(&self, i: usize) -> usize {
+        let n = i + 1;
+        if n >= self.size {
+            0
+        } else {
+            n
+        }
+    }
+}
+
+impl<T, B: Brand, R: SlotRepr> Drop for GenericHandleRing<'_, T, B, R> {
+    fn drop(&mut self) {
+        // Both halves are gone (Arc's release/acquire orders their last writes before this);
+        // the consumer emptied its consumed slots in its Drop, so every full slot is a handle
+        // that was produced and never consumed.
+        let mut left: Vec<H<T, B, R>> = Vec::new();
+        for i in 0..self.size {
+            if let Some(e) = R::load(self.slot(i), Ordering::Acquire) {
+                R::clear(self.slot(i), Ordering::Relaxed);
+                left.push(GenericHandle::from_entry(e));
+            }
+        }
+        if !left.is_empty() {
+            self.pool.put_bulk(&mut left);
+        }
+    }
+}
+
+impl<T, B: Brand, R: SlotRepr> fmt::Debug for GenericHandleRing<'_, T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandleRing")
+            .field("repr", &R::NAME)
+            .field("size", &self.size)
+            .field("batch", &self.batch)
+            .field("zeroing", &self.zeroing)
+            .finish()
+    }
+}
+
+/// The producing half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
+/// Its position is private, on its own cache line.
+pub struct Producer<'p, T, B: Brand, R: SlotRepr = Index> {
+    pos: CachePadded<usize>,
+    ring: Arc<GenericHandleRing<'p, T, B, R>>,
+}
+
+impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
+    /// The shared ring (size, batch, pool).
+    pub fn ring(&self) -> &GenericHandleRing<'p, T, B, R> {
+        &self.ring
+    }
+
+    /// True when the next produce would fail (a snapshot: the consumer may free slots any
+    /// time).
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        R::load(self.ring.slot(*self.pos), Ordering::Relaxed).is_some()
+    }
+
+    /// Moves `h` into the ring (`ptr_ring_produce`).
+    ///
+    /// # Errors
+    /// The ring is full: `h` comes back unchanged.
+    #[inline]
+    pub fn produce(&mut self, h: H<T, B, R>) -> Result<(), H<T, B, R>> {
+        let ring = &*self.ring;
+        let pos = *self.pos;
+        let slot = ring.slot(pos);
+        // The slot is empty once the consumer cleared it; coherence on this one location
+        // orders the consumer's read of the old entry before our store of the new one.
+        if R::load(slot, Ordering::Relaxed).is_some() {
+            return Err(h);
+        }
+        // Release: the consumer's Acquire load of the entry sees everything we did before,
+        // including writes to the object.
+        R::store(slot, h.into_entry(), Ordering::Release);
+        *self.pos = ring.next(pos);
+        Ok(())
+    }
+
+    /// Free slots from the producer's position, up to `max` (each checked; a slot stays free
+    /// until we fill it, since only the producer fills).
+    #[inline]
+    fn free_run(&self, max: usize) -> usize {
+        let ring = &*self.ring;
+        let mut pos = *self.pos;
+        let mut k = 0;
+        while k < max && R::load(ring.slot(pos), Ordering::Relaxed).is_none() {
+            k += 1;
+            pos = ring.next(pos);
+        }
+        k
+    }
+
+    #[inline]
+    fn store_run(&mut self, handles: impl Iterator<Item = H<T, B, R>>) {
+        let ring = &*self.ring;
+        let mut pos = *self.pos;
+        for h in handles {
+            R::store(ring.slot(pos), h.into_entry(), Ordering::Release);
+            pos = ring.next(pos);
+        }
+        *self.pos = pos;
+    }
+
+    /// Moves every handle of `handles` into the ring (the Vec is left empty and returns true),
+    /// or none (the Vec is unchanged and returns false). Bulk: all or nothing; an empty Vec
+    /// succeeds.
+    #[must_use = "on false the handles are still in the Vec"]
+    #[inline]
+    pub fn produce_bulk(&mut self, handles: &mut Vec<H<T, B, R>>) -> bool {
+        let n = handles.len();
+        if n > self.ring.size || self.free_run(n) < n {
+            return false;
+        }
+        self.store_run(handles.drain(..));
+        true
+    }
+
+    /// Moves as many handles as fit from the front of `handles` into the ring, in order, and
+    /// returns how many; the rest stay in the Vec. Burst: best effort.
+    #[inline]
+    pub fn produce_burst(&mut self, handles: &mut Vec<H<T, B, R>>) -> usize {
+        let k = self.free_run(handles.len());
+        if k > 0 {
+            self.store_run(handles.drain(..k));
+        }
+        k
+    }
+
+    /// Moves all `N` handles into the ring, or none.
+    ///
+    /// # Errors
+    /// Fewer than `N` free slots: the array comes back unchanged.
+    #[inline]
+    pub fn produce_array<const N: usize>(
+        &mut self,
+        handles: [H<T, B, R>; N],
+    ) -> Result<(), [H<T, B, R>; N]> {
+        if N > self.ring.size || self.free_run(N) < N {
+            return Err(handles);
+        }
+        self.store_run(handles.into_iter());
+        Ok(())
+    }
+}
+
+impl<T, B: Brand, R: SlotRepr> fmt::Debug for Producer<'_, T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Producer")
+            .field("pos", &*self.pos)
+            .field("ring", &*self.ring)
+            .finish()
+    }
+}
+
+struct ConsPos {
+    /// Next slot to take (ptr_ring's consumer_head).
+    head: usize,
+    /// First consumed slot not yet emptied (ptr_ring's consumer_tail); `tail <= head`.
+    tail: usize,
+}
+
+/// The consuming half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
+/// Its positions are private, on their own cache line. Dropping it empties the slots it has
+/// consumed but not yet emptied.
+pub struct Consumer<'p, T, B: Brand, R: SlotRepr = Index> {
+    pos: CachePadded<ConsPos>,
+    ring: Arc<GenericHandleRing<'p, T, B, R>>,
+}
+
+impl<'p, T, B: Brand, R: SlotRepr> Consumer<'p, T, B, R> {
+    /// The shared ring (size, batch, pool).
+    pub fn ring(&self) -> &GenericHandleRing<'p, T, B, R> {
+        &self.ring
+    }
+
+    /// True when the next consume would find nothing (a snapshot).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        R::load(self.ring.slot(self.pos.head), Ordering::Relaxed).is_none()
+    }
+
+    /// Consumed slots not yet emptied (0..batch).
+    pub fn pending(&self) -> usize {
+        self.pos.head - self.pos.tail
+    }
+
+    /// Advances past the slot at `head`, emptying a batch when due (`__ptr_ring_discard_one`).
+    #[inline(always)]
+    fn discard_one(&mut self) {
+        let ring = &*self.ring;
+        let pos = &mut *self.pos;
+        let head = pos.head;
+        let mut next = head + 1;
+        if next - pos.tail >= ring.batch || next >= ring.size {
+            // Reverse order: the slot the producer may be waiting on (tail) is written last,
+            // so the producer touches none of the batch's lines before all are written.
+            let mut i = head + 1;
+            while i > pos.tail {
+                i -= 1;
+                R::clear(ring.slot(i), Ordering::Relaxed);
+            }
+            pos.tail = next;
+        }
+        if next >= ring.size {
+            next = 0;
+            pos.tail = 0;
+        }
+        pos.head = next;
+    }
+
+    /// Empties every consumed slot now (what the next batch would do).
+    fn flush_pending(&mut self) {
+        let ring = &*self.ring;
+        let pos = &mut *self.pos;
+        let mut i = pos.head;
+        while i > pos.tail {
+            i -= 1;
+            R::clear(ring.slot(i), Ordering::Relaxed);
+        }
+        pos.tail = pos.head;
+    }
+
+    /// Takes the oldest handle, or None if the ring is empty (`ptr_ring_consume`).
+    #[inline]
+    pub fn consume(&mut self) -> Option<H<T, B, R>> {
+        // Acquire pairs with the producer's Release store of the entry.
+        let e = R::load(self.ring.slot(self.pos.head), Ordering::Acquire)?;
+        self.discard_one();
+        Some(GenericHandle::from_entry(e))
+    }
+
+    /// True if `n` handles are ready: the `n`-th slot from the head is full (Acquire), which
+    /// implies the ones before it are (the producer fills in order, and with fewer than
+    /// `size - pending` slots ahead the full slot can only hold the `n`-th next entry).
+    #[inline]
+    fn ready(&self, n: usize) -> bool {
+        let ring = &*self.ring;
+        if n == 0 {
+            return true;
+        }
+        if n > ring.size - (self.pos.head - self.pos.tail) {
+            return false;
+        }
+        let mut last = self.pos.head + n - 1;
+        if last >= ring.size {
+            last -= ring.size;
+        }
+        R::load(ring.slot(last), Ordering::Acquire).is_some()
+    }
+
+    /// Appends exactly `n` handles to `out` (oldest first) and returns true, or appends none
+    /// and returns false. Bulk: all or nothing; `n == 0` succeeds.
+    #[must_use = "on true the handles were appended to `out`"]
+    #[inline]
+    pub fn consume_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> bool {
+        if !self.ready(n) {
+            return false;
+        }
+        out.reserve(n);
+        for _ in 0..n {
+            let h = self
+                .consume()
+                .expect("idxpool: handle ring slot empty after its successor was seen full");
+            out.push(h);
+        }
+        true
+    }
+
+    /// Appends up to `n` handles to `out` (oldest first); returns how many. Burst: best effort.
+    #[inline]
+    pub fn consume_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
+        let mut k = 0;
+        while k < n {
+            match self.consume() {
+                Some(h) => out.push(h),
+                None => break,
+            }
+            k += 1;
+        }
+        k
+    }
+
+    /// Takes exactly `N` handles, or none (None).
+    #[inline]
+    pub fn consume_array<const N: usize>(&mut self) -> Option<[H<T, B, R>; N]> {
+        if !self.ready(N) {
+            return None;
+        }
+        Some(std::array::from_fn(|_| {
+            self.consume()
+                .expect("idxpool: handle ring slot empty after its successor was seen full")
+        }))
+    }
+
+    /// Appends every handle currently in the ring to `out`; returns how many.
+    pub fn drain_into(&mut self, out: &mut Vec<H<T, B, R>>) -> usize {
+        self.consume_burst(out, usize::MAX)
+    }
+}
+
+impl<T, B: Brand, R: SlotRepr> Drop for Consumer<'_, T, B, R> {
+    fn drop(&mut self) {
+        // Consumed-but-not-emptied slots must not look like handles to the ring's Drop.
+        self.flush_pending();
+    }
+}
+
+impl<T, B: Brand, R: SlotRepr> fmt::Debug for Consumer<'_, T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Consumer")
+            .field("head", &self.pos.head)
+            .field("tail", &self.pos.tail)
+            .field("ring", &*self.ring)
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::PoolBuilder;
+
+    #[test]
+    fn batch_rule_and_alignment() {
+        PoolBuilder::<u64>::with_default(8)
+            .cache_size(0)
+            .scoped(|pool| {
+                for (size, z, want) in [
+                    (64, Zeroing::Batched, 32),
+                    (63, Zeroing::Batched, 1),
+                    (1024, Zeroing::Immediate, 1),
+                    (8, Zeroing::BatchOf(4), 4),
+                    (7, Zeroing::BatchOf(4), 1),
+                    (1, Zeroing::Batched, 1),
+                ] {
+                    let (p, c) = HandleRing::new(&pool, size, z).unwrap();
+                    assert_eq!(p.ring().batch(), want, "size {size} {z:?}");
+                    let r = c.ring();
+                    assert_eq!(r.slot(0) as *const _ as usize % 128, 0);
+                    assert_eq!(r.size(), size);
+                }
+                assert!(HandleRing::new(&pool, 0, Zeroing::Batched).is_err());
+                assert!(HandleRing::new(&pool, 8, Zeroing::BatchOf(0)).is_err());
+            })
+            .unwrap();
+        PoolBuilder::<u64>::with_default(8)
+            .cache_size(0)
+            .scoped_ptr(|pool| {
+                let (p, c) = PtrHandleRing::new(&pool, 64, Zeroing::Batched).unwrap();
+                assert_eq!(p.ring().batch(), 16);
+                assert_eq!(c.ring().slot(0) as *const _ as usize % 128, 0);
+            })
+            .unwrap();
+    }
+}
