@@ -16,6 +16,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 
 use crate::error::PoolError;
+use crate::repr::copy_entries;
 use crate::ring::{Behavior, Ring};
 use crate::stats::{Counter, Counters};
 use crate::sync::{AtomicU32, Ordering};
@@ -248,7 +249,7 @@ impl<E: Copy> Cache<E> {
         let len = self.len();
         if n <= len {
             // SAFETY: len - n .. len is initialised; caller guarantees dst.
-            unsafe { std::ptr::copy_nonoverlapping(self.objs().add(len - n), dst, n) };
+            unsafe { copy_entries(self.objs().add(len - n), dst, n) };
             self.set_len(len - n);
             self.counters.add(Counter::GetSuccessBulk, 1);
             self.counters.add(Counter::GetSuccessObjs, n);
@@ -282,7 +283,7 @@ impl<E: Copy> Cache<E> {
             }
             if n <= len {
                 // SAFETY: as in get_bulk.
-                unsafe { std::ptr::copy_nonoverlapping(self.objs().add(len - n), dst, n) };
+                unsafe { copy_entries(self.objs().add(len - n), dst, n) };
                 self.set_len(len - n);
                 self.counters.add(Counter::GetSuccessBulk, 1);
                 self.counters.add(Counter::GetSuccessObjs, n);
@@ -357,7 +358,7 @@ impl<E: Copy> Cache<E> {
         let len = self.len();
         if len + n <= self.fill_limit as usize {
             // SAFETY: len + n <= fill_limit <= objs.len().
-            unsafe { std::ptr::copy_nonoverlapping(src, self.objs().add(len), n) };
+            unsafe { copy_entries(src, self.objs().add(len), n) };
             self.set_len(len + n);
             self.counters.add(Counter::PutBulk, 1);
             self.counters.add(Counter::PutObjs, n);

@@ -20,6 +20,7 @@ use std::ptr::NonNull;
 use crossbeam_utils::CachePadded;
 
 use crate::error::PoolError;
+use crate::repr::copy_entries;
 use crate::sync::{AtomicU32, Backoff, Ordering};
 
 /// Ring creation options (rte_ring's `RING_F_SP_ENQ`, `RING_F_SC_DEQ`, `RING_F_EXACT_SZ`).
@@ -436,8 +437,8 @@ impl<E: Copy> Ring<E> {
         // SAFETY: idx + first <= size and n - first <= idx, both within the slot array; the
         // caller guarantees src and exclusivity.
         unsafe {
-            std::ptr::copy_nonoverlapping(src, slots.add(idx), first);
-            std::ptr::copy_nonoverlapping(src.add(first), slots, n - first);
+            copy_entries(src, slots.add(idx), first);
+            copy_entries(src.add(first), slots, n - first);
         }
     }
 
@@ -452,8 +453,8 @@ impl<E: Copy> Ring<E> {
         let slots = self.slots.as_ptr().cast::<E>();
         // SAFETY: as in copy_in; published slots hold initialised entries.
         unsafe {
-            std::ptr::copy_nonoverlapping(slots.add(idx), dst, first);
-            std::ptr::copy_nonoverlapping(slots, dst.add(first), n - first);
+            copy_entries(slots.add(idx), dst, first);
+            copy_entries(slots, dst.add(first), n - first);
         }
     }
 }
