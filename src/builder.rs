@@ -60,9 +60,12 @@ impl StrideMode {
     }
 }
 
+/// An object initialiser: `f(index, slot)` must write the slot.
+type InitFn<'a, T> = Box<dyn FnMut(u32, &mut MaybeUninit<T>) + 'a>;
+
 pub(crate) enum Init<'a, T> {
     Zeroed,
-    With(Box<dyn FnMut(u32, &mut MaybeUninit<T>) + 'a>),
+    With(InitFn<'a, T>),
 }
 
 /// Configures and creates a pool, as `rte_mempool_create(name, n, elt_size, cache_size, ...,

@@ -163,8 +163,11 @@ pub struct GenericPool<T, B, R: Repr> {
     name: String,
     brand: Option<&'static BrandSlot>,
     region: Region,
-    _marker: PhantomData<(fn(B) -> B, T)>,
+    _marker: PhantomData<(Invariant<B>, T)>,
 }
+
+/// Invariant in `B`, and `Send + Sync` whatever `B` is.
+type Invariant<B> = fn(B) -> B;
 
 // SAFETY: the pool hands each object to one handle owner at a time; sharing &pool between
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
