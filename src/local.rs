@@ -7,7 +7,7 @@ use crate::brand::Brand;
 use crate::cache::Cache;
 use crate::error::PoolError;
 use crate::pool::{CachePtr, GenericPool, H};
-use crate::repr::Repr;
+use crate::repr::{Geometry, Repr};
 
 /// A cache owned by its holder (DPDK's `rte_mempool_cache_create` + `rte_mempool_generic_get/
 /// put` with an explicit cache): gets and puts through it touch only this cache until it must
@@ -32,6 +32,9 @@ use crate::repr::Repr;
 pub struct LocalCache<'p, T, B: Brand, R: Repr> {
     pool: &'p GenericPool<T, B, R>,
     cache: NonNull<Cache<R::Entry>>,
+    /// Copy of the pool's geometry, so that handle conversion reads the caller's stack frame
+    /// (registers, once inlined) instead of reloading the pool after every object write.
+    geometry: Geometry,
     _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
 
@@ -53,6 +56,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
         LocalCache {
             pool,
             cache,
+            geometry: pool.geometry,
             _not_sync: std::marker::PhantomData,
         }
     }
@@ -172,13 +176,15 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// Shared access to an object (see [`GenericPool::get_ref`]).
     #[inline(always)]
     pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
-        self.pool.get_ref(h)
+        // SAFETY: as GenericPool::get_ref (same geometry, same brand).
+        unsafe { &*R::ptr(&self.geometry, h.entry()).cast::<T>() }
     }
 
     /// Exclusive access to an object (see [`GenericPool::get_mut`]).
     #[inline(always)]
     pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
-        self.pool.get_mut(h)
+        // SAFETY: as GenericPool::get_mut (same geometry, same brand; &mut h is exclusive).
+        unsafe { &mut *R::ptr(&self.geometry, h.entry()).cast::<T>() }
     }
 
     /// Returns every cached object to the ring (rte_mempool_cache_flush).
