@@ -70,6 +70,45 @@ pub enum PoolError {
     /// `audit()` found a broken invariant.
     #[error("audit failed: {0}")]
     AuditFailed(String),
+    /// A shared pool's region does not have the layout this process expects (attach): `field`
+    /// names the header field (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section
+    /// offset, `file_len`, ...).
+    #[error("shared pool layout mismatch: {field} is {found}, expected {expected}")]
+    LayoutMismatch {
+        /// Header field that differs.
+        field: &'static str,
+        /// Value this process expects.
+        expected: u64,
+        /// Value found in the region.
+        found: u64,
+    },
+    /// A shared pool was created for another object type: its type fingerprint differs.
+    #[error("shared pool type fingerprint mismatch: region has {found:#018x}, expected {expected:#018x}")]
+    FingerprintMismatch {
+        /// Fingerprint passed by this process.
+        expected: u64,
+        /// Fingerprint recorded by the creator.
+        found: u64,
+    },
+    /// A shared pool's backing file could not be created, opened or mapped; `source.kind()` is
+    /// `NotFound` when no pool of that name exists, `PermissionDenied`, `AlreadyExists` on a
+    /// create over an existing name, and so on.
+    #[error("shared pool file {path}: {op} failed: {source}")]
+    SharedFile {
+        /// Path of the backing file.
+        path: String,
+        /// The operation that failed (`create`, `open`, `map`, ...).
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Every process slot of a shared pool is held by a live process.
+    #[error("all {slots} process slots of the shared pool are taken by live processes")]
+    NoProcessSlot {
+        /// Number of process slots in the region.
+        slots: u32,
+    },
 }
 
 impl PoolError {

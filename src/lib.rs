@@ -48,6 +48,8 @@ mod pool;
 pub mod region;
 pub mod repr;
 pub mod ring;
+#[cfg(all(target_os = "linux", not(loom)))]
+pub mod shared;
 pub mod stats;
 mod sync;
 mod thread;

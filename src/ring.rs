@@ -229,6 +229,18 @@ impl<E: Copy> Ring<E> {
         (n.min(self.capacity)) as usize
     }
 
+    /// `[prod.head, prod.tail, cons.head, cons.tail]` (a snapshot), for audits of rings that
+    /// live in shared regions: head != tail on a quiescent ring means an operation never ended.
+    pub(crate) fn counters(&self) -> [u32; 4] {
+        let st = self.st();
+        [
+            st.prod.head.load(Ordering::Acquire),
+            st.prod.tail.load(Ordering::Acquire),
+            st.cons.head.load(Ordering::Acquire),
+            st.cons.tail.load(Ordering::Acquire),
+        ]
+    }
+
     /// Free slots (a snapshot).
     #[inline]
     pub fn free_count(&self) -> usize {
@@ -307,7 +319,12 @@ impl<E: Copy> Ring<E> {
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);
         let backoff = Backoff::new();
         let (old_head, n, free) = loop {
-            let old_head = self.st().prod.head.load(Ordering::Relaxed);
+            // Acquire (with the AcqRel CAS below): a producer that sees another's head also
+            // sees a cons.tail at least as new as the one that producer computed `free` from,
+            // so `cap + cons_tail - old_head` cannot underflow into a huge bogus free count.
+            // With Relaxed, loom (tests/loom.rs) found a producer overwriting unconsumed slots:
+            // a fence between the two loads (rte_ring's C11 code) does not prevent that either.
+            let old_head = self.st().prod.head.load(Ordering::Acquire);
             // Acquire pairs with the consumers' release of cons.tail: their reads of the slots
             // we are about to overwrite happen before our writes.
             let cons_tail = self.st().cons.tail.load(Ordering::Acquire);
@@ -332,7 +349,7 @@ impl<E: Copy> Ring<E> {
                 .st()
                 .prod
                 .head
-                .compare_exchange_weak(old_head, new_head, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(old_head, new_head, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 break (old_head, take, free - take);
@@ -374,7 +391,9 @@ impl<E: Copy> Ring<E> {
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);
         let backoff = Backoff::new();
         let (old_head, n, avail) = loop {
-            let old_head = self.st().cons.head.load(Ordering::Relaxed);
+            // Acquire + AcqRel CAS, as for prod.head: else a stale prod.tail with a fresh
+            // cons.head makes `prod_tail - old_head` underflow and we read unpublished slots.
+            let old_head = self.st().cons.head.load(Ordering::Acquire);
             // Acquire pairs with the producers' release of prod.tail: their slot writes are
             // visible before we read the slots.
             let prod_tail = self.st().prod.tail.load(Ordering::Acquire);
@@ -399,7 +418,7 @@ impl<E: Copy> Ring<E> {
                 .st()
                 .cons
                 .head
-                .compare_exchange_weak(old_head, new_head, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(old_head, new_head, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 break (old_head, take, avail - take);

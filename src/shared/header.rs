@@ -1,0 +1,434 @@
+//! The region header and the layout of a shared region: where every section starts.
+//!
+//! The layout is a pure function of [`Params`]: the creator computes it and writes both the
+//! parameters and the resulting offsets into the header; an attaching process reads a copy of
+//! the header, recomputes the offsets from the parameters and compares them field by field.
+//! So a process never trusts an offset that it did not compute itself, and every offset it uses
+//! lies inside the mapping (the computed end is checked against the file length).
+
+use std::mem::{align_of, size_of};
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+use crate::error::PoolError;
+use crate::ring::{Ring, RingFlags, RingState};
+
+/// `"IDXPSHRD"` in little-endian byte order.
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"IDXPSHRD");
+/// Format version of the region; bump on any change of the layout below.
+pub(crate) const VERSION: u32 = 1;
+/// Alignment of every section: the ring state's (crossbeam `CachePadded`, 128 bytes on x86-64
+/// and arm64), so producer and consumer counters never share a cache line pair.
+pub(crate) const SECTION_ALIGN: u64 = {
+    let a = align_of::<RingState>();
+    if a > 128 {
+        a as u64
+    } else {
+        128
+    }
+};
+/// Largest object alignment a shared pool accepts: the smallest page size, so that an offset
+/// aligned to it is an address aligned to it in any mapping (mappings start on a page).
+pub(crate) const MAX_OBJ_ALIGN: u64 = 4096;
+/// Most process slots a region can have (the holder id keeps `slot + 1` in 8 bits).
+pub(crate) const MAX_PROCESSES: u32 = 128;
+/// Most handle channels a region can have.
+pub(crate) const MAX_CHANNELS: u32 = 64;
+/// Largest pool capacity (the rings' slot counts stay within 2^31).
+pub(crate) const MAX_CAPACITY: u32 = 1 << 31;
+
+/// The ring flags of every ring in a region: multi-producer, multi-consumer, exact capacity.
+pub(crate) const RING_FLAGS: RingFlags = RingFlags {
+    single_producer: false,
+    single_consumer: false,
+    exact_size: true,
+};
+
+/// What the layout is computed from. Plain integers, no padding holes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Params {
+    /// `size_of::<T>()`.
+    pub obj_size: u64,
+    /// `align_of::<T>()`.
+    pub obj_align: u64,
+    /// Bytes between consecutive objects.
+    pub stride: u64,
+    /// Number of objects.
+    pub capacity: u32,
+    /// Per-process cache size (entries), 0 = no cache.
+    pub cache_size: u32,
+    /// Number of process slots.
+    pub max_procs: u32,
+    /// Number of handle channels.
+    pub channels: u32,
+}
+
+/// Offsets (bytes from the region start) of the sections, and derived sizes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sections {
+    /// [`RegionStats`].
+    pub stats: u64,
+    /// The common ring's [`RingState`].
+    pub ring_state: u64,
+    /// The common ring's slots (`ring_slot_count` x u32).
+    pub ring_slots: u64,
+    /// Slot count of the common ring and of each channel ring (a power of two).
+    pub ring_slot_count: u64,
+    /// `channels` ring states, `state_stride` bytes apart.
+    pub chan_states: u64,
+    /// `channels` slot arrays, `chan_stride` bytes apart.
+    pub chan_slots: u64,
+    /// Bytes between consecutive ring states.
+    pub state_stride: u64,
+    /// Bytes between consecutive channel slot arrays.
+    pub chan_stride: u64,
+    /// `max_procs` [`ProcSlot`]s.
+    pub procs: u64,
+    /// `max_procs` cache arrays of `cache_size` u32 entries, `cache_stride` bytes apart.
+    pub caches: u64,
+    /// Bytes between consecutive cache arrays.
+    pub cache_stride: u64,
+    /// The owner table: `capacity` u32 words.
+    pub owners: u64,
+    /// Object 0.
+    pub objects: u64,
+    /// End of the region (its length before page rounding).
+    pub end: u64,
+}
+
+/// The first bytes of a region. Written once by the creator before the region is published
+/// under its name, immutable afterwards; read by copy (`read_volatile`), never by reference.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Header {
+    /// [`MAGIC`].
+    pub magic: u64,
+    /// [`VERSION`].
+    pub version: u32,
+    /// `size_of::<Header>()`.
+    pub header_size: u32,
+    /// The user's type fingerprint.
+    pub fingerprint: u64,
+    /// Layout inputs.
+    pub params: Params,
+    /// Layout outputs.
+    pub sections: Sections,
+    /// pid of the creator.
+    pub creator_pid: u32,
+    /// Padding, zero.
+    pub _pad: u32,
+    /// Start time of the creator (clock ticks since boot, `/proc/<pid>/stat` field 22).
+    pub creator_start: u64,
+}
+
+/// Region-wide counters (atomics in the region).
+#[repr(C)]
+pub(crate) struct RegionStats {
+    /// Entries found out of range or naming an object already held: dropped.
+    pub corrupt_entries: AtomicU64,
+    /// Process slots of dead processes freed by `reclaim_dead`.
+    pub reclaimed_slots: AtomicU64,
+    /// Objects returned from dead processes' caches.
+    pub reclaimed_cached: AtomicU64,
+    /// Objects held by gone attachments returned by `reclaim_in_use_of_dead`.
+    pub reclaimed_in_use: AtomicU64,
+    /// Objects returned by `repair_lost`.
+    pub repaired_lost: AtomicU64,
+    /// Successful attaches (including the creator's).
+    pub attaches: AtomicU64,
+}
+
+/// One process slot: who holds it and its cache length. 128 bytes, so slots of different
+/// processes never share a cache line.
+#[repr(C, align(128))]
+pub(crate) struct ProcSlot {
+    /// 0 = free; else the packed identity of the holder (see `owner::ProcessId::pack`), with
+    /// `RECLAIM_BIT` set while a reclaimer of a dead holder owns the slot.
+    pub owner: AtomicU64,
+    /// Bumped by each claim; the holder id of the attachment is `(gen, slot)`.
+    pub gen: AtomicU32,
+    /// Entries in this slot's cache (written by the holder only).
+    pub len: AtomicU32,
+}
+
+fn round_up(v: u64, to: u64) -> Result<u64, PoolError> {
+    v.checked_next_multiple_of(to)
+        .ok_or_else(|| PoolError::overflow(format!("{v} rounded up to {to}")))
+}
+
+fn add(a: u64, b: u64) -> Result<u64, PoolError> {
+    a.checked_add(b)
+        .ok_or_else(|| PoolError::overflow("shared region size"))
+}
+
+fn mul(a: u64, b: u64) -> Result<u64, PoolError> {
+    a.checked_mul(b)
+        .ok_or_else(|| PoolError::overflow("shared region size"))
+}
+
+impl Params {
+    /// Range checks shared by create and attach.
+    pub(crate) fn check(&self) -> Result<(), PoolError> {
+        if self.obj_size == 0 {
+            return Err(PoolError::config(
+                "zero-sized objects cannot be pooled in a shared region",
+            ));
+        }
+        if !self.obj_align.is_power_of_two() || self.obj_align > MAX_OBJ_ALIGN {
+            return Err(PoolError::config(format!(
+                "object alignment {} must be a power of two <= {MAX_OBJ_ALIGN}",
+                self.obj_align
+            )));
+        }
+        if self.stride < self.obj_size || self.stride % self.obj_align != 0 {
+            return Err(PoolError::config(format!(
+                "stride {} must be >= object size {} and a multiple of its alignment {}",
+                self.stride, self.obj_size, self.obj_align
+            )));
+        }
+        if self.capacity == 0 || self.capacity > MAX_CAPACITY {
+            return Err(PoolError::config(format!(
+                "capacity {} must be in 1..={MAX_CAPACITY}",
+                self.capacity
+            )));
+        }
+        if self.cache_size > crate::CACHE_MAX_SIZE || self.cache_size > self.capacity {
+            return Err(PoolError::config(format!(
+                "cache size {} must be <= {} and <= the capacity {}",
+                self.cache_size,
+                crate::CACHE_MAX_SIZE,
+                self.capacity
+            )));
+        }
+        if self.max_procs == 0 || self.max_procs > MAX_PROCESSES {
+            return Err(PoolError::config(format!(
+                "max processes {} must be in 1..={MAX_PROCESSES}",
+                self.max_procs
+            )));
+        }
+        if self.channels > MAX_CHANNELS {
+            return Err(PoolError::config(format!(
+                "channels {} must be <= {MAX_CHANNELS}",
+                self.channels
+            )));
+        }
+        Ok(())
+    }
+
+    /// The section offsets for these parameters (checked arithmetic throughout).
+    pub(crate) fn layout(&self) -> Result<Sections, PoolError> {
+        self.check()?;
+        let a = SECTION_ALIGN;
+        let mut off = round_up(size_of::<Header>() as u64, a)?;
+        let stats = off;
+        off = round_up(add(off, size_of::<RegionStats>() as u64)?, a)?;
+        let state_stride = round_up(size_of::<RingState>() as u64, a)?;
+        let ring_state = off;
+        off = add(off, state_stride)?;
+        let ring_slot_count = Ring::<u32>::slot_count(self.capacity, RING_FLAGS)? as u64;
+        let slots_bytes = round_up(mul(ring_slot_count, 4)?, a)?;
+        let ring_slots = off;
+        off = add(off, slots_bytes)?;
+        let chan_states = off;
+        off = add(off, mul(state_stride, self.channels as u64)?)?;
+        let chan_stride = slots_bytes;
+        let chan_slots = off;
+        off = add(off, mul(chan_stride, self.channels as u64)?)?;
+        let procs = off;
+        off = add(
+            off,
+            mul(size_of::<ProcSlot>() as u64, self.max_procs as u64)?,
+        )?;
+        let cache_stride = round_up(mul(self.cache_size as u64, 4)?, 64)?;
+        let caches = off;
+        off = round_up(add(off, mul(cache_stride, self.max_procs as u64)?)?, a)?;
+        let owners = off;
+        off = add(off, mul(self.capacity as u64, 4)?)?;
+        off = round_up(off, a.max(self.obj_align))?;
+        let objects = off;
+        let end = add(off, mul(self.capacity as u64, self.stride)?)?;
+        if end > isize::MAX as u64 {
+            return Err(PoolError::overflow(format!(
+                "shared region of {end} bytes exceeds isize::MAX"
+            )));
+        }
+        Ok(Sections {
+            stats,
+            ring_state,
+            ring_slots,
+            ring_slot_count,
+            chan_states,
+            chan_slots,
+            state_stride,
+            chan_stride,
+            procs,
+            caches,
+            cache_stride,
+            owners,
+            objects,
+            end,
+        })
+    }
+}
+
+fn mismatch(field: &'static str, expected: u64, found: u64) -> Result<(), PoolError> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(PoolError::LayoutMismatch {
+            field,
+            expected,
+            found,
+        })
+    }
+}
+
+impl Header {
+    /// Validates a header copy read from a region of `file_len` bytes against the object type
+    /// (`obj_size`, `obj_align`) and `fingerprint` of the attaching process. Checks in order:
+    /// file length, magic, version, header size, object size, alignment, fingerprint, the
+    /// parameter ranges (stride among them), every recomputed section offset, and the region
+    /// end against the file length.
+    pub(crate) fn validate(
+        &self,
+        file_len: u64,
+        obj_size: u64,
+        obj_align: u64,
+        fingerprint: u64,
+    ) -> Result<(), PoolError> {
+        mismatch("magic", MAGIC, self.magic)?;
+        mismatch("version", VERSION as u64, self.version as u64)?;
+        mismatch(
+            "header_size",
+            size_of::<Header>() as u64,
+            self.header_size as u64,
+        )?;
+        let p = &self.params;
+        mismatch("obj_size", obj_size, p.obj_size)?;
+        mismatch("obj_align", obj_align, p.obj_align)?;
+        if self.fingerprint != fingerprint {
+            return Err(PoolError::FingerprintMismatch {
+                expected: fingerprint,
+                found: self.fingerprint,
+            });
+        }
+        if p.stride < obj_size || p.stride % obj_align != 0 {
+            // The smallest valid stride is the expectation.
+            return Err(PoolError::LayoutMismatch {
+                field: "stride",
+                expected: obj_size.next_multiple_of(obj_align),
+                found: p.stride,
+            });
+        }
+        let want = p.layout()?;
+        let got = &self.sections;
+        let fields: [(&'static str, u64, u64); 14] = [
+            ("stats_offset", want.stats, got.stats),
+            ("ring_state_offset", want.ring_state, got.ring_state),
+            ("ring_slots_offset", want.ring_slots, got.ring_slots),
+            ("ring_slot_count", want.ring_slot_count, got.ring_slot_count),
+            ("chan_states_offset", want.chan_states, got.chan_states),
+            ("chan_slots_offset", want.chan_slots, got.chan_slots),
+            ("state_stride", want.state_stride, got.state_stride),
+            ("chan_stride", want.chan_stride, got.chan_stride),
+            ("procs_offset", want.procs, got.procs),
+            ("caches_offset", want.caches, got.caches),
+            ("cache_stride", want.cache_stride, got.cache_stride),
+            ("owners_offset", want.owners, got.owners),
+            ("objects_offset", want.objects, got.objects),
+            ("region_end", want.end, got.end),
+        ];
+        for (field, e, f) in fields {
+            mismatch(field, e, f)?;
+        }
+        if want.end > file_len {
+            return Err(PoolError::LayoutMismatch {
+                field: "file_len",
+                expected: want.end,
+                found: file_len,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> Params {
+        Params {
+            obj_size: 24,
+            obj_align: 8,
+            stride: 32,
+            capacity: 1000,
+            cache_size: 32,
+            max_procs: 8,
+            channels: 2,
+        }
+    }
+
+    #[test]
+    fn sections_are_aligned_ordered_and_disjoint() {
+        let s = params().layout().unwrap();
+        let order = [
+            s.stats,
+            s.ring_state,
+            s.ring_slots,
+            s.chan_states,
+            s.chan_slots,
+            s.procs,
+            s.caches,
+            s.owners,
+            s.objects,
+            s.end,
+        ];
+        assert!(order.windows(2).all(|w| w[0] <= w[1]), "{s:?}");
+        for o in &order[..order.len() - 1] {
+            assert_eq!(o % SECTION_ALIGN, 0, "{s:?}");
+        }
+        assert_eq!(s.ring_slot_count, 1024);
+        assert_eq!(s.ring_slots - s.ring_state, s.state_stride);
+        assert_eq!(s.end - s.objects, 1000 * 32);
+        assert!(s.owners + 4000 <= s.objects);
+    }
+
+    #[test]
+    fn validate_names_the_field() {
+        let p = params();
+        let h = Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: size_of::<Header>() as u32,
+            fingerprint: 7,
+            params: p,
+            sections: p.layout().unwrap(),
+            creator_pid: 1,
+            _pad: 0,
+            creator_start: 1,
+        };
+        let len = h.sections.end;
+        h.validate(len, 24, 8, 7).unwrap();
+        let field = |r: Result<(), PoolError>| match r {
+            Err(PoolError::LayoutMismatch { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(h.validate(len, 32, 8, 7)), "obj_size");
+        assert_eq!(field(h.validate(len, 24, 4, 7)), "obj_align");
+        assert_eq!(field(h.validate(len - 1, 24, 8, 7)), "file_len");
+        assert!(matches!(
+            h.validate(len, 24, 8, 8),
+            Err(PoolError::FingerprintMismatch {
+                expected: 8,
+                found: 7
+            })
+        ));
+        let mut bad = h;
+        bad.sections.owners += 128;
+        assert_eq!(field(bad.validate(len, 24, 8, 7)), "owners_offset");
+        let mut bad = h;
+        bad.version = 2;
+        assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
+    }
+}

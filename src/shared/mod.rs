@@ -1,0 +1,244 @@
+//! One pool, many processes: a named shared region with position-independent handles.
+//!
+//! A [`SharedPool`] lives entirely inside one file-backed `MAP_SHARED` region (hugetlbfs when
+//! mounted, else `/dev/shm`): header, common ring, handle channels, per-process caches, a
+//! per-object owner table and the objects. Nothing in the region is a pointer: every section is
+//! found by an offset from the region start, and every object by its index
+//! (`objects + index x stride`). A [`SharedHandle`] is that 4-byte index, so it names the same
+//! object in every process that maps the region, wherever the mapping landed. DPDK cannot
+//! offer this: its secondary processes must map the hugepages at the primary's virtual
+//! addresses because its rings and caches hold pointers.
+//!
+//! ```no_run
+//! use idxpool::shared::{SharedOptions, SharedPool, fingerprint};
+//! # fn main() -> Result<(), idxpool::PoolError> {
+//! let fp = fingerprint("myapp::Msg v1");
+//! // Primary:
+//! let pool = SharedPool::<[u64; 8]>::create("myapp-pool", 4096, fp, SharedOptions::new())?;
+//! let mut h = pool.get()?;
+//! pool.get_mut(&mut h)[0] = 42;
+//! pool.send(0, h);                          // to whoever receives on channel 0
+//! // Secondary (another process, any address):
+//! let other = SharedPool::<[u64; 8]>::attach("myapp-pool", fp)?;
+//! let mut h = other.recv(0).expect("a handle");
+//! assert_eq!(other.get_mut(&mut h)[0], 42);
+//! other.put(h);
+//! # Ok(()) }
+//! ```
+//!
+//! # Ownership model (what the type system cannot prove)
+//!
+//! Memory shared between processes is outside what Rust's type system can check, so the pool
+//! enforces the rules at run time and states what is assumed:
+//!
+//! * **Objects are `bytemuck::Pod`**: every bit pattern is a valid `T`, `T` holds no pointer
+//!   and no destructor. Whatever another process writes, reading it gives a valid `T`.
+//! * **Each object has one holder at a time**, recorded in the region's owner table: free (in
+//!   the ring or a cache), in a channel, or held by one *attachment* (one [`SharedPool`] value
+//!   in one process). `get`/`recv` claim the word with a compare-and-swap, `put`/`send` release
+//!   it; [`SharedPool::get_mut`] and [`SharedPool::get_ref`] check that the word names the
+//!   calling attachment and panic otherwise. Within a process, handles are not `Clone`, so safe
+//!   code cannot hold two `&mut T` to one object; [`SharedHandle::from_raw`] is `unsafe` for
+//!   that reason.
+//! * **A [`SharedPool`] value is one attachment with one cache**: it is `Send` but not `Sync`.
+//!   Threads that want their own cache attach separately (each takes a process slot).
+//! * **Peers are trusted not to scribble, but their mistakes are contained**: a buggy or
+//!   malicious process that maps the region can corrupt anything in it: object contents,
+//!   the owner table, ring counters and slots, caches, the stats. What it cannot do is make
+//!   *this* process read or write outside the mapping: geometry (offsets, capacity, stride) is
+//!   copied out of the header and validated once at attach, and every index read from shared
+//!   memory (ring, cache, channel) is range-checked before use; out-of-range entries and
+//!   entries naming an already-held object are dropped and counted
+//!   ([`SharedPool::corrupt_entries`]). Corrupted ring counters can make ring operations
+//!   spin forever (a hang, not memory unsafety), and a corrupted owner table can make two
+//!   processes believe they hold the same object (a data race on `Pod` bytes between two
+//!   processes).
+//!
+//! # Recovery after a process dies (see [`SharedPool::reclaim_dead`])
+//!
+//! Every step of get, put, flush, refill, send and receive is ordered so that a process killed
+//! at any instruction leaves each object in **at most one** place: objects can be lost in
+//! flight, never duplicated.
+//!
+//! * Recoverable: the dead process's slot and its cached objects ([`SharedPool::reclaim_dead`]);
+//!   the objects it held ([`SharedPool::reclaim_in_use_of_dead`], explicit because the caller
+//!   must know that no live process still works on them through a handle it received);
+//!   objects it had taken out of a ring, cache or channel but not yet recorded (found by
+//!   [`SharedPool::audit`] and returned by the `unsafe` [`SharedPool::repair_lost`], which
+//!   needs every other process to be idle).
+//! * Not recoverable: a process killed *inside* a ring operation (between its reservation of
+//!   the ring's head and its update of the tail, a window of a few tens of nanoseconds per
+//!   operation) leaves that ring's head != tail forever. Every later multi-producer (or
+//!   multi-consumer) operation on that side of that ring waits for the dead process's tail
+//!   update and spins forever: the pool (or that channel) is wedged and must be recreated.
+//!   [`SharedAudit::stuck_rings`] reports it. DPDK multi-process rings have the same limit.
+//!
+//! The module is Linux-only: liveness is read from `/proc/<pid>/stat`, and all processes must
+//! share one pid namespace.
+
+mod file;
+mod handle_ring;
+mod header;
+mod owner;
+mod pool;
+mod recovery;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::num::NonZeroU32;
+
+pub use file::{SharedBacking, SharedBackingPolicy};
+pub use owner::ProcessId;
+pub use pool::SharedPool;
+pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
+
+use crate::builder::StrideMode;
+
+/// The 4-byte, position-independent handle of a [`SharedPool`] object: `index + 1` as a
+/// `NonZeroU32` (so `Option<SharedHandle<T>>` is 4 bytes too).
+///
+/// It owns its object like a `Box` (not `Clone`, not `Copy`); it names the same object in
+/// every process and every mapping of the region. Dropping it instead of putting it back leaks
+/// the object until its attachment is gone and [`SharedPool::reclaim_in_use_of_dead`] runs.
+#[repr(transparent)]
+#[must_use = "dropping a handle leaks its object; put it back into its pool"]
+pub struct SharedHandle<T> {
+    entry: NonZeroU32,
+    _object: PhantomData<fn() -> T>,
+}
+
+impl<T> SharedHandle<T> {
+    #[inline(always)]
+    pub(crate) fn new(index: u32) -> Self {
+        SharedHandle {
+            entry: NonZeroU32::new(index.wrapping_add(1)).unwrap_or(NonZeroU32::MAX),
+            _object: PhantomData,
+        }
+    }
+
+    /// 0-based index of the object (`0..capacity`).
+    #[inline]
+    pub fn index(&self) -> u32 {
+        self.entry.get() - 1
+    }
+
+    /// Gives up the handle and returns the object's index, e.g. to store it in an object or in
+    /// a foreign queue. The object stays held by this attachment (per the owner table) until a
+    /// handle rebuilt with [`SharedHandle::from_raw`] is put back or sent.
+    #[inline]
+    pub fn into_raw(self) -> u32 {
+        self.index()
+    }
+
+    /// Rebuilds a handle from [`SharedHandle::into_raw`].
+    ///
+    /// # Safety
+    /// `index` must come from `into_raw` of a handle of the same region, and this must be the
+    /// only handle rebuilt from that call. The pool checks the owner table on access (a handle
+    /// of an object this attachment does not hold panics), but two handles to one object in
+    /// one attachment would give two `&mut T`.
+    #[inline]
+    pub unsafe fn from_raw(index: u32) -> Self {
+        Self::new(index)
+    }
+}
+
+impl<T> fmt::Debug for SharedHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedHandle({})", self.index())
+    }
+}
+
+impl<T> PartialEq for SharedHandle<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entry == other.entry
+    }
+}
+impl<T> Eq for SharedHandle<T> {}
+
+/// Options of [`SharedPool::create`].
+#[derive(Clone, Debug)]
+pub struct SharedOptions {
+    pub(crate) cache_size: u32,
+    pub(crate) max_processes: u32,
+    pub(crate) channels: u32,
+    pub(crate) backing: SharedBackingPolicy,
+    pub(crate) mode: u32,
+    pub(crate) unlink_on_drop: bool,
+    pub(crate) stride: StrideMode,
+}
+
+impl Default for SharedOptions {
+    fn default() -> Self {
+        SharedOptions {
+            cache_size: 32,
+            max_processes: 16,
+            channels: 1,
+            backing: SharedBackingPolicy::Auto,
+            mode: 0o600,
+            unlink_on_drop: true,
+            stride: StrideMode::Auto,
+        }
+    }
+}
+
+impl SharedOptions {
+    /// Defaults: cache 32 per process, 16 process slots, 1 channel, automatic backing, mode
+    /// 0600, unlink when the creator drops the pool, automatic stride.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Per-process cache size in objects (0..=512, at most the capacity; 0 = no cache). The
+    /// cache follows DPDK 26.07: a full cache flushes its coldest half to the common ring, an
+    /// empty one refills half.
+    pub fn cache_size(mut self, n: u32) -> Self {
+        self.cache_size = n;
+        self
+    }
+
+    /// Process slots (1..=128): how many attachments may exist at once.
+    pub fn max_processes(mut self, n: u32) -> Self {
+        self.max_processes = n;
+        self
+    }
+
+    /// Number of handle channels (0..=64), each an MPMC ring that can hold every object.
+    pub fn channels(mut self, n: u32) -> Self {
+        self.channels = n;
+        self
+    }
+
+    /// Filesystem of the region. Default: [`SharedBackingPolicy::Auto`].
+    pub fn backing(mut self, b: SharedBackingPolicy) -> Self {
+        self.backing = b;
+        self
+    }
+
+    /// File mode of the backing file (default 0o600: only the creating user may attach).
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Whether dropping the creator's pool removes the name (default true). Attached processes
+    /// keep their mappings either way.
+    pub fn unlink_on_drop(mut self, yes: bool) -> Self {
+        self.unlink_on_drop = yes;
+        self
+    }
+
+    /// Object placement, as in [`crate::PoolBuilder::stride`].
+    pub fn stride(mut self, s: StrideMode) -> Self {
+        self.stride = s;
+        self
+    }
+}
+
+/// A 64-bit FNV-1a hash of `s`: a convenient type fingerprint, e.g.
+/// `fingerprint("myapp::Msg v3")`. Any `u64` agreed between the processes works.
+pub fn fingerprint(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}

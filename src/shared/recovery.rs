@@ -1,0 +1,425 @@
+//! Dead processes: listing slots, reclaiming caches and held objects, auditing the region.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use super::owner::{split_holder, ProcessId, FREE, GEN_MASK, IN_CHANNEL, RECLAIM_BIT};
+use super::SharedPool;
+use crate::ring::Ring;
+
+/// One claimed process slot, as [`SharedPool::processes`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessSlotInfo {
+    /// Slot number.
+    pub slot: u32,
+    /// The holder (or, while `reclaiming`, the reclaimer).
+    pub process: ProcessId,
+    /// Whether that process runs (`/proc/<pid>/stat` with the same start time, not a zombie).
+    pub alive: bool,
+    /// A reclaimer owns the slot of a dead holder.
+    pub reclaiming: bool,
+    /// Objects in the slot's cache.
+    pub cached: u32,
+    /// Objects the owner table says this attachment holds.
+    pub held: u32,
+    /// This is the calling attachment's slot.
+    pub is_self: bool,
+}
+
+/// What [`SharedPool::reclaim_dead`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimReport {
+    /// Slots of dead processes freed.
+    pub slots_freed: u32,
+    /// pids whose slots were freed.
+    pub dead_pids: Vec<u32>,
+    /// Objects moved from their caches to the common ring.
+    pub cached_returned: usize,
+    /// Objects held by attachments that are gone (dead, or detached without putting them):
+    /// reported, not reclaimed; see [`SharedPool::reclaim_in_use_of_dead`].
+    pub in_use_of_dead: usize,
+}
+
+impl fmt::Display for ReclaimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} dead slot(s) freed (pids {:?}), {} cached object(s) returned to the ring, \
+             {} object(s) held by gone attachments",
+            self.slots_freed, self.dead_pids, self.cached_returned, self.in_use_of_dead
+        )
+    }
+}
+
+/// A census of every object of the region ([`SharedPool::audit`]). Exact only while no process
+/// operates on the pool; otherwise objects in flight show up as lost or as duplicates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedAudit {
+    /// Number of objects.
+    pub capacity: u32,
+    /// Entries in the common ring.
+    pub in_ring: usize,
+    /// Entries in process caches (claimed slots).
+    pub in_caches: usize,
+    /// Entries in handle channels.
+    pub in_channels: usize,
+    /// Objects held by live attachments.
+    pub held_live: usize,
+    /// Objects held by attachments that are gone (reclaimable with `reclaim_in_use_of_dead`).
+    pub held_orphaned: usize,
+    /// Objects both held by an attachment and still in its own cache: a process killed
+    /// between the two steps of a get or put (`reclaim_dead` resolves it).
+    pub held_and_cached: usize,
+    /// Free objects (owner word FREE) found in no ring and no cache: taken out by a process
+    /// that died before recording them. Returned by `repair_lost`.
+    pub lost_free: Vec<u32>,
+    /// Objects marked in a channel but in none: a sender or receiver died mid-operation.
+    /// Returned by `repair_lost`.
+    pub lost_in_channel: Vec<u32>,
+    /// Objects found in more than one place, or in a place their owner word contradicts.
+    pub duplicates: Vec<u32>,
+    /// Entries naming no object (index >= capacity).
+    pub out_of_range: usize,
+    /// Rings whose head differs from their tail (`"ring"`, `"channel N"`, with the counters):
+    /// an operation is in flight, or a process died inside one (then the ring is wedged for
+    /// good).
+    pub stuck_rings: Vec<String>,
+}
+
+impl SharedAudit {
+    /// Every object is in exactly one place, all rings are idle, nothing is lost.
+    pub fn is_consistent(&self) -> bool {
+        self.lost_free.is_empty()
+            && self.lost_in_channel.is_empty()
+            && self.duplicates.is_empty()
+            && self.out_of_range == 0
+            && self.held_and_cached == 0
+            && self.stuck_rings.is_empty()
+            && self.accounted() == self.capacity as usize
+    }
+
+    /// Objects accounted for: ring + caches + channels + held (live and orphaned), each once.
+    pub fn accounted(&self) -> usize {
+        self.in_ring + self.in_caches + self.in_channels + self.held_live + self.held_orphaned
+            - self.held_and_cached
+    }
+}
+
+impl fmt::Display for SharedAudit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "capacity {}: ring {}, caches {}, channels {}, held live {}, held orphaned {} \
+             (= {}); held+cached {}, lost free {}, lost in channel {}, duplicates {}, \
+             out of range {}, stuck rings {}",
+            self.capacity,
+            self.in_ring,
+            self.in_caches,
+            self.in_channels,
+            self.held_live,
+            self.held_orphaned,
+            self.accounted(),
+            self.held_and_cached,
+            self.lost_free.len(),
+            self.lost_in_channel.len(),
+            self.duplicates.len(),
+            self.out_of_range,
+            if self.stuck_rings.is_empty() {
+                "none".to_string()
+            } else {
+                self.stuck_rings.join("; ")
+            }
+        )
+    }
+}
+
+impl<T> SharedPool<T> {
+    /// Claimed process slots with their holder, liveness, cache fill and held objects.
+    pub fn processes(&self) -> Vec<ProcessSlotInfo> {
+        let mut held = vec![0u32; self.params.max_procs as usize];
+        for w in self.owners() {
+            let w = w.load(Ordering::Relaxed);
+            if w == FREE || w == IN_CHANNEL {
+                continue;
+            }
+            let (s, g) = split_holder(w);
+            if let Some(ps) = self.procs().get(s as usize) {
+                if ps.gen.load(Ordering::Relaxed) & GEN_MASK == g {
+                    held[s as usize] += 1;
+                }
+            }
+        }
+        self.procs()
+            .iter()
+            .enumerate()
+            .filter_map(|(s, ps)| {
+                let w = ps.owner.load(Ordering::Acquire);
+                if w == 0 {
+                    return None;
+                }
+                let process = ProcessId::unpack(w);
+                Some(ProcessSlotInfo {
+                    slot: s as u32,
+                    process,
+                    alive: process.is_alive(),
+                    reclaiming: w & RECLAIM_BIT != 0,
+                    cached: ps.len.load(Ordering::Relaxed).min(self.params.cache_size),
+                    held: held[s],
+                    is_self: s as u32 == self.slot,
+                })
+            })
+            .collect()
+    }
+
+    /// True when holder id `w` belongs to an attachment that is gone: its slot is free, or
+    /// was claimed again since (another generation). Read `w` (acquire) before calling.
+    fn is_orphan(&self, w: u32) -> bool {
+        let (s, g) = split_holder(w);
+        let Some(ps) = self.procs().get(s as usize) else {
+            return true; // names no slot: garbage, nobody can hold it
+        };
+        let owner = ps.owner.load(Ordering::SeqCst);
+        let cur = ps.gen.load(Ordering::SeqCst) & GEN_MASK;
+        owner == 0 || cur != g
+    }
+
+    /// Frees the process slots of dead processes (pid gone, pid reused by another process, or
+    /// zombie) and returns their cached objects to the common ring. Objects those processes
+    /// held are counted in [`ReclaimReport::in_use_of_dead`], not reclaimed.
+    ///
+    /// Safe to call from any attachment at any time, by several processes at once (each dead
+    /// slot is taken over with a CAS; a reclaimer that dies itself is taken over in turn).
+    pub fn reclaim_dead(&self) -> ReclaimReport {
+        let mut rep = ReclaimReport::default();
+        let mine = RECLAIM_BIT | self.ident.pack();
+        for (s, ps) in self.procs().iter().enumerate() {
+            if s as u32 == self.slot {
+                continue;
+            }
+            let w = ps.owner.load(Ordering::Acquire);
+            if w == 0 || ProcessId::unpack(w).is_alive() {
+                continue;
+            }
+            if ps
+                .owner
+                .compare_exchange(w, mine, Ordering::SeqCst, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let dead_holder = ProcessId::unpack(w);
+            let dead_id = super::owner::holder_id(s as u32, ps.gen.load(Ordering::SeqCst));
+            let len = ps.len.load(Ordering::Acquire).min(self.params.cache_size) as usize;
+            let mut back = Vec::with_capacity(len);
+            for c in &self.cache_of(s as u32)[..len] {
+                let e = c.load(Ordering::Relaxed);
+                if e >= self.params.capacity {
+                    self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let word = &self.owners()[e as usize];
+                // Killed between "held" and "popped" (get) or "cached" and "freed" (put):
+                // the entry is in the cache and marked held by the dead attachment. Free it:
+                // it goes back once, through this flush.
+                let _ = word.compare_exchange(dead_id, FREE, Ordering::AcqRel, Ordering::Acquire);
+                if word.load(Ordering::Acquire) == FREE && !back.contains(&e) {
+                    back.push(e);
+                } else {
+                    // Held elsewhere or listed twice: a stale duplicate, dropped.
+                    self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Out of the cache first, into the ring second (a reclaimer killed in between
+            // loses them; one taking over finds an empty cache: never duplicates).
+            ps.len.store(0, Ordering::Release);
+            self.enqueue_all(&self.ring, &back);
+            ps.owner.store(0, Ordering::SeqCst);
+            self.stats().reclaimed_slots.fetch_add(1, Ordering::Relaxed);
+            self.stats()
+                .reclaimed_cached
+                .fetch_add(back.len() as u64, Ordering::Relaxed);
+            rep.slots_freed += 1;
+            rep.dead_pids.push(dead_holder.pid);
+            rep.cached_returned += back.len();
+        }
+        rep.in_use_of_dead = self.count_orphans();
+        rep
+    }
+
+    fn count_orphans(&self) -> usize {
+        self.owners()
+            .iter()
+            .filter(|w| {
+                let w = w.load(Ordering::Acquire);
+                w != FREE && w != IN_CHANNEL && self.is_orphan(w)
+            })
+            .count()
+    }
+
+    /// Runs [`SharedPool::reclaim_dead`], then returns to the common ring every object held by
+    /// an attachment that is gone (a dead process, or a pool value dropped while handles were
+    /// out). Returns how many objects came back.
+    ///
+    /// Explicit, because only the caller knows that no live process still works on those
+    /// objects (e.g. the dead process had written an index into another object before dying;
+    /// using that index after this call is a logic error, caught by the owner check).
+    pub fn reclaim_in_use_of_dead(&self) -> usize {
+        self.reclaim_dead();
+        let mut back = Vec::new();
+        for (i, word) in self.owners().iter().enumerate() {
+            let w = word.load(Ordering::Acquire);
+            if w == FREE || w == IN_CHANNEL || !self.is_orphan(w) {
+                continue;
+            }
+            // Only the gone attachment ever wrote w, and it cannot come back: a successful
+            // CAS means the object is ours to free.
+            if word
+                .compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                back.push(i as u32);
+            }
+        }
+        self.enqueue_all(&self.ring, &back);
+        self.stats()
+            .reclaimed_in_use
+            .fetch_add(back.len() as u64, Ordering::Relaxed);
+        back.len()
+    }
+
+    /// `(count, entries)` of a ring over the region, read without consuming (quiescent use).
+    fn ring_entries(&self, ring: &Ring<u32>, slots_off: u64) -> (Vec<u32>, Option<String>) {
+        let [ph, pt, ch, ct] = ring.counters();
+        let stuck = (ph != pt || ch != ct)
+            .then(|| format!("prod head {ph} tail {pt}, cons head {ch} tail {ct}"));
+        let n = pt.wrapping_sub(ct).min(self.params.capacity);
+        let mask = self.sections.ring_slot_count as u32 - 1;
+        let slots = self.at::<u32>(slots_off);
+        let v = (0..n)
+            .map(|k| {
+                // SAFETY: (ct + k) & mask < slot count: inside this ring's slot array. A
+                // volatile read: another process may be writing the slot.
+                unsafe {
+                    slots
+                        .add((ct.wrapping_add(k) & mask) as usize)
+                        .read_volatile()
+                }
+            })
+            .collect();
+        (v, stuck)
+    }
+
+    /// Takes a census of every object: where its entry is (ring, caches, channels) and what
+    /// the owner table says, and checks that they agree. Exact only when no process operates
+    /// on the pool meanwhile (e.g. after the others exited or while they wait); otherwise it
+    /// is a best-effort snapshot. Reads only: changes nothing.
+    pub fn audit(&self) -> SharedAudit {
+        let cap = self.params.capacity;
+        let mut a = SharedAudit {
+            capacity: cap,
+            ..Default::default()
+        };
+        // Per object: places as free (ring/cache), places in channels, cache slot + 1.
+        let mut free_places = vec![0u8; cap as usize];
+        let mut chan_places = vec![0u8; cap as usize];
+        let mut cache_slot = vec![0u8; cap as usize];
+        let (ring, stuck) = self.ring_entries(&self.ring, self.sections.ring_slots);
+        if let Some(s) = stuck {
+            a.stuck_rings.push(format!("ring: {s}"));
+        }
+        a.in_ring = ring.len();
+        for e in ring {
+            match free_places.get_mut(e as usize) {
+                Some(p) => *p = p.saturating_add(1),
+                None => a.out_of_range += 1,
+            }
+        }
+        for (s, ps) in self.procs().iter().enumerate() {
+            if ps.owner.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let len = ps.len.load(Ordering::Acquire).min(self.params.cache_size) as usize;
+            a.in_caches += len;
+            for c in &self.cache_of(s as u32)[..len] {
+                let e = c.load(Ordering::Relaxed);
+                match free_places.get_mut(e as usize) {
+                    Some(p) => {
+                        *p = p.saturating_add(1);
+                        cache_slot[e as usize] = s as u8 + 1;
+                    }
+                    None => a.out_of_range += 1,
+                }
+            }
+        }
+        for (c, ring) in self.chans.iter().enumerate() {
+            let off = self.sections.chan_slots + c as u64 * self.sections.chan_stride;
+            let (v, stuck) = self.ring_entries(ring, off);
+            if let Some(s) = stuck {
+                a.stuck_rings.push(format!("channel {c}: {s}"));
+            }
+            a.in_channels += v.len();
+            for e in v {
+                match chan_places.get_mut(e as usize) {
+                    Some(p) => *p = p.saturating_add(1),
+                    None => a.out_of_range += 1,
+                }
+            }
+        }
+        for (i, word) in self.owners().iter().enumerate() {
+            let w = word.load(Ordering::Acquire);
+            let (f, c) = (free_places[i], chan_places[i]);
+            let idx = i as u32;
+            match w {
+                FREE => match (f, c) {
+                    (1, 0) => {}
+                    (0, 0) => a.lost_free.push(idx),
+                    _ => a.duplicates.push(idx),
+                },
+                IN_CHANNEL => match (f, c) {
+                    (0, 1) => {}
+                    (0, 0) => a.lost_in_channel.push(idx),
+                    _ => a.duplicates.push(idx),
+                },
+                _ => {
+                    if self.is_orphan(w) {
+                        a.held_orphaned += 1;
+                    } else {
+                        a.held_live += 1;
+                    }
+                    let own_cache = split_holder(w).0 as u8 + 1;
+                    match (f, c) {
+                        (0, 0) => {}
+                        (1, 0) if cache_slot[i] == own_cache => a.held_and_cached += 1,
+                        _ => a.duplicates.push(idx),
+                    }
+                }
+            }
+        }
+        a
+    }
+
+    /// Returns to the common ring the objects that [`SharedPool::audit`] finds lost (free but
+    /// in no ring or cache; marked in a channel but in none). Returns how many.
+    ///
+    /// # Safety
+    /// No other process (and no other attachment in this process) may operate on the pool
+    /// during the call: objects in flight in another process look lost and would end up in
+    /// two places (two holders of one object).
+    pub unsafe fn repair_lost(&self) -> usize {
+        let a = self.audit();
+        let mut back = a.lost_free;
+        for e in a.lost_in_channel {
+            if self.owners()[e as usize]
+                .compare_exchange(IN_CHANNEL, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                back.push(e);
+            }
+        }
+        self.enqueue_all(&self.ring, &back);
+        self.stats()
+            .repaired_lost
+            .fetch_add(back.len() as u64, Ordering::Relaxed);
+        back.len()
+    }
+}
