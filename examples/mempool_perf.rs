@@ -538,7 +538,9 @@ fn worker<B: Brand, R: Repr>(
     }
 }
 
-/// `constant_n = 0`: bulk sizes are run-time values (`get_bulk` / `put_bulk_tail`).
+/// `constant_n = 0`: bulk sizes are run-time values (`get_bulk` / `put_bulk_tail`). Not
+/// inlined, so that each variant is one function to profile and disassemble.
+#[inline(never)]
 fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     cell: &Cell,
@@ -576,7 +578,8 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
 }
 
 /// `constant_n = 1`: the bulk size is the compile-time constant `N` (`get_array::<N>` /
-/// `put_array`), monomorphised per N.
+/// `put_array`), monomorphised per N. Not inlined (see `worker_dyn`).
+#[inline(never)]
 fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     keep: usize,
