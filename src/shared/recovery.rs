@@ -63,8 +63,9 @@ pub struct SharedAudit {
     pub in_caches: usize,
     /// Entries in handle channels.
     pub in_channels: usize,
-    /// Objects held by live attachments.
-    pub held_live: usize,
+    /// Objects held by current attachments (live ones, and dead ones whose slot
+    /// `reclaim_dead` has not freed yet).
+    pub held_attached: usize,
     /// Objects held by attachments that are gone (reclaimable with `reclaim_in_use_of_dead`).
     pub held_orphaned: usize,
     /// Objects both held by an attachment and still in its own cache: a process killed
@@ -100,7 +101,7 @@ impl SharedAudit {
 
     /// Objects accounted for: ring + caches + channels + held (live and orphaned), each once.
     pub fn accounted(&self) -> usize {
-        self.in_ring + self.in_caches + self.in_channels + self.held_live + self.held_orphaned
+        self.in_ring + self.in_caches + self.in_channels + self.held_attached + self.held_orphaned
             - self.held_and_cached
     }
 }
@@ -109,14 +110,14 @@ impl fmt::Display for SharedAudit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "capacity {}: ring {}, caches {}, channels {}, held live {}, held orphaned {} \
+            "capacity {}: ring {}, caches {}, channels {}, held attached {}, held orphaned {} \
              (= {}); held+cached {}, lost free {}, lost in channel {}, duplicates {}, \
              out of range {}, stuck rings {}",
             self.capacity,
             self.in_ring,
             self.in_caches,
             self.in_channels,
-            self.held_live,
+            self.held_attached,
             self.held_orphaned,
             self.accounted(),
             self.held_and_cached,
@@ -384,7 +385,7 @@ impl<T> SharedPool<T> {
                     if self.is_orphan(w) {
                         a.held_orphaned += 1;
                     } else {
-                        a.held_live += 1;
+                        a.held_attached += 1;
                     }
                     let own_cache = split_holder(w).0 as u8 + 1;
                     match (f, c) {

@@ -1,0 +1,728 @@
+//! Multi-process shared pool (issue 7): attach at other addresses, layout and fingerprint
+//! checks, concurrent attach/detach, kill -9 recovery, unlink semantics, permission errors.
+//!
+//! Child processes are this test binary run again with `--exact child_entry` and the role in
+//! the `IDXPOOL_MP_ROLE` environment variable (no fork). Every test uses pool names unique to
+//! its pid and removes its files in a guard's `Drop`, even when it fails.
+#![cfg(all(target_os = "linux", not(loom)))]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytemuck::{Pod, Zeroable};
+use idxpool::shared::{
+    fingerprint, SharedBacking, SharedBackingPolicy, SharedHandle, SharedOptions, SharedPool,
+};
+use idxpool::PoolError;
+
+const ROLE: &str = "IDXPOOL_MP_ROLE";
+const NAME: &str = "IDXPOOL_MP_NAME";
+const PARENT_BASE: &str = "IDXPOOL_MP_BASE";
+const PARENT_LEN: &str = "IDXPOOL_MP_LEN";
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct Obj {
+    pid: u32,
+    seq: u32,
+    value: u64,
+    tag: [u8; 16],
+}
+
+fn fp() -> u64 {
+    fingerprint("tests/multiproc Obj v1")
+}
+
+/// A unique pool name; removes every file of that name when dropped.
+struct Names {
+    name: String,
+    extra: Vec<std::path::PathBuf>,
+}
+
+impl Names {
+    fn new(tag: &str) -> Self {
+        Names {
+            name: format!("idxpool-test-{}-{tag}", std::process::id()),
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Names {
+    fn drop(&mut self) {
+        let _ = SharedPool::<u8>::remove(&self.name);
+        for p in &self.extra {
+            let _ = std::fs::remove_file(p);
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
+/// A child process killed (if still running) and reaped when dropped.
+struct ChildGuard {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl ChildGuard {
+    fn spawn(role: &str, envs: &[(&str, String)]) -> ChildGuard {
+        Self::spawn_with(role, envs, |_| {})
+    }
+
+    fn spawn_with(role: &str, envs: &[(&str, String)], f: impl FnOnce(&mut Command)) -> Self {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        f(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn child");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        ChildGuard { child, out }
+    }
+
+    /// The next line starting with `MP:` (child protocol), without the prefix.
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        loop {
+            l.clear();
+            let n = self.out.read_line(&mut l).unwrap();
+            assert!(n > 0, "child closed its stdout without a protocol line");
+            // The harness may print "test child_entry ... " before our line.
+            if let Some(i) = l.find("MP:") {
+                return l[i + 3..].trim_end().to_string();
+            }
+        }
+    }
+
+    fn wait_success(&mut self) {
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "child failed: {st}");
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn recv_timeout<T: Pod>(pool: &SharedPool<T>, chan: u32) -> SharedHandle<T> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(h) = pool.recv(chan) {
+            return h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing arrived on channel {chan}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn opts() -> SharedOptions {
+    SharedOptions::new()
+        .cache_size(8)
+        .channels(2)
+        .max_processes(8)
+}
+
+/// Entry point of child processes; a no-op in the normal test run.
+#[test]
+fn child_entry() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let name = std::env::var(NAME).unwrap();
+    match role.as_str() {
+        "echo" => child_echo(&name),
+        "hold" => child_hold(&name),
+        "churn" => child_churn(&name),
+        "attach" => match SharedPool::<Obj>::attach(&name, fp()) {
+            Ok(p) => println!("MP:OK slot {}", p.slot()),
+            Err(PoolError::SharedFile { op, source, .. }) => {
+                println!("MP:ERR {op} {:?}", source.kind())
+            }
+            Err(e) => println!("MP:ERR other {e}"),
+        },
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// Occupies the parent's address range, attaches (so the mapping must land elsewhere), checks
+/// the object sent on channel 0 and answers on channel 1.
+fn child_echo(name: &str) {
+    let pbase: usize = std::env::var(PARENT_BASE).unwrap().parse().unwrap();
+    let plen: usize = std::env::var(PARENT_LEN).unwrap().parse().unwrap();
+    // SAFETY: an anonymous PROT_NONE reservation of a range this process does not use; with
+    // MAP_FIXED_NOREPLACE it fails instead of replacing anything already there.
+    let r = unsafe {
+        libc::mmap(
+            pbase as *mut libc::c_void,
+            plen,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    let occupied =
+        r as usize == pbase || std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST);
+    assert!(occupied, "could not occupy the parent's range");
+    let pool = SharedPool::<Obj>::attach(name, fp()).unwrap();
+    let base = pool.base().as_ptr() as usize;
+    assert!(
+        base + pool.mapped_len() <= pbase || base >= pbase + plen,
+        "mapping overlaps the occupied range"
+    );
+    println!("MP:BASE {base}");
+    let mut h = recv_timeout(&pool, 0);
+    let o = *pool.get_ref(&h);
+    assert_eq!(o.value, 0xfeed_0000 + h.index() as u64);
+    assert_eq!(&o.tag, b"from the parent.");
+    let me = std::process::id();
+    let m = pool.get_mut(&mut h);
+    m.pid = me;
+    m.value += 1;
+    m.tag = *b"from the child..";
+    pool.send(1, h);
+    println!("MP:DONE");
+}
+
+/// Holds objects in every state a process can leave behind, then waits to be killed.
+fn child_hold(name: &str) {
+    let pool = SharedPool::<Obj>::attach(name, fp()).unwrap();
+    let mut held = Vec::new();
+    pool.get_bulk(&mut held, 40).unwrap();
+    for (i, h) in held.iter_mut().enumerate() {
+        pool.get_mut(h).seq = i as u32;
+    }
+    let mut back: Vec<_> = held.drain(..10).collect();
+    pool.put_bulk(&mut back);
+    let mut sent: Vec<_> = held.drain(..5).collect();
+    pool.send_bulk(0, &mut sent);
+    println!(
+        "MP:READY held {} cached {} slot {}",
+        held.len(),
+        pool.cache_count(),
+        pool.slot()
+    );
+    std::mem::forget(held);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Attaches and detaches in a loop, touching a few objects each time.
+fn child_churn(name: &str) {
+    let mut full = 0;
+    for round in 0..30u32 {
+        let pool = match SharedPool::<Obj>::attach(name, fp()) {
+            Ok(p) => p,
+            Err(PoolError::NoProcessSlot { .. }) => {
+                full += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let mut v = Vec::new();
+        if pool.get_bulk(&mut v, 3).is_ok() {
+            for h in v.iter_mut() {
+                pool.get_mut(h).seq = round;
+            }
+            pool.put_bulk(&mut v);
+        }
+    }
+    println!("MP:CHURN full {full}");
+}
+
+#[test]
+fn two_mappings_in_one_process_resolve_one_object() {
+    let g = Names::new("twomap");
+    let a = SharedPool::<Obj>::create(&g.name, 64, fp(), opts()).unwrap();
+    // While `a` maps the region, a second mapping necessarily lands elsewhere.
+    let b = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    assert_ne!(a.base(), b.base());
+    assert_ne!(a.slot(), b.slot());
+    let mut h = a.get().unwrap();
+    let idx = h.index();
+    *a.get_mut(&mut h) = Obj {
+        pid: 1,
+        seq: 2,
+        value: 3,
+        tag: *b"through mapping1",
+    };
+    let addr_a = a.get_ref(&h) as *const Obj as usize - a.base().as_ptr() as usize;
+    a.send(0, h);
+    let mut h = b.recv(0).expect("sent on channel 0");
+    assert_eq!(h.index(), idx, "same index in both mappings");
+    let addr_b = b.get_ref(&h) as *const Obj as usize - b.base().as_ptr() as usize;
+    assert_eq!(addr_a, addr_b, "same offset from each mapping's base");
+    assert_eq!(b.get_ref(&h).tag, *b"through mapping1");
+    b.get_mut(&mut h).tag = *b"through mapping2";
+    b.send(1, h);
+    let h = a.recv(1).unwrap();
+    assert_eq!(a.get_ref(&h).tag, *b"through mapping2");
+    // A handle held by `a` is refused by `b` (owner table check).
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = b.get_ref(&h);
+    }));
+    assert!(r.is_err(), "b must not access an object a holds");
+    a.put(h);
+    drop(b);
+    let audit = a.audit();
+    assert!(audit.is_consistent(), "{audit}");
+    assert_eq!(a.available(), 64);
+    assert_eq!(a.corrupt_entries(), 0);
+}
+
+#[test]
+fn child_process_attaches_at_another_address() {
+    let g = Names::new("child");
+    let pool = SharedPool::<Obj>::create(&g.name, 128, fp(), opts()).unwrap();
+    let mut h = pool.get().unwrap();
+    let idx = h.index();
+    *pool.get_mut(&mut h) = Obj {
+        pid: std::process::id(),
+        seq: 0,
+        value: 0xfeed_0000 + idx as u64,
+        tag: *b"from the parent.",
+    };
+    pool.send(0, h);
+    let base = pool.base().as_ptr() as usize;
+    let mut child = ChildGuard::spawn(
+        "echo",
+        &[
+            (NAME, g.name.clone()),
+            (PARENT_BASE, base.to_string()),
+            (PARENT_LEN, pool.mapped_len().to_string()),
+        ],
+    );
+    let cbase: usize = child.line().strip_prefix("BASE ").unwrap().parse().unwrap();
+    assert!(cbase + pool.mapped_len() <= base || cbase >= base + pool.mapped_len());
+    let h = recv_timeout(&pool, 1);
+    assert_eq!(h.index(), idx);
+    let o = *pool.get_ref(&h);
+    assert_eq!(o.value, 0xfeed_0000 + idx as u64 + 1);
+    assert_eq!(&o.tag, b"from the child..");
+    assert_ne!(o.pid, std::process::id());
+    pool.put(h);
+    assert_eq!(child.line(), "DONE");
+    child.wait_success();
+    let audit = pool.audit();
+    assert!(audit.is_consistent(), "{audit}");
+    assert_eq!(pool.available(), 128);
+    assert!(pool.processes().iter().all(|p| p.is_self));
+}
+
+fn layout_field<T>(r: Result<T, PoolError>) -> &'static str {
+    match r {
+        Err(PoolError::LayoutMismatch { field, .. }) => field,
+        Err(e) => panic!("expected a layout mismatch, got {e}"),
+        Ok(_) => panic!("expected a layout mismatch, got a pool"),
+    }
+}
+
+fn file_kind<T>(r: Result<T, PoolError>) -> (&'static str, std::io::ErrorKind) {
+    match r {
+        Err(PoolError::SharedFile { op, source, .. }) => (op, source.kind()),
+        Err(e) => panic!("expected a file error, got {e}"),
+        Ok(_) => panic!("expected a file error, got a pool"),
+    }
+}
+
+#[test]
+fn layout_and_fingerprint_mismatches_are_typed_errors() {
+    let mut g = Names::new("layout");
+    let pool = SharedPool::<[u64; 4]>::create(&g.name, 32, 1, opts()).unwrap();
+    assert!(matches!(
+        SharedPool::<[u64; 4]>::attach(&g.name, 2),
+        Err(PoolError::FingerprintMismatch {
+            expected: 2,
+            found: 1
+        })
+    ));
+    // Same size (32), other alignment.
+    assert_eq!(
+        layout_field(SharedPool::<[u32; 8]>::attach(&g.name, 1)),
+        "obj_align"
+    );
+    assert_eq!(
+        layout_field(SharedPool::<[u64; 5]>::attach(&g.name, 1)),
+        "obj_size"
+    );
+    // Corrupt the version, then the magic, through a mapping of the file.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(pool.path())
+        .unwrap();
+    // SAFETY: a test mapping of the pool's file; bytes 0..16 are the magic and version.
+    let mut m = unsafe { memmap2::MmapOptions::new().len(4096).map_mut(&f).unwrap() };
+    m[8] ^= 0x40;
+    assert_eq!(
+        layout_field(SharedPool::<[u64; 4]>::attach(&g.name, 1)),
+        "version"
+    );
+    m[8] ^= 0x40;
+    m[0] ^= 1;
+    assert_eq!(
+        layout_field(SharedPool::<[u64; 4]>::attach(&g.name, 1)),
+        "magic"
+    );
+    m[0] ^= 1;
+    SharedPool::<[u64; 4]>::attach(&g.name, 1).expect("restored header attaches");
+    drop(m);
+    // Files that are no pool: too short, or zeros.
+    let short = format!("/dev/shm/{}-short", g.name);
+    let zeros = format!("/dev/shm/{}-zeros", g.name);
+    g.extra.push(short.clone().into());
+    g.extra.push(zeros.clone().into());
+    std::fs::write(&short, b"tiny").unwrap();
+    std::fs::write(&zeros, vec![0u8; 8192]).unwrap();
+    assert_eq!(
+        layout_field(SharedPool::<[u64; 4]>::attach(&short, 1)),
+        "file_len"
+    );
+    assert_eq!(
+        layout_field(SharedPool::<[u64; 4]>::attach(&zeros, 1)),
+        "magic"
+    );
+    // Missing name, taken name, bad parameters.
+    let missing = format!("{}-missing", g.name);
+    assert_eq!(
+        file_kind(SharedPool::<[u64; 4]>::attach(&missing, 1)),
+        ("open", std::io::ErrorKind::NotFound)
+    );
+    assert_eq!(
+        file_kind(SharedPool::<[u64; 4]>::create(&g.name, 32, 1, opts())),
+        ("create", std::io::ErrorKind::AlreadyExists)
+    );
+    for bad in [
+        SharedPool::<[u64; 4]>::create(&missing, 0, 1, opts()),
+        SharedPool::<[u64; 4]>::create(&missing, 4, 1, opts().cache_size(8)),
+        SharedPool::<[u64; 4]>::create(&missing, 32, 1, opts().max_processes(0)),
+        SharedPool::<[u64; 4]>::create("a/b", 32, 1, opts()),
+        SharedPool::<[u64; 4]>::create("", 32, 1, opts()),
+    ] {
+        assert!(
+            matches!(bad, Err(PoolError::InvalidConfig { .. })),
+            "{bad:?}"
+        );
+    }
+    assert!(!std::path::Path::new(&format!("/dev/shm/{missing}")).exists());
+}
+
+#[test]
+fn concurrent_attach_and_detach() {
+    let g = Names::new("churn");
+    let cap = 256;
+    let primary = SharedPool::<Obj>::create(&g.name, cap, fp(), opts().max_processes(5)).unwrap();
+    let mut children: Vec<ChildGuard> = (0..2)
+        .map(|_| ChildGuard::spawn("churn", &[(NAME, g.name.clone())]))
+        .collect();
+    let full: usize = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|t| {
+                let name = g.name.clone();
+                s.spawn(move || {
+                    let mut full = 0;
+                    for round in 0..40u32 {
+                        let pool = match SharedPool::<Obj>::attach(&name, fp()) {
+                            Ok(p) => p,
+                            Err(PoolError::NoProcessSlot { slots: 5 }) => {
+                                full += 1;
+                                std::thread::yield_now();
+                                continue;
+                            }
+                            Err(e) => panic!("{e}"),
+                        };
+                        let mut v = Vec::new();
+                        if pool.get_bulk(&mut v, 4).is_ok() {
+                            for h in v.iter_mut() {
+                                pool.get_mut(h).seq = t * 1000 + round;
+                            }
+                            pool.put_bulk(&mut v);
+                        }
+                    }
+                    full
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    for c in children.iter_mut() {
+        assert!(c.line().starts_with("CHURN"));
+        c.wait_success();
+    }
+    println!(
+        "attaches {}, refused for lack of a slot {full}",
+        primary.attach_count()
+    );
+    assert_eq!(primary.processes().len(), 1, "only the primary is attached");
+    let audit = primary.audit();
+    assert!(audit.is_consistent(), "{audit}");
+    assert_eq!(primary.available(), cap as usize);
+    assert_eq!(primary.corrupt_entries(), 0);
+}
+
+#[test]
+fn kill9_recovery_conserves_every_object() {
+    let g = Names::new("kill");
+    let cap = 256u32;
+    let pool =
+        SharedPool::<Obj>::create(&g.name, cap, fp(), opts().cache_size(16).channels(1)).unwrap();
+    let mut child = ChildGuard::spawn("hold", &[(NAME, g.name.clone())]);
+    let ready = child.line();
+    let nums: Vec<u32> = ready
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (held, cached, slot) = (nums[0] as usize, nums[1] as usize, nums[2]);
+    assert_eq!(held, 25);
+    let info = pool.processes();
+    let c = info.iter().find(|p| p.slot == slot).expect("child's slot");
+    assert!(c.alive && !c.is_self);
+    assert_eq!(c.held as usize, held);
+    assert_eq!(c.cached as usize, cached);
+    let pid = c.process.pid;
+
+    // SAFETY: plain syscall; the pid is our child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    child.child.wait().unwrap();
+    let c = pool
+        .processes()
+        .into_iter()
+        .find(|p| p.slot == slot)
+        .unwrap();
+    assert!(!c.alive, "a killed (reaped) process is dead");
+
+    let rep = pool.reclaim_dead();
+    assert_eq!(rep.slots_freed, 1, "{rep}");
+    assert_eq!(rep.dead_pids, vec![pid]);
+    assert_eq!(rep.cached_returned, cached);
+    assert_eq!(rep.in_use_of_dead, held);
+    assert_eq!(pool.reclaim_dead().slots_freed, 0, "idempotent");
+    let audit = pool.audit();
+    assert_eq!(audit.held_orphaned, held, "{audit}");
+    assert_eq!(audit.in_channels, 5);
+
+    // What the dead process sent is still deliverable.
+    let mut v = Vec::new();
+    assert_eq!(pool.recv_burst(0, &mut v, 64), 5);
+    pool.put_bulk(&mut v);
+    assert_eq!(pool.reclaim_in_use_of_dead(), held);
+    assert_eq!(pool.reclaim_in_use_of_dead(), 0);
+    let audit = pool.audit();
+    assert!(audit.is_consistent(), "{audit}");
+    assert_eq!(pool.available(), cap as usize);
+    // Every object can be taken again, exactly once.
+    let mut all = Vec::new();
+    pool.get_bulk(&mut all, cap as usize).unwrap();
+    let mut idx: Vec<u32> = all.iter().map(|h| h.index()).collect();
+    idx.sort_unstable();
+    assert_eq!(idx, (0..cap).collect::<Vec<_>>());
+    pool.put_bulk(&mut all);
+    assert_eq!(pool.corrupt_entries(), 0);
+}
+
+#[test]
+fn dropped_attachment_leaves_orphans_that_can_be_reclaimed() {
+    let g = Names::new("orphan");
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), opts()).unwrap();
+    let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    let mut v = Vec::new();
+    other.get_bulk(&mut v, 6).unwrap();
+    let raw: Vec<u32> = v.into_iter().map(SharedHandle::into_raw).collect();
+    drop(other);
+    let rep = pool.reclaim_dead();
+    assert_eq!((rep.slots_freed, rep.in_use_of_dead), (0, 6), "{rep}");
+    assert_eq!(pool.reclaim_in_use_of_dead(), 6);
+    assert!(pool.audit().is_consistent());
+    // A stale raw index is refused: the object is not held by this attachment.
+    // SAFETY: deliberately a stale index, to check the owner-table refusal (it panics before
+    // any access).
+    let stale: SharedHandle<Obj> = unsafe { SharedHandle::from_raw(raw[0]) };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.put(stale)));
+    assert!(r.is_err());
+    assert_eq!(pool.available(), 64);
+}
+
+#[test]
+fn unlink_on_drop_and_explicit_unlink() {
+    let g = Names::new("unlink");
+    let primary = SharedPool::<Obj>::create(&g.name, 32, fp(), opts()).unwrap();
+    let path = primary.path().to_path_buf();
+    let secondary = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    let mut h = secondary.get().unwrap();
+    secondary.get_mut(&mut h).value = 77;
+    drop(primary);
+    assert!(!path.exists(), "the creator's drop removes the name");
+    assert_eq!(
+        file_kind(SharedPool::<Obj>::attach(&g.name, fp())),
+        ("open", std::io::ErrorKind::NotFound)
+    );
+    // The secondary keeps working on its mapping.
+    assert_eq!(secondary.get_ref(&h).value, 77);
+    secondary.put(h);
+    let mut v = Vec::new();
+    secondary.get_bulk(&mut v, 32).unwrap();
+    secondary.put_bulk(&mut v);
+    assert!(secondary.audit().is_consistent());
+    assert_eq!(secondary.unlink().is_err(), true, "name already gone");
+    drop(secondary);
+
+    // Explicit unlink while attached; and a name kept on drop.
+    let p = SharedPool::<Obj>::create(&g.name, 32, fp(), opts().unlink_on_drop(false)).unwrap();
+    let path = p.path().to_path_buf();
+    drop(p);
+    assert!(path.exists(), "unlink_on_drop(false) keeps the name");
+    let s = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    s.unlink().unwrap();
+    assert!(!path.exists());
+    assert_eq!(
+        file_kind(SharedPool::<Obj>::attach(&g.name, fp())),
+        ("open", std::io::ErrorKind::NotFound)
+    );
+    let h = s.get().unwrap();
+    s.put(h);
+    assert!(!SharedPool::<Obj>::remove(&g.name).unwrap());
+}
+
+#[test]
+fn permission_and_path_errors() {
+    let mut g = Names::new("perm");
+    // A directory where a region file is expected.
+    let dir = format!("/dev/shm/{}-dir", g.name);
+    std::fs::create_dir(&dir).unwrap();
+    g.extra.push(dir.clone().into());
+    assert_eq!(
+        file_kind(SharedPool::<Obj>::attach(&dir, fp())),
+        ("open", std::io::ErrorKind::IsADirectory)
+    );
+    let in_missing_dir = format!("/dev/shm/{}-nodir/pool", g.name);
+    assert_eq!(
+        file_kind(SharedPool::<Obj>::create(&in_missing_dir, 8, fp(), opts())).1,
+        std::io::ErrorKind::NotFound
+    );
+
+    // Mode 0600 file of this user: another user is refused. Root bypasses permission checks
+    // on files, so the refused attach runs in a child that drops to uid/gid 65534 (nobody).
+    let _pool = SharedPool::<Obj>::create(&g.name, 8, fp(), opts()).unwrap();
+    // SAFETY: plain syscall.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        // Not root: the permission check applies to this process directly.
+        let path = _pool.path().to_path_buf();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .unwrap();
+        assert_eq!(
+            file_kind(SharedPool::<Obj>::attach(&g.name, fp())),
+            ("open", std::io::ErrorKind::PermissionDenied)
+        );
+        return;
+    }
+    let run_as_nobody = |name: &str| {
+        let mut c = ChildGuard::spawn_with("attach", &[(NAME, name.to_string())], |cmd| {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(65534).gid(65534);
+        });
+        let l = c.line();
+        c.wait_success();
+        l
+    };
+    assert_eq!(run_as_nobody(&g.name), "ERR open PermissionDenied");
+    // With mode 0666 the same user may attach.
+    let g2 = Names::new("perm666");
+    let _p2 = SharedPool::<Obj>::create(&g2.name, 8, fp(), opts().mode(0o666)).unwrap();
+    assert!(run_as_nobody(&g2.name).starts_with("OK"));
+}
+
+#[test]
+fn backing_is_hugetlbfs_when_mounted_else_shm() {
+    let g = Names::new("backing");
+    let hugetlbfs = std::fs::read_to_string("/proc/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("hugetlbfs"));
+    let auto = SharedPool::<Obj>::create(&g.name, 1000, fp(), opts()).unwrap();
+    let shm = {
+        let g2 = Names::new("backing-shm");
+        let p = SharedPool::<Obj>::create(
+            &g2.name,
+            1000,
+            fp(),
+            opts().backing(SharedBackingPolicy::Require(SharedBacking::Shm)),
+        )
+        .unwrap();
+        assert_eq!(p.backing(), SharedBacking::Shm);
+        assert_eq!(p.mapped_len() % 4096, 0);
+        assert!(p.path().starts_with("/dev/shm"));
+        p.backing()
+    };
+    assert_eq!(shm, SharedBacking::Shm);
+    let req = SharedPool::<Obj>::create(
+        &format!("{}-req", g.name),
+        16,
+        fp(),
+        opts().backing(SharedBackingPolicy::Require(SharedBacking::Hugetlbfs)),
+    );
+    let _cleanup = Names {
+        name: format!("{}-req", g.name),
+        extra: Vec::new(),
+    };
+    if hugetlbfs && auto.backing() == SharedBacking::Hugetlbfs {
+        assert_eq!(auto.page_size(), 2 << 20);
+        assert_eq!(auto.mapped_len() % (2 << 20), 0);
+        let req = req.unwrap();
+        assert_eq!(req.backing(), SharedBacking::Hugetlbfs);
+    } else if !hugetlbfs {
+        assert_eq!(auto.backing(), SharedBacking::Shm);
+        assert!(matches!(req, Err(PoolError::BackingUnavailable { .. })));
+    } else {
+        // Mounted but could not hold the region (no free huge pages): Auto fell back.
+        println!(
+            "hugetlbfs mounted but unusable here; Auto chose {}",
+            auto.backing()
+        );
+    }
+    // Attaching finds the region wherever it is.
+    let s = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    assert_eq!(s.backing(), auto.backing());
+}
+
+#[test]
+fn exhaustion_and_cache_conservation() {
+    let g = Names::new("exhaust");
+    for cache in [0u32, 1, 8] {
+        let _ = SharedPool::<u8>::remove(&g.name);
+        let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), opts().cache_size(cache)).unwrap();
+        let mut v = Vec::new();
+        pool.get_bulk(&mut v, 64).unwrap();
+        assert!(matches!(pool.get(), Err(PoolError::Exhausted { .. })));
+        assert!(pool.get_bulk(&mut v, 1).is_err());
+        assert_eq!(v.len(), 64);
+        pool.put_bulk(&mut v);
+        assert!(pool.cache_count() <= cache as usize);
+        assert_eq!(pool.available(), 64);
+        assert!(pool.get_bulk(&mut v, 65).is_err());
+        assert!(v.is_empty(), "bulk is all or nothing");
+        for _ in 0..200 {
+            let k = pool.get_burst(&mut v, 13);
+            assert_eq!(k, 13);
+            pool.put_bulk(&mut v);
+        }
+        let audit = pool.audit();
+        assert!(audit.is_consistent(), "cache {cache}: {audit}");
+        pool.flush();
+        assert_eq!(pool.ring_count(), 64);
+    }
+}
