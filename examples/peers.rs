@@ -42,7 +42,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, UnsafeCell};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::marker::PhantomData;
@@ -238,8 +238,9 @@ trait Worker {
     fn free(&mut self, h: Self::H);
     /// The object's u64.
     fn val(&self, h: &Self::H) -> u64;
-    /// The object's address (for the distinctness checks).
-    fn addr(&self, h: &Self::H) -> usize;
+    /// The object's identity for the distinctness checks: its address, or its key for the
+    /// containers that move objects when they grow (slotmap, slab).
+    fn id(&self, h: &Self::H) -> usize;
     /// Appends `n` objects written with `v, v+1, ..` (bulk where the API has it).
     fn alloc_n(&mut self, out: &mut Vec<Self::H>, n: usize, v: u64) {
         for i in 0..n {
@@ -277,7 +278,7 @@ impl<T: Obj, B: Brand, R: Repr> Worker for IdxCache<'_, T, B, R> {
     fn val(&self, h: &Self::H) -> u64 {
         self.c.get_ref(h).val()
     }
-    fn addr(&self, h: &Self::H) -> usize {
+    fn id(&self, h: &Self::H) -> usize {
         self.c.pool().as_ptr(h).as_ptr() as usize
     }
     #[inline(always)]
@@ -324,7 +325,7 @@ impl<T: Obj, B: Brand, R: Repr> Worker for IdxImplicit<'_, T, B, R> {
     fn val(&self, h: &Self::H) -> u64 {
         self.0.get_ref(h).val()
     }
-    fn addr(&self, h: &Self::H) -> usize {
+    fn id(&self, h: &Self::H) -> usize {
         self.0.as_ptr(h).as_ptr() as usize
     }
 }
@@ -346,7 +347,7 @@ impl<T: Obj> Worker for ShardedSlab<'_, T> {
     fn val(&self, k: &usize) -> u64 {
         self.0.get(*k).expect("live key").val()
     }
-    fn addr(&self, k: &usize) -> usize {
+    fn id(&self, k: &usize) -> usize {
         &*self.0.get(*k).expect("live key") as *const T as usize
     }
 }
@@ -369,7 +370,7 @@ impl<'a, T: Obj> Worker for LockfreePool<'a, T> {
     fn val(&self, h: &Self::H) -> u64 {
         h.val()
     }
-    fn addr(&self, h: &Self::H) -> usize {
+    fn id(&self, h: &Self::H) -> usize {
         &**h as *const T as usize
     }
 }
@@ -390,7 +391,7 @@ impl<T: Obj> Worker for Heapless<T> {
     fn val(&self, h: &Self::H) -> u64 {
         h.val()
     }
-    fn addr(&self, h: &Self::H) -> usize {
+    fn id(&self, h: &Self::H) -> usize {
         &**h as *const T as usize
     }
 }
@@ -438,7 +439,7 @@ impl<T: Obj> Worker for ArrayQueueFree<'_, T> {
         // SAFETY: the caller owns index i (popped, not yet pushed back).
         unsafe { (*self.0.objs[*i as usize].get()).val() }
     }
-    fn addr(&self, i: &u32) -> usize {
+    fn id(&self, i: &u32) -> usize {
         self.0.objs[*i as usize].get() as usize
     }
 }
@@ -460,8 +461,8 @@ impl<T: Obj> Worker for SlotMapW<T> {
     fn val(&self, k: &Self::H) -> u64 {
         self.0[*k].val()
     }
-    fn addr(&self, k: &Self::H) -> usize {
-        &self.0[*k] as *const T as usize
+    fn id(&self, k: &Self::H) -> usize {
+        slotmap::Key::data(k).as_ffi() as usize
     }
 }
 
@@ -481,8 +482,8 @@ impl<T: Obj> Worker for SlabW<T> {
     fn val(&self, k: &usize) -> u64 {
         self.0[*k].val()
     }
-    fn addr(&self, k: &usize) -> usize {
-        &self.0[*k] as *const T as usize
+    fn id(&self, k: &usize) -> usize {
+        *k
     }
 }
 
@@ -516,23 +517,24 @@ impl<A: GlobalAlloc, T: Obj> Worker for RawAlloc<A, T> {
         // SAFETY: the leading u64 was written at allocation.
         unsafe { h.0.as_ptr().cast::<u64>().read() }
     }
-    fn addr(&self, h: &RawBox<T>) -> usize {
+    fn id(&self, h: &RawBox<T>) -> usize {
         h.0.as_ptr() as usize
     }
 }
 
 // ---- checking wrapper (tests) ---------------------------------------------------------------
 
-/// Shared record of a checked run: addresses live now, allocations and frees counted.
+/// Shared record of a checked run: live objects (identity -> value written), allocations and
+/// frees counted.
 #[derive(Default)]
 struct CheckLog {
-    live: Mutex<HashSet<usize>>,
+    live: Mutex<HashMap<usize, u64>>,
     allocs: AtomicUsize,
     frees: AtomicUsize,
 }
 
 /// Wraps a worker and asserts that every allocation is a distinct live object holding the
-/// value just written, and that every free names a live object.
+/// value just written, and that every free names a live object still holding its value.
 struct Checked<'a, W> {
     w: &'a mut W,
     log: &'a CheckLog,
@@ -541,18 +543,20 @@ struct Checked<'a, W> {
 impl<W: Worker> Checked<'_, W> {
     fn got(&self, h: &W::H, v: u64) {
         assert_eq!(self.w.val(h), v, "value written at allocation lost");
-        let a = self.w.addr(h);
+        let a = self.w.id(h);
         assert!(
-            self.log.live.lock().unwrap().insert(a),
+            self.log.live.lock().unwrap().insert(a, v).is_none(),
             "object {a:#x} handed out while live"
         );
         self.log.allocs.fetch_add(1, Ordering::Relaxed);
     }
     fn gone(&self, h: &W::H) {
-        let a = self.w.addr(h);
-        assert!(
-            self.log.live.lock().unwrap().remove(&a),
-            "freeing {a:#x}, not live"
+        let a = self.w.id(h);
+        let v = self.log.live.lock().unwrap().remove(&a);
+        assert_eq!(
+            v,
+            Some(self.w.val(h)),
+            "freeing {a:#x}: not live or value clobbered"
         );
         self.log.frees.fetch_add(1, Ordering::Relaxed);
     }
@@ -572,8 +576,8 @@ impl<W: Worker> Worker for Checked<'_, W> {
     fn val(&self, h: &W::H) -> u64 {
         self.w.val(h)
     }
-    fn addr(&self, h: &W::H) -> usize {
-        self.w.addr(h)
+    fn id(&self, h: &W::H) -> usize {
+        self.w.id(h)
     }
     fn alloc_n(&mut self, out: &mut Vec<W::H>, n: usize, v: u64) {
         let start = out.len();
@@ -1295,7 +1299,10 @@ fn hugepages_free() -> String {
 }
 
 /// Builds the three scan pools of `T` over `bytes`; skipped ones come back as (name, reason).
-fn scan_pools<T: Obj>(bytes: usize) -> (Vec<Box<dyn ScanRun>>, Vec<(String, String)>) {
+/// Scan contenders built, and (name, reason) of those skipped.
+type ScanSet = (Vec<Box<dyn ScanRun>>, Vec<(String, String)>);
+
+fn scan_pools<T: Obj>(bytes: usize) -> ScanSet {
     let mut runs: Vec<Box<dyn ScanRun>> = Vec::new();
     let mut skipped = Vec::new();
     let mut add = |r: Result<Box<dyn ScanRun>, String>, name: &str| match r {
@@ -1887,8 +1894,8 @@ fn main() {
         println!(
             "  scan 8 B: not run: {} M objects would need a {} MiB shuffled handle array per \
              pool and seconds per pass, and each touch hits a random page just as at 64 B",
-            bytes / 8 >> 20,
-            bytes / 8 * 4 >> 20
+            (bytes / 8) >> 20,
+            (bytes / 8 * 4) >> 20
         );
         scan_size::<O64>(bytes, reps, terms, &mut srows);
         scan_size::<O2K>(bytes, reps, terms, &mut srows);
@@ -1964,6 +1971,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     fn tiny() -> Params {
         Params::sized(20, 64, 400, 3000, 64, 2048)
@@ -2033,7 +2041,7 @@ mod tests {
             let mut v = Vec::new();
             c.alloc_n(&mut v, 40, 100);
             let one = c.alloc(7);
-            let addrs: HashSet<usize> = v.iter().chain([&one]).map(|h| c.addr(h)).collect();
+            let addrs: HashSet<usize> = v.iter().chain([&one]).map(|h| c.id(h)).collect();
             assert_eq!(addrs.len(), 41);
             c.free(one);
             c.free_all(&mut v);
