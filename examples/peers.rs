@@ -28,6 +28,9 @@
 //! * `box-system`, `box-mimalloc`, `box-jemalloc`: `GlobalAlloc::alloc/dealloc` with
 //!   `Layout::new::<T>()` called directly on `std::alloc::System`, `mimalloc::MiMalloc` and
 //!   `tikv_jemallocator::Jemalloc`, so that all three coexist in one binary.
+//! * `floor-no-alloc`: no allocator at all (objects taken round-robin from an array, frees do
+//!   nothing): the cost of the workload itself, shown to tell allocator cost from transport
+//!   cost (burst, forward; never counted as a peer).
 //!
 //! Workloads: `burst` (allocate 32, write each, free 32; one thread), `steady` (4096 live
 //! objects, replace a random one per step: free, allocate, write), `forward` (allocate on thread
@@ -444,6 +447,46 @@ impl<T: Obj> Worker for ArrayQueueFree<'_, T> {
     }
 }
 
+/// Not an allocator: the floor of a workload. Objects are taken round-robin from a fixed array
+/// with no bookkeeping and "freed" by doing nothing, so a figure of this contender is the cost
+/// of the workload itself (writes, reads, the forward queue and its cross-core traffic). Valid
+/// only while fewer than `objs.len()` objects are live (burst, forward).
+struct Floor<T> {
+    objs: Box<[UnsafeCell<T>]>,
+}
+
+// SAFETY: each object is used by one thread at a time: the producer reuses object i only
+// `objs.len()` allocations later, by which time the consumer has read it (at most the queue
+// capacity plus two bursts are in flight, far fewer than `objs.len()`, and the queue's
+// release/acquire orders the consumer's read before the producer's reuse).
+unsafe impl<T: Send> Sync for Floor<T> {}
+
+struct FloorW<'a, T> {
+    f: &'a Floor<T>,
+    next: usize,
+}
+
+impl<T: Obj> Worker for FloorW<'_, T> {
+    type H = u32;
+    #[inline(always)]
+    fn alloc(&mut self, v: u64) -> u32 {
+        let i = self.next;
+        self.next = if i + 1 == self.f.objs.len() { 0 } else { i + 1 };
+        // SAFETY: see Floor: object i is not in use by anyone else.
+        unsafe { (*self.f.objs[i].get()).set(v) };
+        i as u32
+    }
+    #[inline(always)]
+    fn free(&mut self, _: u32) {}
+    fn val(&self, i: &u32) -> u64 {
+        // SAFETY: see Floor.
+        unsafe { (*self.f.objs[*i as usize].get()).val() }
+    }
+    fn id(&self, i: &u32) -> usize {
+        *i as usize
+    }
+}
+
 /// `slotmap::SlotMap` (single thread; generational 8-byte keys).
 struct SlotMapW<T: Obj>(slotmap::SlotMap<slotmap::DefaultKey, T>);
 
@@ -646,7 +689,7 @@ impl Params {
         let (burst_rounds, steps, forward_total) = if quick {
             (20_000, 500_000, 400_000)
         } else {
-            (100_000, 2_000_000, 1_500_000)
+            (100_000, 2_000_000, 600_000)
         };
         Params::sized(burst_rounds, 4096, steps, forward_total, 1024, 8192)
     }
@@ -909,6 +952,20 @@ struct Contender {
     run: [RunFn; 3],
 }
 
+impl Contender {
+    /// Whether this contender takes part in `wl`.
+    fn supports(&self, wl: Workload) -> bool {
+        match wl {
+            Workload::Forward => self.multi,
+            Workload::Steady => self.name != FLOOR,
+            Workload::Burst => true,
+        }
+    }
+}
+
+/// The no-allocator floor (see [`Floor`]).
+const FLOOR: &str = "floor-no-alloc";
+
 /// The reference of every ratio.
 const REFERENCE: &str = "idxpool-explicit";
 
@@ -985,6 +1042,15 @@ fn run_arrayqueue<T: Obj>(job: &Job) -> f64 {
     job.run(|| ArrayQueueFree(&fl))
 }
 
+fn run_floor<T: Obj>(job: &Job) -> f64 {
+    let f = Floor::<T> {
+        objs: (0..job.p.pool_cap)
+            .map(|_| UnsafeCell::new(T::default()))
+            .collect(),
+    };
+    job.run(|| FloorW { f: &f, next: 0 })
+}
+
 fn run_slotmap<T: Obj>(job: &Job) -> f64 {
     job.run(|| SlotMapW::<T>(slotmap::SlotMap::new()))
 }
@@ -1027,11 +1093,13 @@ fn contenders() -> Vec<Contender> {
         c("box-system", true, per_size!(run_system)),
         c("box-mimalloc", true, per_size!(run_mimalloc)),
         c("box-jemalloc", true, per_size!(run_jemalloc)),
+        c(FLOOR, true, per_size!(run_floor)),
     ]
 }
 
-fn is_idxpool(name: &str) -> bool {
-    name.starts_with("idxpool")
+/// A peer: neither idxpool nor the floor.
+fn is_peer(name: &str) -> bool {
+    !name.starts_with("idxpool") && name != FLOOR
 }
 
 // ---- statistics and output ------------------------------------------------------------------
@@ -1814,7 +1882,7 @@ fn main() {
     for wl in Workload::ALL {
         let cs: Vec<&Contender> = all
             .iter()
-            .filter(|c| c.multi || wl.threads() == 1)
+            .filter(|c| c.supports(wl))
             .filter(|c| c.name == REFERENCE || matches(terms, wl.name(), c.name))
             .collect();
         if cs.len() <= 1 && !matches(terms, wl.name(), REFERENCE) {
@@ -1920,7 +1988,7 @@ fn main() {
                     .min_by(|a, b| a.ns.total_cmp(&b.ns))
             };
             let idx = of(&|c| c == REFERENCE);
-            let peer = of(&|c| !is_idxpool(c));
+            let peer = of(&|c| is_peer(c));
             if let (Some(i), Some(p)) = (idx, peer) {
                 let x = p.ns / i.ns;
                 println!(
@@ -1983,7 +2051,7 @@ mod tests {
         let p = tiny();
         for c in contenders() {
             for wl in Workload::ALL {
-                if wl.threads() > 1 && !c.multi {
+                if !c.supports(wl) {
                     continue;
                 }
                 let log = CheckLog::default();
