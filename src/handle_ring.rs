@@ -398,6 +398,7 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     fn free_run(&self, max: usize) -> usize {
         let ring = &*self.ring;
         let mut pos = *self.pos;
+        let max = max.min(ring.size); // each slot once
         let mut k = 0;
         while k < max && R::load(ring.slot(pos), Ordering::Relaxed).is_none() {
             k += 1;
