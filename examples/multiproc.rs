@@ -7,17 +7,24 @@
 //!
 //! The primary creates the pool (hugetlbfs if mounted, else /dev/shm) and runs N copies of this
 //! binary with `--secondary`. Each secondary attaches by name (at whatever address its kernel
-//! picks), takes WORK messages from channel 0, checks the primary's stamp, restamps the same
-//! object as a REPLY with its pid and sends it back on channel 1; every 4th message it also
-//! takes a fresh object from the pool and sends it as NEW. The primary verifies every object it
-//! receives (checksum, sender pid, no sequence number twice) and puts it back.
+//! picks) and gets two channels of its own: an inbox (channel 2i) and an outbox (2i+1). It
+//! takes WORK messages from its inbox, checks the primary's stamp, restamps the same object as
+//! a REPLY with its pid and sends it back through its outbox; every 4th message it also takes
+//! a fresh object from the pool and sends it as NEW. The primary deals work round-robin,
+//! verifies every object it receives (checksum, sender pid, no sequence number twice) and puts
+//! it back. At the end it audits the region: every object must be back (available ==
+//! capacity).
 //!
-//! With `--kill` the primary sends SIGKILL to one secondary halfway through, then shows the
-//! recovery: `reclaim_dead` (its slot and cached objects) and `reclaim_in_use_of_dead` (the
-//! objects it held), both while the other secondaries keep running; at the end an audit
-//! proves every object is accounted for. A process killed *inside* a ring operation wedges
-//! that ring (the one unrecoverable case, see DESIGN.md): a watchdog then reports it and exits
-//! with status 2 instead of hanging.
+//! With `--kill` the primary sends SIGKILL to secondary 0 halfway through and recovers while
+//! the others keep running: `reclaim_dead` (its slot and cached objects),
+//! `reclaim_in_use_of_dead` (the objects it held) and `reset_channel` on its inbox (work it
+//! never took; also un-wedges the channel if it died inside a receive). Per-process channels
+//! are what make that possible: a process killed inside an operation on a ring *shared* by
+//! several live processes wedges that ring for good (see DESIGN.md); here that can only
+//! happen on the common ring, during a cache refill or flush, and a watchdog then reports it
+//! and exits with status 2 instead of hanging.
+//!
+//! `--quick` runs 100 000 work items with 3 secondaries (10 000 in a debug build).
 
 use std::process::{Child, Command, ExitCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,8 +38,16 @@ const WORK: u32 = 1;
 const REPLY: u32 = 2;
 const NEW: u32 = 3;
 const STOP: u32 = 4;
-const TO_SECONDARIES: u32 = 0;
-const TO_PRIMARY: u32 = 1;
+
+/// Channel that carries work to secondary `i` (only it receives there).
+fn inbox(i: u32) -> u32 {
+    2 * i
+}
+
+/// Channel that carries secondary `i`'s replies to the primary (only it sends there).
+fn outbox(i: u32) -> u32 {
+    2 * i + 1
+}
 
 /// One 64-byte message object.
 #[repr(C)]
@@ -125,7 +140,12 @@ fn parse_args() -> Args {
         i += 1;
     }
     if a.quick {
-        a.items = a.items.min(100_000);
+        // Debug builds are ~10x slower: keep --quick under 20 s there too.
+        a.items = a.items.min(if cfg!(debug_assertions) {
+            10_000
+        } else {
+            100_000
+        });
         a.procs = a.procs.min(3);
     }
     a
@@ -171,7 +191,7 @@ fn secondary(name: &str, idx: u32) -> ExitCode {
     let mut idle_since = Instant::now();
     let mut stop = false;
     while !stop {
-        if pool.recv_burst(TO_SECONDARIES, &mut batch, 16) == 0 {
+        if pool.recv_burst(inbox(idx), &mut batch, 16) == 0 {
             if idle_since.elapsed() > Duration::from_secs(20) {
                 eprintln!("secondary {idx}: nothing for 20 s, giving up");
                 return ExitCode::FAILURE;
@@ -182,14 +202,9 @@ fn secondary(name: &str, idx: u32) -> ExitCode {
         idle_since = Instant::now();
         for mut h in batch.drain(..) {
             let m = *pool.get_ref(&h);
-            if stop || m.kind == STOP {
-                if stop {
-                    // A STOP meant for another secondary: pass it on.
-                    pool.send(TO_SECONDARIES, h);
-                } else {
-                    stop = true;
-                    pool.put(h);
-                }
+            if m.kind == STOP {
+                stop = true;
+                pool.put(h);
                 continue;
             }
             received += 1;
@@ -208,7 +223,7 @@ fn secondary(name: &str, idx: u32) -> ExitCode {
                 }
             }
         }
-        pool.send_bulk(TO_PRIMARY, &mut out);
+        pool.send_bulk(outbox(idx), &mut out);
     }
     println!(
         "  secondary {idx}: pid {me}: received {received} work (bad {bad}), sent {replies} \
@@ -219,6 +234,41 @@ fn secondary(name: &str, idx: u32) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// What the primary received.
+#[derive(Default)]
+struct Tally {
+    seen: Vec<bool>,
+    child_pids: Vec<u32>,
+    replies: u64,
+    news: u64,
+    bad: u64,
+    dup: u64,
+}
+
+impl Tally {
+    /// Receives, verifies and puts back everything waiting on `chan`.
+    fn drain(&mut self, pool: &SharedPool<Msg>, chan: u32) {
+        let mut got = Vec::with_capacity(64);
+        while pool.recv_burst(chan, &mut got, 64) > 0 {
+            for h in got.drain(..) {
+                let m = *pool.get_ref(&h);
+                let from_child = self.child_pids.contains(&m.pid);
+                match m.kind {
+                    REPLY if valid(&m) && from_child && m.seq < self.seen.len() as u64 => {
+                        if std::mem::replace(&mut self.seen[m.seq as usize], true) {
+                            self.dup += 1;
+                        }
+                        self.replies += 1;
+                    }
+                    NEW if valid(&m) && from_child => self.news += 1,
+                    _ => self.bad += 1,
+                }
+                pool.put(h);
+            }
+        }
     }
 }
 
@@ -249,7 +299,7 @@ fn primary(args: &Args) -> ExitCode {
     let capacity = 4096;
     let opts = SharedOptions::new()
         .cache_size(32)
-        .channels(2)
+        .channels(2 * args.procs)
         .max_processes(args.procs + 2);
     let pool = match SharedPool::<Msg>::create(&name, capacity, fp(), opts) {
         Ok(p) => p,
@@ -335,16 +385,22 @@ fn primary(args: &Args) -> ExitCode {
     let me = std::process::id();
     let child_pids: Vec<u32> = kids.children.iter().map(|c| c.0).collect();
     let total = args.items;
-    let mut seen = vec![false; total as usize];
-    let (mut sent, mut replies, mut news, mut bad, mut dup) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut t = Tally {
+        seen: vec![false; total as usize],
+        child_pids: child_pids.clone(),
+        ..Default::default()
+    };
+    let mut sent = 0u64;
     let mut killed: Option<u32> = None;
+    let mut returned_from_inbox = 0;
     let mut stops_sent = false;
     let mut out: Vec<SharedHandle<Msg>> = Vec::with_capacity(32);
-    let mut got: Vec<SharedHandle<Msg>> = Vec::with_capacity(64);
+    let mut next = 0u32;
     let start = Instant::now();
     loop {
-        // Send work while the pool has objects (the pool is the flow control).
-        while sent < total && out.len() < 32 && sent - replies < capacity as u64 / 2 {
+        // Send work round-robin to live secondaries while the pool has objects (the pool and
+        // a window of half its capacity are the flow control).
+        while sent < total && out.len() < 32 && sent - t.replies < capacity as u64 / 2 {
             match pool.get() {
                 Ok(mut h) => {
                     stamp(pool.get_mut(&mut h), WORK, me, sent);
@@ -354,25 +410,19 @@ fn primary(args: &Args) -> ExitCode {
                 Err(_) => break,
             }
         }
-        pool.send_bulk(TO_SECONDARIES, &mut out);
-        // Verify and put back what comes back.
-        pool.recv_burst(TO_PRIMARY, &mut got, 64);
-        for h in got.drain(..) {
-            let m = *pool.get_ref(&h);
-            let from_child = child_pids.contains(&m.pid);
-            match m.kind {
-                REPLY if valid(&m) && from_child && m.seq < total => {
-                    if std::mem::replace(&mut seen[m.seq as usize], true) {
-                        dup += 1;
-                    }
-                    replies += 1;
-                }
-                NEW if valid(&m) && from_child => news += 1,
-                _ => bad += 1,
+        if !out.is_empty() {
+            while kids.children[next as usize].2 {
+                next = (next + 1) % args.procs;
             }
-            pool.put(h);
+            pool.send_bulk(inbox(next), &mut out);
+            next = (next + 1) % args.procs;
         }
-        progress.store(sent + replies + news, Ordering::Relaxed);
+        // Verify and put back what comes back (also from a dead secondary's outbox: what it
+        // published before dying is intact).
+        for i in 0..args.procs {
+            t.drain(&pool, outbox(i));
+        }
+        progress.store(sent + t.replies + t.news, Ordering::Relaxed);
 
         if args.kill && killed.is_none() && sent >= total / 2 {
             let (pid, child, done) = &mut kids.children[0];
@@ -383,7 +433,8 @@ fn primary(args: &Args) -> ExitCode {
             killed = Some(*pid);
             println!(
                 "kill: SIGKILL to secondary 0 (pid {pid}) after {sent} work items sent, \
-                 {replies} replies received"
+                 {} replies received",
+                t.replies
             );
             for p in pool.processes().iter().filter(|p| p.process.pid == *pid) {
                 println!(
@@ -395,34 +446,30 @@ fn primary(args: &Args) -> ExitCode {
             println!("  reclaim_dead (others still running): {rep}");
             let n = pool.reclaim_in_use_of_dead();
             println!("  reclaim_in_use_of_dead: {n} object(s) returned to the ring");
+            // SAFETY: only the victim received on its inbox, and we no longer send there.
+            returned_from_inbox = unsafe { pool.reset_channel(inbox(0)) };
+            println!(
+                "  reset_channel(its inbox): {returned_from_inbox} unprocessed work item(s) \
+                 returned to the ring"
+            );
         }
 
         if sent == total && !stops_sent {
-            let survivors = kids.children.iter().filter(|c| !c.2).count();
-            for _ in 0..survivors {
+            for i in 0..args.procs {
+                if kids.children[i as usize].2 {
+                    continue;
+                }
                 let mut h = loop {
                     if let Ok(h) = pool.get() {
                         break h;
                     }
                     // Objects are all out: take replies back first.
-                    pool.recv_burst(TO_PRIMARY, &mut got, 64);
-                    for h in got.drain(..) {
-                        let m = *pool.get_ref(&h);
-                        match m.kind {
-                            REPLY if valid(&m) && m.seq < total => {
-                                if std::mem::replace(&mut seen[m.seq as usize], true) {
-                                    dup += 1;
-                                }
-                                replies += 1;
-                            }
-                            NEW if valid(&m) => news += 1,
-                            _ => bad += 1,
-                        }
-                        pool.put(h);
+                    for j in 0..args.procs {
+                        t.drain(&pool, outbox(j));
                     }
                 };
                 stamp(pool.get_mut(&mut h), STOP, me, 0);
-                pool.send(TO_SECONDARIES, h);
+                pool.send(inbox(i), h);
             }
             stops_sent = true;
         }
@@ -434,32 +481,42 @@ fn primary(args: &Args) -> ExitCode {
                         Ok(Some(st)) => {
                             *done = true;
                             if !st.success() {
-                                bad += 1;
+                                t.bad += 1;
                             }
                         }
                         _ => all_done = false,
                     }
                 }
             }
-            if all_done && pool.channel_count(TO_PRIMARY) == 0 {
+            if all_done && (0..args.procs).all(|i| pool.channel_count(outbox(i)) == 0) {
                 break;
             }
         }
     }
     finished.store(true, Ordering::Relaxed);
     let secs = start.elapsed().as_secs_f64();
-    let missing = total - replies;
+    let missing = total - t.replies;
     println!(
-        "primary: sent {sent} work, received {replies} replies + {news} new in {secs:.2} s \
-         ({:.0} objects/s through the channels), bad {bad}, duplicates {dup}, \
+        "primary: sent {sent} work, received {} replies + {} new in {secs:.2} s \
+         ({:.0} objects/s through the channels), bad {}, duplicates {}, \
          replies missing {missing}",
-        (sent + replies + news) as f64 / secs
+        t.replies,
+        t.news,
+        (sent + t.replies + t.news) as f64 / secs,
+        t.bad,
+        t.dup
     );
     if let Some(pid) = killed {
         println!(
-            "  the {missing} missing replies are the work items that died with pid {pid}; \
-             their objects were reclaimed"
+            "  missing replies: {returned_from_inbox} work item(s) still in the victim's inbox \
+             + {} it was working on when it died (pid {pid}); all their objects were reclaimed",
+            missing - returned_from_inbox as u64
         );
+    }
+    if killed.is_some() {
+        // SAFETY: every secondary has exited; nobody else uses the victim's outbox. A death
+        // inside a send leaves it wedged (prod head != tail): this resets it.
+        unsafe { pool.reset_channel(outbox(0)) };
     }
     // Everyone else has exited: the census is exact now.
     let audit = pool.audit();
@@ -477,8 +534,8 @@ fn primary(args: &Args) -> ExitCode {
     let audit = pool.audit();
     let ok = audit.is_consistent()
         && pool.available() == capacity as usize
-        && bad == 0
-        && dup == 0
+        && t.bad == 0
+        && t.dup == 0
         && (killed.is_some() || missing == 0)
         && pool.corrupt_entries() == 0;
     println!(

@@ -11,9 +11,9 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::owner::IN_CHANNEL;
+use super::owner::{FREE, IN_CHANNEL};
 use super::{SharedHandle, SharedPool};
-use crate::ring::Ring;
+use crate::ring::{Ring, RingState};
 
 impl<T: Pod> SharedPool<T> {
     fn chan(&self, chan: u32) -> &Ring<u32> {
@@ -102,6 +102,50 @@ impl<T: Pod> SharedPool<T> {
             }
         }
         total
+    }
+
+    /// Empties channel `chan`, returning the objects in it to the common ring, also when a
+    /// process killed inside a send or receive on it left its ring wedged (head != tail): the
+    /// ring is reset to empty and usable again. Returns how many objects came back.
+    ///
+    /// Meant for a channel that a dead process used alone on one side (a per-process inbox,
+    /// as `examples/multiproc.rs` sets up), after [`SharedPool::reclaim_dead`]: a death inside
+    /// an operation on such a channel then costs that channel's contents only, instead of
+    /// wedging every process. Objects a dead sender had reserved room for but not published
+    /// are not in the ring: [`SharedPool::audit`] lists them as `lost_in_channel` and
+    /// [`SharedPool::repair_lost`] returns them.
+    ///
+    /// # Panics
+    /// When `chan` is out of range.
+    ///
+    /// # Safety
+    /// No other attachment, in any process, may operate on channel `chan` during the call
+    /// (afterwards it may).
+    pub unsafe fn reset_channel(&self, chan: u32) -> usize {
+        let ring = self.chan(chan);
+        let [_, prod_tail, _, _] = ring.counters();
+        let off = self.sections.chan_slots + chan as u64 * self.sections.chan_stride;
+        let (entries, _) = self.ring_entries(ring, off);
+        let mut back = Vec::with_capacity(entries.len());
+        for e in entries {
+            // Entries a receiver already claimed are its own (or, if it died, an orphan for
+            // reclaim_in_use_of_dead): only IN_CHANNEL ones come back here.
+            if e < self.params.capacity
+                && self.owners()[e as usize]
+                    .compare_exchange(IN_CHANNEL, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                back.push(e);
+            }
+        }
+        let state = self
+            .at::<RingState>(self.sections.chan_states + chan as u64 * self.sections.state_stride);
+        // SAFETY: the channel's state lies at its computed in-bounds, aligned offset; the
+        // caller guarantees nobody operates on the channel meanwhile, and no reference to the
+        // state outlives a ring call, so overwriting it in place races with nothing.
+        unsafe { state.write(RingState::new(prod_tail)) };
+        self.enqueue_all(&self.ring, &back);
+        back.len()
     }
 
     /// Handles waiting in channel `chan` (snapshot).

@@ -62,16 +62,21 @@
 //!
 //! * Recoverable: the dead process's slot and its cached objects ([`SharedPool::reclaim_dead`]);
 //!   the objects it held ([`SharedPool::reclaim_in_use_of_dead`], explicit because the caller
-//!   must know that no live process still works on them through a handle it received);
-//!   objects it had taken out of a ring, cache or channel but not yet recorded (found by
-//!   [`SharedPool::audit`] and returned by the `unsafe` [`SharedPool::repair_lost`], which
-//!   needs every other process to be idle).
-//! * Not recoverable: a process killed *inside* a ring operation (between its reservation of
-//!   the ring's head and its update of the tail, a window of a few tens of nanoseconds per
-//!   operation) leaves that ring's head != tail forever. Every later multi-producer (or
-//!   multi-consumer) operation on that side of that ring waits for the dead process's tail
-//!   update and spins forever: the pool (or that channel) is wedged and must be recreated.
-//!   [`SharedAudit::stuck_rings`] reports it. DPDK multi-process rings have the same limit.
+//!   must know that no live process still works on them through an index it was given);
+//!   a channel that only the dead process used on one side, even if it died inside a send or
+//!   receive on it (the `unsafe` [`SharedPool::reset_channel`]); objects it had taken out of a
+//!   ring, cache or channel but not yet recorded (found by [`SharedPool::audit`], returned by
+//!   the `unsafe` [`SharedPool::repair_lost`], which needs every other process to be idle).
+//! * Not recoverable: a process killed *inside* an operation on a ring that live processes
+//!   share (after reserving a stretch of the ring by moving its head, before publishing by
+//!   moving its tail: a window of tens of nanoseconds per operation) leaves that ring's head
+//!   != tail forever. Every later operation on that side of the ring reserves after the dead
+//!   one and waits for the tail to reach its reservation, which never happens: those processes
+//!   spin (yielding) forever. For the common ring this wedges the pool, which must be
+//!   recreated; for a shared channel, that channel. [`SharedAudit::stuck_rings`] reports it.
+//!   Only the cache refill/flush of a process touches the common ring (once per half a cache
+//!   of gets or puts), so giving each process its own channels (see `examples/multiproc.rs`)
+//!   makes the fatal window rare. DPDK's multi-process rings have the same limit.
 //!
 //! The module is Linux-only: liveness is read from `/proc/<pid>/stat`, and all processes must
 //! share one pid namespace.

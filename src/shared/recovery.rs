@@ -289,7 +289,11 @@ impl<T> SharedPool<T> {
     }
 
     /// `(count, entries)` of a ring over the region, read without consuming (quiescent use).
-    fn ring_entries(&self, ring: &Ring<u32>, slots_off: u64) -> (Vec<u32>, Option<String>) {
+    pub(crate) fn ring_entries(
+        &self,
+        ring: &Ring<u32>,
+        slots_off: u64,
+    ) -> (Vec<u32>, Option<String>) {
         let [ph, pt, ch, ct] = ring.counters();
         let stuck = (ph != pt || ch != ct)
             .then(|| format!("prod head {ph} tail {pt}, cons head {ch} tail {ct}"));
