@@ -35,7 +35,8 @@
 //! Workloads: `burst` (allocate 32, write each, free 32; one thread), `steady` (4096 live
 //! objects, replace a random one per step: free, allocate, write), `forward` (allocate on thread
 //! A, hand the handle to thread B through a bounded `crossbeam_queue::ArrayQueue`, B reads and
-//! frees: the RX/TX pattern; threads pinned to CPUs 0 and 1), `scan` (touch every object of a
+//! frees: the RX/TX pattern; threads pinned to CPUs 0 and 1), `forward-burst` (the same, the
+//! queue carrying bursts of 32 handles as DPDK's RX/TX rings do), `scan` (touch every object of a
 //! 1 GiB idxpool pool in a random order, hugetlb 2 MiB vs THP vs 4 KiB pages: the TLB effect;
 //! 256 MiB with `--quick`).
 //!
@@ -646,22 +647,28 @@ enum Workload {
     Burst,
     Steady,
     Forward,
+    ForwardBurst,
 }
 
 impl Workload {
-    const ALL: [Workload; 3] = [Workload::Burst, Workload::Steady, Workload::Forward];
+    const ALL: [Workload; 4] = [
+        Workload::Burst,
+        Workload::Steady,
+        Workload::Forward,
+        Workload::ForwardBurst,
+    ];
     fn name(self) -> &'static str {
         match self {
             Workload::Burst => "burst",
             Workload::Steady => "steady",
             Workload::Forward => "forward",
+            Workload::ForwardBurst => "forward-burst",
         }
     }
     fn threads(self) -> usize {
-        if self == Workload::Forward {
-            2
-        } else {
-            1
+        match self {
+            Workload::Forward | Workload::ForwardBurst => 2,
+            _ => 1,
         }
     }
 }
@@ -687,7 +694,7 @@ const BURST: usize = 32;
 impl Params {
     fn new(quick: bool) -> Self {
         let (burst_rounds, steps, forward_total) = if quick {
-            (20_000, 500_000, 400_000)
+            (20_000, 500_000, 250_000)
         } else {
             (100_000, 2_000_000, 600_000)
         };
@@ -739,7 +746,8 @@ impl Job<'_> {
                     None => self.single(&mut w),
                 }
             }
-            Workload::Forward => forward(&mk, self.p, self.check),
+            Workload::Forward => forward(&mk, self.p, self.check, false),
+            Workload::ForwardBurst => forward(&mk, self.p, self.check, true),
         }
     }
 
@@ -747,7 +755,9 @@ impl Job<'_> {
         match self.wl {
             Workload::Burst => burst(w, self.p.burst_rounds),
             Workload::Steady => steady(w, self.p),
-            Workload::Forward => unreachable!("forward takes two threads"),
+            Workload::Forward | Workload::ForwardBurst => {
+                unreachable!("forward takes two threads")
+            }
         }
     }
 }
@@ -841,33 +851,73 @@ fn backoff(spins: &mut u32) {
     }
 }
 
-fn producer<W: Worker>(w: &mut W, q: &ArrayQueue<W::H>, n: usize) {
+/// The queues between the forward threads: one handle per slot (`forward`), or bursts of up
+/// to `BURST` handles in recycled vectors (`forward-burst`, with a return queue of empty
+/// vectors so that the steady state allocates nothing).
+struct Queues<H> {
+    bursts: bool,
+    one: ArrayQueue<H>,
+    full: ArrayQueue<Vec<H>>,
+    spare: ArrayQueue<Vec<H>>,
+}
+
+impl<H> Queues<H> {
+    fn new(cap: usize, bursts: bool) -> Self {
+        let nb = (cap / BURST).max(1);
+        Queues {
+            bursts,
+            one: ArrayQueue::new(cap),
+            full: ArrayQueue::new(nb),
+            // Every vector in existence fits: those in `full`, plus one on each side.
+            spare: ArrayQueue::new(nb + 2),
+        }
+    }
+}
+
+fn push_wait<X>(q: &ArrayQueue<X>, mut x: X) {
+    let mut spins = 0;
+    while let Err(back) = q.push(x) {
+        x = back;
+        backoff(&mut spins);
+    }
+}
+
+fn producer<W: Worker>(w: &mut W, q: &Queues<W::H>, n: usize) {
     let mut burst = Vec::with_capacity(BURST);
     let mut sent = 0;
     while sent < n {
         let k = BURST.min(n - sent);
-        w.alloc_n(&mut burst, k, sent as u64);
-        for mut h in burst.drain(..) {
-            let mut spins = 0;
-            while let Err(back) = q.push(h) {
-                h = back;
-                backoff(&mut spins);
+        if q.bursts {
+            let mut v = q.spare.pop().unwrap_or_else(|| Vec::with_capacity(BURST));
+            w.alloc_n(&mut v, k, sent as u64);
+            push_wait(&q.full, v);
+        } else {
+            w.alloc_n(&mut burst, k, sent as u64);
+            for h in burst.drain(..) {
+                push_wait(&q.one, h);
             }
         }
         sent += k;
     }
 }
 
-fn consumer<W: Worker>(w: &mut W, q: &ArrayQueue<W::H>, n: usize) -> u64 {
+fn consumer<W: Worker>(w: &mut W, q: &Queues<W::H>, n: usize) -> u64 {
     let mut got = Vec::with_capacity(BURST);
     let mut recv = 0;
     let mut sum = 0u64;
     let mut spins = 0;
     while recv < n {
-        while got.len() < BURST {
-            match q.pop() {
-                Some(h) => got.push(h),
-                None => break,
+        if q.bursts {
+            if let Some(v) = q.full.pop() {
+                let empty = std::mem::replace(&mut got, v);
+                let _ = q.spare.push(empty);
+            }
+        } else {
+            while got.len() < BURST {
+                match q.one.pop() {
+                    Some(h) => got.push(h),
+                    None => break,
+                }
             }
         }
         if got.is_empty() {
@@ -885,16 +935,17 @@ fn consumer<W: Worker>(w: &mut W, q: &ArrayQueue<W::H>, n: usize) -> u64 {
 }
 
 /// Thread A allocates (in bursts where the API has them) and pushes each handle into a bounded
-/// queue; thread B pops up to a burst, reads each object and frees them (through its own cache
-/// for idxpool). A warm-up run of a tenth precedes the timed one. The figure is the CPU time of
-/// both threads together per object (waits spin briefly, then sleep).
-fn forward<W, F>(mk: &F, p: &Params, check: Option<&CheckLog>) -> f64
+/// queue (or, with `bursts`, each burst of 32 handles); thread B pops up to a burst, reads each
+/// object and frees them (through its own cache for idxpool). A warm-up run of a tenth precedes
+/// the timed one. The figure is the CPU time of both threads together per object (waits spin
+/// briefly, then sleep).
+fn forward<W, F>(mk: &F, p: &Params, check: Option<&CheckLog>, bursts: bool) -> f64
 where
     W: Worker,
     W::H: Send,
     F: Fn() -> W + Sync,
 {
-    let q: ArrayQueue<W::H> = ArrayQueue::new(p.queue_cap);
+    let q: Queues<W::H> = Queues::new(p.queue_cap, bursts);
     let start = Barrier::new(2);
     let n = p.forward_total;
     let warm = n / 10 + 1;
@@ -956,7 +1007,7 @@ impl Contender {
     /// Whether this contender takes part in `wl`.
     fn supports(&self, wl: Workload) -> bool {
         match wl {
-            Workload::Forward => self.multi,
+            Workload::Forward | Workload::ForwardBurst => self.multi,
             Workload::Steady => self.name != FLOOR,
             Workload::Burst => true,
         }
@@ -1928,7 +1979,7 @@ fn main() {
             ),
             &wr,
             REFERENCE,
-            "ns = CPU time of the timed thread(s) per object (CLOCK_THREAD_CPUTIME_ID; forward: \
+            "ns = CPU time of the timed thread(s) per object (CLOCK_THREAD_CPUTIME_ID; forward*: \
              both threads summed), median of the repetitions; ± = half the min-max spread. \
              ratio = contender ns / idxpool-explicit ns (above 1: idxpool-explicit is faster).",
         );
@@ -1980,7 +2031,7 @@ fn main() {
     }
     // targets
     println!("\n### targets (measured, not asserted)\n");
-    for wl in ["burst", "forward"] {
+    for wl in ["burst", "forward", "forward-burst"] {
         for size in SIZES {
             let of = |pred: &dyn Fn(&str) -> bool| {
                 rows.iter()
@@ -2078,7 +2129,9 @@ mod tests {
                     Workload::Steady => {
                         2 * p.steady_live + p.steady_idx.len() + p.steady_idx.len() / 10
                     }
-                    Workload::Forward => p.forward_total + p.forward_total / 10 + 1,
+                    Workload::Forward | Workload::ForwardBurst => {
+                        p.forward_total + p.forward_total / 10 + 1
+                    }
                 };
                 assert_eq!(a, expect, "{what}: allocation count");
             }
