@@ -161,3 +161,46 @@ impl<T: Pod> SharedPool<T> {
         self.chans.len() as u32
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+    use std::sync::atomic::AtomicU32;
+
+    use super::*;
+    use crate::shared::SharedOptions;
+
+    #[test]
+    fn reset_channel_unwedges_a_ring_a_dead_receiver_reserved() {
+        let name = format!("idxpool-unit-{}-reset", std::process::id());
+        let pool =
+            SharedPool::<u64>::create(&name, 32, 1, SharedOptions::new().cache_size(4).channels(2))
+                .unwrap();
+        let mut v = Vec::new();
+        pool.get_bulk(&mut v, 5).unwrap();
+        pool.send_bulk(1, &mut v);
+        // A receiver that died after reserving 2 entries (cons.head moved), before publishing
+        // (cons.tail did not): the consumer half of the state starts halfway through it.
+        let state = pool.sections.chan_states + pool.sections.state_stride;
+        let cons_head = pool
+            .at::<u8>(state)
+            .wrapping_add(size_of::<RingState>() / 2);
+        // SAFETY: the consumer head is the first u32 of the second half of the RingState, an
+        // AtomicU32 inside the mapping; nothing else uses the channel.
+        unsafe { (*cons_head.cast::<AtomicU32>()).fetch_add(2, Ordering::SeqCst) };
+        let a = pool.audit();
+        assert_eq!(a.stuck_rings.len(), 1, "{a}");
+        assert!(a.stuck_rings[0].starts_with("channel 1"), "{a}");
+        // SAFETY: nothing else uses channel 1.
+        assert_eq!(unsafe { pool.reset_channel(1) }, 5);
+        let a = pool.audit();
+        assert!(a.is_consistent(), "{a}");
+        // The channel works again.
+        let h = pool.get().unwrap();
+        pool.send(1, h);
+        let h = pool.recv(1).unwrap();
+        pool.put(h);
+        assert_eq!(pool.available(), 32);
+        let _ = SharedPool::<u8>::remove(&name);
+    }
+}
