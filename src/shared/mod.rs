@@ -41,7 +41,9 @@
 //!   code cannot hold two `&mut T` to one object; [`SharedHandle::from_raw`] is `unsafe` for
 //!   that reason.
 //! * **A [`SharedPool`] value is one attachment with one cache**: it is `Send` but not `Sync`.
-//!   Threads that want their own cache attach separately (each takes a process slot).
+//!   Threads that want their own cache attach separately (each takes a process slot). Do not
+//!   use an attachment in a child created by `fork` (it would share the parent's slot and
+//!   cache): attach anew there.
 //! * **Peers are trusted not to scribble, but their mistakes are contained**: a buggy or
 //!   malicious process that maps the region can corrupt anything in it: object contents,
 //!   the owner table, ring counters and slots, caches, the stats. What it cannot do is make

@@ -90,12 +90,23 @@ impl ProcessId {
 
     /// True while the process runs: `/proc/<pid>/stat` exists, records the same start time,
     /// and the process is not a zombie (`Z`) or dead (`X`). Needs a shared pid namespace.
+    ///
+    /// When `/proc/<pid>` is absent, `kill(pid, 0)` decides: a pid that exists but is hidden
+    /// from us (`hidepid` mounts) counts as alive, so nothing is reclaimed from a process that
+    /// is not proven dead.
     pub fn is_alive(self) -> bool {
         match read_stat(self.pid) {
             Ok(st) => st.start_time == self.start_time && st.state != b'Z' && st.state != b'X',
-            // Unreadable for another reason than absence (e.g. hidepid): assume alive, never
-            // reclaim what we cannot prove dead.
-            Err(e) => e.kind() != io::ErrorKind::NotFound,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+                    return false;
+                };
+                // SAFETY: signal 0 only checks for existence and permission; nothing is sent.
+                let r = unsafe { libc::kill(pid, 0) };
+                r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+            }
+            // Unreadable for another reason: assume alive.
+            Err(_) => true,
         }
     }
 
