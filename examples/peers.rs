@@ -1213,12 +1213,15 @@ fn csv_string(rows: &[Row]) -> String {
     s
 }
 
-/// Whether `name` (a workload or contender) passes the filter terms (empty: everything).
+/// Whether (workload, contender) passes the filter terms (empty: everything). A term matches
+/// when it is a substring of the workload or of the contender name; a term `W:C` matches when
+/// `W` is a substring of the workload and `C` of the contender.
 fn matches(terms: &[String], workload: &str, contender: &str) -> bool {
     terms.is_empty()
-        || terms
-            .iter()
-            .any(|t| workload.contains(t.as_str()) || contender.contains(t.as_str()))
+        || terms.iter().any(|t| match t.split_once(':') {
+            Some((w, c)) => workload.contains(w) && contender.contains(c),
+            None => workload.contains(t.as_str()) || contender.contains(t.as_str()),
+        })
 }
 
 fn fmt_ns(x: f64) -> String {
@@ -1612,11 +1615,13 @@ fn peers_memory<T: Obj>(out: &mut Vec<MemLine>) {
     {
         let pool = lockfree_object_pool::LinearObjectPool::<T>::new(T::default, |_| ());
         let mut guards = Vec::with_capacity(MEM_LIVE);
-        let ((), bytes) = counted(|| {
+        let ((), heap) = counted(|| {
             for _ in 0..MEM_LIVE {
                 guards.push(pool.pull());
             }
         });
+        // The first page of 32 objects lives inside the pool value itself.
+        let bytes = heap + std::mem::size_of_val(&pool) as isize;
         let hsize = std::mem::size_of_val(&guards[0]);
         drop(guards);
         out.push((
@@ -1900,8 +1905,8 @@ struct Args {
     #[arg(long)]
     csv: Option<PathBuf>,
     /// Only contenders or workloads whose name contains one of these comma-separated
-    /// substrings (idxpool-explicit always runs as the reference; `memory` selects the memory
-    /// report).
+    /// substrings; `W:C` selects contenders matching C in workloads matching W
+    /// (idxpool-explicit always runs as the reference; `memory` selects the memory report).
     #[arg(long, value_delimiter = ',')]
     filter: Vec<String>,
     /// Repetitions per (workload, size, contender); default 3 with --quick, else 7.
@@ -2242,6 +2247,10 @@ mod tests {
         assert!(matches(&t, "burst", "box-jemalloc"));
         assert!(!matches(&t, "burst", "slab"));
         assert!(matches(&[], "burst", "slab"));
+        let t = vec!["steady:slab".to_string()];
+        assert!(matches(&t, "steady", "slab"));
+        assert!(!matches(&t, "burst", "slab"));
+        assert!(!matches(&t, "steady", "slotmap"));
     }
 
     idxpool::brand!(TestScan);
