@@ -12,10 +12,11 @@
 //! use idxpool::{PoolBuilder, Handle};
 //!
 //! idxpool::brand!(Packets);
-//! #[derive(Default)]
 //! struct Packet { len: u16, data: [u8; 2046] }
 //!
-//! let pool = PoolBuilder::<Packet>::with_default(4096).cache_size(256).build::<Packets>()?;
+//! let pool = PoolBuilder::<Packet>::with_init(4096, |_i, slot| {
+//!     slot.write(Packet { len: 0, data: [0; 2046] });   // once per object, at creation
+//! }).cache_size(256).build::<Packets>()?;
 //! println!("backing: {}", pool.backing());
 //! let mut cache = pool.local_cache();              // explicit, no TLS lookup
 //! let mut burst: Vec<Handle<Packet, Packets>> = Vec::with_capacity(32);
@@ -88,3 +89,8 @@ pub mod ptr {
     /// User-owned cache of the pointer pool.
     pub type LocalCache<'p, T, B> = crate::LocalCache<'p, T, B, Pointer>;
 }
+
+/// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
