@@ -363,7 +363,7 @@ mod std_tests {
 
 #[cfg(loom)]
 mod loom_tests {
-    use idxpool::handle_ring::Zeroing;
+    use idxpool::handle_ring::{PtrHandleRing, Zeroing};
     use idxpool::{Backing, BackingPolicy, HandleRing, Pool, PoolBuilder, Unchecked};
     use loom::cell::UnsafeCell;
     use loom::thread;
@@ -449,19 +449,118 @@ mod loom_tests {
 
     #[test]
     fn loom_spsc_batched_wraps() {
-        spsc(4, Zeroing::BatchOf(2), 5, 2);
+        spsc(4, Zeroing::BatchOf(2), 5, 5);
     }
 
     #[test]
     fn loom_spsc_immediate() {
-        spsc(2, Zeroing::Immediate, 3, 2);
+        spsc(2, Zeroing::Immediate, 3, 5);
+    }
+
+    /// Bulk transfers of 2 through a 4-slot ring with batch 2, twice around the ring: the
+    /// consumer's "n-th slot full implies the ones before are" shortcut and the producer's
+    /// all-slots-empty check, against the lazily emptied batches.
+    #[test]
+    fn loom_bulk_pairs_wrap() {
+        model(4, || {
+            let pool = leak_pool(8);
+            let (mut p, mut c) = HandleRing::new(pool, 4, Zeroing::BatchOf(2)).unwrap();
+            let mut hs = Vec::new();
+            pool.get_bulk(&mut hs, 8).unwrap();
+            let prod = thread::spawn(move || {
+                let mut hs = hs;
+                for (i, h) in hs.iter().enumerate() {
+                    // SAFETY: we own the object until the handle is produced.
+                    pool.get_ref(h).with_mut(|v| unsafe { *v = i as u32 + 1 });
+                }
+                while !hs.is_empty() {
+                    let mut pair: Vec<_> = hs.drain(..2).collect();
+                    while !p.produce_bulk(&mut pair) {
+                        thread::yield_now();
+                    }
+                }
+            });
+            let mut want = 1;
+            let mut out = Vec::new();
+            while want <= 8 {
+                if !c.consume_bulk(&mut out, 2) {
+                    thread::yield_now();
+                    continue;
+                }
+                for h in out.drain(..) {
+                    // SAFETY: the handle gives us the object (loom checks the ordering).
+                    assert_eq!(pool.get_ref(&h).with(|v| unsafe { *v }), want);
+                    want += 1;
+                    pool.put(h);
+                }
+            }
+            prod.join().unwrap();
+            drop(c);
+            assert_eq!(pool.in_use(), 0);
+            // SAFETY: the producer thread is joined, both halves are dropped.
+            unsafe { free_pool(pool) };
+        });
+    }
+
+    /// The pointer twin's slots (AtomicPtr, null = empty) under the same protocol.
+    #[test]
+    fn loom_pointer_ring() {
+        model(5, || {
+            // SAFETY: one Unchecked pool per execution; freed below after everything is done.
+            let pool = Box::leak(Box::new(unsafe {
+                PoolBuilder::<Obj>::with_init(3, |_, s| {
+                    s.write(UnsafeCell::new(0));
+                })
+                .cache_size(0)
+                .backing(BackingPolicy::Require(Backing::Heap))
+                .max_threads(1)
+                .build_unchecked_ptr()
+                .unwrap()
+            }));
+            let pool: &'static idxpool::ptr::Pool<Obj, Unchecked> = pool;
+            let (mut p, mut c) = PtrHandleRing::new(pool, 2, Zeroing::Batched).unwrap();
+            let mut hs = Vec::new();
+            pool.get_bulk(&mut hs, 3).unwrap();
+            let prod = thread::spawn(move || {
+                for (i, h) in hs.into_iter().enumerate() {
+                    // SAFETY: we own the object until the handle is produced.
+                    pool.get_ref(&h).with_mut(|v| unsafe { *v = i as u32 + 1 });
+                    let mut h = Some(h);
+                    while let Some(x) = h.take() {
+                        if let Err(back) = p.produce(x) {
+                            h = Some(back);
+                            thread::yield_now();
+                        }
+                    }
+                }
+            });
+            let mut want = 1;
+            while want <= 3 {
+                match c.consume() {
+                    Some(h) => {
+                        // SAFETY: the handle gives us the object (loom checks the ordering).
+                        assert_eq!(pool.get_ref(&h).with(|v| unsafe { *v }), want);
+                        want += 1;
+                        pool.put(h);
+                    }
+                    None => thread::yield_now(),
+                }
+            }
+            prod.join().unwrap();
+            drop(c);
+            assert_eq!(pool.in_use(), 0);
+            // SAFETY: the producer thread is joined, both halves are dropped.
+            drop(unsafe {
+                Box::from_raw(pool as *const _ as *mut idxpool::ptr::Pool<Obj, Unchecked>)
+            });
+        });
     }
 
     /// Bulk produce into a 2-slot ring that must drain first, bulk consume, and a ring dropped
     /// with handles inside: they go back to the pool exactly once.
     #[test]
     fn loom_bulk_and_drop() {
-        model(2, || {
+        model(5, || {
             let pool = leak_pool(4);
             let (mut p, mut c) = HandleRing::new(pool, 2, Zeroing::Batched).unwrap();
             let mut hs = Vec::new();
