@@ -38,7 +38,7 @@ const WORK: u32 = 24;
 enum Queue {
     HandleRingBatch,
     HandleRingNoBatch,
-    ArrayQueue,
+    CrossbeamArray,
     RingMpmc,
     RingSpsc,
 }
@@ -47,7 +47,7 @@ impl Queue {
     const MAIN: [Queue; 5] = [
         Queue::HandleRingBatch,
         Queue::HandleRingNoBatch,
-        Queue::ArrayQueue,
+        Queue::CrossbeamArray,
         Queue::RingMpmc,
         Queue::RingSpsc,
     ];
@@ -55,7 +55,7 @@ impl Queue {
         match self {
             Queue::HandleRingBatch => "HandleRing batch",
             Queue::HandleRingNoBatch => "HandleRing nobatch",
-            Queue::ArrayQueue => "ArrayQueue<u32>",
+            Queue::CrossbeamArray => "ArrayQueue<u32>",
             Queue::RingMpmc => "ring::Ring<u32> MPMC",
             Queue::RingSpsc => "ring::Ring<u32> SPSC",
         }
@@ -204,7 +204,7 @@ fn measure(q: Queue, regime: Regime, n: u64, cap: usize, pool: &Pool<u8, Uncheck
             debug_assert!(c.is_empty());
             s
         }
-        Queue::ArrayQueue => {
+        Queue::CrossbeamArray => {
             let q = ArrayQueue::<u32>::new(cap);
             run_pair(n, w, |i| q.push(i).is_ok(), || q.pop())
         }

@@ -217,7 +217,8 @@ impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
     /// # Errors
     /// [`PoolError::InvalidConfig`] when `size` is 0 or `zeroing` is `BatchOf(0)`;
     /// [`PoolError::SizeOverflow`] when the slot array cannot be allocated.
-    #[allow(clippy::type_complexity)]
+    // Returns the two halves, not Self (as std::sync::mpsc::channel does).
+    #[allow(clippy::type_complexity, clippy::new_ret_no_self)]
     pub fn new(
         pool: &'p GenericPool<T, B, R>,
         size: usize,
