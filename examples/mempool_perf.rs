@@ -9,9 +9,9 @@
 //! real use, where the index pays its index -> address conversion).
 //!
 //! Both pools run the very same generic code (over `idxpool::repr::Repr`); only the entry type
-//! differs (4-byte index vs 8-byte pointer). Each cell runs interleaved (index, pointer, index,
-//! pointer, ...) for `--reps` repetitions of `--cell-ms` each, after one untimed warm-up run of
-//! each pool; the median is reported. Pool creation and first touch are never timed (pools are
+//! differs (4-byte index vs 8-byte pointer). Each cell runs interleaved (index, pointer,
+//! pointer, index, ...: ABBA order, which cancels a linear drift) for `--reps` repetitions of
+//! `--cell-ms` each, after one untimed warm-up run of each pool; the median is reported. Pool creation and first touch are never timed (pools are
 //! prefaulted and live across the cells of a group).
 //!
 //! ```sh
@@ -27,9 +27,14 @@
 //!
 //! Differences from DPDK's test, none of which favours one pool over the other: threads are
 //! not pinned (std threads started together behind a `Barrier`); the put phase returns the
-//! chunks last-got-first (DPDK puts them in get order); the pool size is `threads x (512 + 512)
-//! - 1` with the cell's thread count (DPDK uses the EAL's lcore count); cells with cache 0 run
-//! once, under the first policy, when several policies are swept (the policy does not apply).
+//! chunks last-got-first (DPDK puts them in get order); the pool size, `threads x (512 + 512)
+//! minus 1`, uses the cell's thread count (DPDK uses the EAL's lcore count); cells with cache 0
+//! run once, under the first policy, when several policies are swept (the policy does not
+//! apply); objects have no header, so with `--stride auto` they sit 2048 bytes apart (DPDK's
+//! 64-byte header makes its stride 2112 bytes: `--stride 2112` reproduces that).
+//!
+//! On a machine shared with other work, `--clock cpu` measures rates against each thread's
+//! CPU time instead of wall time, which removes most of the noise of being descheduled.
 
 use std::error::Error;
 use std::fmt::Write as _;
@@ -43,7 +48,7 @@ use clap::Parser;
 use idxpool::repr::Repr;
 use idxpool::{
     Brand, FlushPolicy, GenericHandle, GenericPool, Index, LocalCache, Pointer, PoolBuilder,
-    PoolError,
+    PoolError, StrideMode,
 };
 
 /// DPDK's `RTE_MEMPOOL_CACHE_MAX_SIZE`, the cache size of the cached half of the matrix.
@@ -103,6 +108,87 @@ struct Args {
     /// FlushPolicy::DEFAULT].
     #[arg(long)]
     policy: Option<String>,
+    /// Time base of the rates: `wall` (DPDK's: elapsed time, right on dedicated cores) or `cpu`
+    /// (each thread's own CPU time: robust when other processes share the cores, as it leaves
+    /// out the time a thread waits to be scheduled). Cells last --cell-ms of wall time either way.
+    #[arg(long, value_enum, default_value_t = Clock::Wall)]
+    clock: Clock,
+    /// Object placement of both pools: `auto` (the crate's StrideMode::Auto: 2048 bytes for
+    /// these objects) or a stride in bytes, a multiple of 64 >= 2048 (e.g. 2112: 33 cache
+    /// lines, so that objects spread over every cache set, as DPDK's object header and
+    /// padding do).
+    #[arg(long, default_value = "auto", value_parser = parse_stride)]
+    stride: StrideMode,
+}
+
+/// Parses `--stride`.
+fn parse_stride(s: &str) -> Result<StrideMode, String> {
+    if s == "auto" {
+        return Ok(StrideMode::Auto);
+    }
+    let b: usize = s
+        .parse()
+        .map_err(|_| format!("expected auto or a number of bytes, got {s:?}"))?;
+    StrideMode::Bytes(b)
+        .stride_for(std::mem::size_of::<Obj>(), std::mem::align_of::<Obj>())
+        .map(StrideMode::Bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// Time base of a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Clock {
+    /// Elapsed (wall-clock) time.
+    Wall,
+    /// The measuring thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+    Cpu,
+}
+
+/// CPU time consumed by the calling thread.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is supported on
+    // every Linux since 2.6.12, and clock_gettime only writes through the pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Measures one worker run: the deadline is always wall time (so cells have a fixed length);
+/// the rate's time base is the chosen clock, read only at the start and the end.
+struct Stopwatch {
+    clock: Clock,
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Stopwatch {
+    fn start(clock: Clock) -> Self {
+        Stopwatch {
+            clock,
+            cpu: if clock == Clock::Cpu {
+                thread_cpu_time()
+            } else {
+                Duration::ZERO
+            },
+            wall: Instant::now(),
+        }
+    }
+
+    fn wall_elapsed(&self) -> Duration {
+        self.wall.elapsed()
+    }
+
+    /// Elapsed time on the chosen clock.
+    fn measured(&self) -> Duration {
+        match self.clock {
+            Clock::Wall => self.wall.elapsed(),
+            Clock::Cpu => thread_cpu_time().saturating_sub(self.cpu),
+        }
+    }
 }
 
 /// Default thread counts: 1 and every available core up to 2.
@@ -517,21 +603,22 @@ fn worker<B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     cell: &Cell,
     dur: Duration,
+    clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     match (cell.constant, cell.touch) {
-        (false, false) => worker_dyn::<false, B, R>(c, cell, dur),
-        (false, true) => worker_dyn::<true, B, R>(c, cell, dur),
+        (false, false) => worker_dyn::<false, B, R>(c, cell, dur, clock),
+        (false, true) => worker_dyn::<true, B, R>(c, cell, dur, clock),
         (true, touch) => {
             assert_eq!(cell.get, cell.put, "constant_n cells have get == put");
             match (cell.get, touch) {
-                (1, false) => worker_const::<1, false, B, R>(c, cell.keep, dur),
-                (1, true) => worker_const::<1, true, B, R>(c, cell.keep, dur),
-                (4, false) => worker_const::<4, false, B, R>(c, cell.keep, dur),
-                (4, true) => worker_const::<4, true, B, R>(c, cell.keep, dur),
-                (8, false) => worker_const::<8, false, B, R>(c, cell.keep, dur),
-                (8, true) => worker_const::<8, true, B, R>(c, cell.keep, dur),
-                (32, false) => worker_const::<32, false, B, R>(c, cell.keep, dur),
-                (32, true) => worker_const::<32, true, B, R>(c, cell.keep, dur),
+                (1, false) => worker_const::<1, false, B, R>(c, cell.keep, dur, clock),
+                (1, true) => worker_const::<1, true, B, R>(c, cell.keep, dur, clock),
+                (4, false) => worker_const::<4, false, B, R>(c, cell.keep, dur, clock),
+                (4, true) => worker_const::<4, true, B, R>(c, cell.keep, dur, clock),
+                (8, false) => worker_const::<8, false, B, R>(c, cell.keep, dur, clock),
+                (8, true) => worker_const::<8, true, B, R>(c, cell.keep, dur, clock),
+                (32, false) => worker_const::<32, false, B, R>(c, cell.keep, dur, clock),
+                (32, true) => worker_const::<32, true, B, R>(c, cell.keep, dur, clock),
                 (n, _) => panic!("no constant_n instance for bulk size {n}"),
             }
         }
@@ -545,12 +632,13 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     cell: &Cell,
     dur: Duration,
+    clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
     let mut kept: Vec<H<B, R>> = Vec::with_capacity(keep);
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
-    let start = Instant::now();
+    let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
             while kept.len() < keep {
@@ -570,9 +658,8 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
             }
             count += keep as u64;
         }
-        let elapsed = start.elapsed();
-        if elapsed >= dur {
-            return Ok((count, elapsed));
+        if start.wall_elapsed() >= dur {
+            return Ok((count, start.measured()));
         }
     }
 }
@@ -584,12 +671,13 @@ fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     keep: usize,
     dur: Duration,
+    clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let chunks = keep / N;
     let mut kept: Vec<[H<B, R>; N]> = Vec::with_capacity(chunks);
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
-    let start = Instant::now();
+    let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
             for _ in 0..chunks {
@@ -615,9 +703,8 @@ fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
             }
             count += (chunks * N) as u64;
         }
-        let elapsed = start.elapsed();
-        if elapsed >= dur {
-            return Ok((count, elapsed));
+        if start.wall_elapsed() >= dur {
+            return Ok((count, start.measured()));
         }
     }
 }
@@ -628,6 +715,7 @@ fn run_cell<B: Brand, R: Repr>(
     caches: &mut [LocalCache<'_, Obj, B, R>],
     cell: &Cell,
     dur: Duration,
+    clock: Clock,
 ) -> Result<f64, PoolError> {
     let barrier = Barrier::new(caches.len());
     let results: Vec<Result<(u64, Duration), PoolError>> = std::thread::scope(|s| {
@@ -637,7 +725,7 @@ fn run_cell<B: Brand, R: Repr>(
                 let barrier = &barrier;
                 s.spawn(move || {
                     barrier.wait();
-                    worker(c, cell, dur)
+                    worker(c, cell, dur, clock)
                 })
             })
             .collect();
@@ -660,6 +748,8 @@ struct Timing {
     cell: Duration,
     warm: Duration,
     reps: usize,
+    clock: Clock,
+    stride: StrideMode,
 }
 
 /// Progress reporting on stderr.
@@ -685,13 +775,20 @@ fn run_group<B1: Brand, B2: Brand>(
     let mut pc: Vec<_> = (0..threads).map(|_| pp.local_cache()).collect();
     let mut out = Vec::with_capacity(cells.len());
     for cell in cells {
-        run_cell(&mut ic, cell, timing.warm)?;
-        run_cell(&mut pc, cell, timing.warm)?;
+        run_cell(&mut ic, cell, timing.warm, timing.clock)?;
+        run_cell(&mut pc, cell, timing.warm, timing.clock)?;
         let mut irates = Vec::with_capacity(timing.reps);
         let mut prates = Vec::with_capacity(timing.reps);
-        for _ in 0..timing.reps {
-            irates.push(run_cell(&mut ic, cell, timing.cell)?);
-            prates.push(run_cell(&mut pc, cell, timing.cell)?);
+        // Interleaved in ABBA order (index, pointer, pointer, index, ...), so that a load
+        // drift during the cell (other processes) hits both pools alike.
+        for rep in 0..timing.reps {
+            if rep % 2 == 0 {
+                irates.push(run_cell(&mut ic, cell, timing.cell, timing.clock)?);
+                prates.push(run_cell(&mut pc, cell, timing.cell, timing.clock)?);
+            } else {
+                prates.push(run_cell(&mut pc, cell, timing.cell, timing.clock)?);
+                irates.push(run_cell(&mut ic, cell, timing.cell, timing.clock)?);
+            }
         }
         let r = CellResult {
             policy,
@@ -728,11 +825,15 @@ fn run_pools(
         PoolBuilder::<Obj>::zeroed(c0.pool_size())
             .cache_size(c0.cache)
             .policy(policy)
+            .stride(timing.stride)
             .prefault(true)
     };
     let nested = builder().scoped(|ip| {
         builder().scoped_ptr(|pp| {
-            let backing = (ip.backing().to_string(), pp.backing().to_string());
+            let backing = (
+                format!("{}, stride {} B", ip.backing(), ip.stride()),
+                format!("{}, stride {} B", pp.backing(), pp.stride()),
+            );
             run_group(&ip, &pp, policy, cells, timing, progress)
                 .map(|res| (res, backing.0, backing.1))
         })
@@ -767,6 +868,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         cell: Duration::from_millis(cell_ms),
         warm: Duration::from_millis((cell_ms / 5).clamp(5, 50)),
         reps,
+        clock: args.clock,
+        stride: args.stride,
     };
     let todo = plan(&build_matrix(&spec), &policies, args.filter.as_deref());
     if todo.is_empty() {
@@ -827,10 +930,14 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     }
     writeln!(
         out,
-        "objects of {} B, {} reps x {} ms per pool per cell, median; change = index vs pointer",
+        "objects of {} B, {} reps x {} ms per pool per cell, median, {} clock; change = index vs pointer",
         std::mem::size_of::<Obj>(),
         reps,
-        cell_ms
+        cell_ms,
+        match args.clock {
+            Clock::Wall => "wall",
+            Clock::Cpu => "thread CPU",
+        }
     )?;
     write!(out, "{}", format_table(&results))?;
     if let Some((path, file)) = csv {
@@ -986,6 +1093,14 @@ mod tests {
     }
 
     #[test]
+    fn stride_parses() {
+        assert_eq!(parse_stride("auto"), Ok(StrideMode::Auto));
+        assert_eq!(parse_stride("2112"), Ok(StrideMode::Bytes(2112)));
+        assert!(parse_stride("1024").is_err());
+        assert!(parse_stride("x").is_err());
+    }
+
+    #[test]
     fn policies_parse() {
         assert_eq!(parse_policies(None).unwrap(), vec![FlushPolicy::DEFAULT]);
         assert_eq!(
@@ -1111,7 +1226,7 @@ mod tests {
                 .cache_size(64)
                 .scoped(|pool| {
                     let mut caches = vec![pool.local_cache()];
-                    assert!(run_cell(&mut caches, &cell, d).unwrap() > 0.0);
+                    assert!(run_cell(&mut caches, &cell, d, Clock::Cpu).unwrap() > 0.0);
                     drop(caches);
                     assert_eq!(pool.in_use(), 0);
                 })
@@ -1120,7 +1235,10 @@ mod tests {
                 .cache_size(0)
                 .scoped_ptr(|pool| {
                     let mut caches = vec![pool.local_cache(), pool.local_cache()];
-                    assert!(run_cell(&mut caches, &Cell { cores: 2, ..cell }, d).unwrap() > 0.0);
+                    assert!(
+                        run_cell(&mut caches, &Cell { cores: 2, ..cell }, d, Clock::Wall).unwrap()
+                            > 0.0
+                    );
                     drop(caches);
                     assert_eq!(pool.in_use(), 0);
                 })
