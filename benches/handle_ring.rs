@@ -106,6 +106,27 @@ fn backoff(spins: &mut u32) {
     }
 }
 
+/// Pins the calling thread to `cpu` (Linux; ignored elsewhere, on failure, with fewer than two
+/// CPUs or with `PIN=0` in the environment), so that producer and consumer run on distinct
+/// cores and really share cache lines.
+fn pin(cpu: usize) {
+    if std::env::var("PIN").is_ok_and(|v| v == "0")
+        || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+    {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: cpu_set_t is plain data, zeroed is a valid empty set; pid 0 means the calling
+    // thread, and a failure only leaves the affinity unchanged.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
 struct Sample {
     elapsed: Duration,
     /// Failed produces (ring full) per entry.
@@ -125,6 +146,7 @@ fn run_pair(
     std::thread::scope(|s| {
         let barrier = &barrier;
         let prod = s.spawn(move || {
+            pin(0);
             barrier.wait();
             let mut full = 0u64;
             for i in 0..n {
@@ -137,6 +159,7 @@ fn run_pair(
             }
             full
         });
+        pin(1);
         barrier.wait();
         let t0 = Instant::now();
         let mut got = 0;

@@ -128,6 +128,9 @@ struct Args {
     /// Per-thread cache size of the pools.
     #[arg(long, default_value_t = 256)]
     cache: u32,
+    /// Pin the RX thread to CPU 0 and the worker to CPU 1.
+    #[arg(long, value_enum, default_value = "on")]
+    pin: OnOff,
     /// Print every measurement.
     #[arg(long)]
     verbose: bool,
@@ -211,6 +214,7 @@ fn main() {
                 RingArg::Nobatch => Zeroing::Immediate,
             },
             ring_size: args.ring_size,
+            pin: args.pin == OnOff::On,
         },
         pool: args.pool,
     };

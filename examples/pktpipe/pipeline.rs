@@ -408,6 +408,8 @@ pub struct Config {
     pub zeroing: Zeroing,
     /// Ring slots.
     pub ring_size: usize,
+    /// Pin RX to CPU 0 and the worker to CPU 1 (Linux, two or more CPUs).
+    pub pin: bool,
 }
 
 impl Default for Config {
@@ -417,6 +419,7 @@ impl Default for Config {
             prefetch: false,
             zeroing: Zeroing::Batched,
             ring_size: 1024,
+            pin: false,
         }
     }
 }
@@ -501,6 +504,24 @@ fn wait(spins: &mut u32) {
     }
 }
 
+/// Pins the calling thread to `cpu` (Linux with two or more CPUs; otherwise, or on failure,
+/// nothing happens).
+fn pin(cpu: usize) {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: cpu_set_t is plain data, zeroed is a valid empty set; pid 0 means the calling
+    // thread, and a failure only leaves the affinity unchanged.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
 /// Prefetches the first two cache lines of an mbuf: its metadata and the packet headers.
 #[inline(always)]
 fn prefetch_mbuf(p: NonNull<Mbuf>) {
@@ -578,6 +599,9 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
     let (rx_waits, mut summary) = std::thread::scope(|s| {
         let done = &done;
         let rx_thread = s.spawn(move || {
+            if cfg.pin {
+                pin(0);
+            }
             let total = match limit {
                 Limit::Loops(n) => Some(n * frames.len() as u64),
                 Limit::Duration(_) => None,
@@ -631,6 +655,9 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
         });
         let rx_ref = &mut rx;
         let worker = s.spawn(move || {
+            if cfg.pin {
+                pin(1);
+            }
             let mut sum = Summary::default();
             let mut burst = Vec::with_capacity(BURST);
             let mut spins = 0;
