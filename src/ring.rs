@@ -95,6 +95,11 @@ pub struct Ring<E> {
     flags: RingFlags,
     /// Whether `state` and `slots` were allocated by us (freed on drop).
     owned: bool,
+    /// Under loom only: one tracked cell per slot, accessed with every slot copy, so that loom
+    /// checks that the head/tail protocol orders each slot write before the reads of it and each
+    /// read before the next write (the slots are plain memory that loom cannot see).
+    #[cfg(loom)]
+    shadow: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
 // SAFETY: entries are plain Copy values moved between threads through the slots; the head/tail
@@ -134,6 +139,8 @@ impl<E: Copy> Ring<E> {
             capacity,
             flags,
             owned: true,
+            #[cfg(loom)]
+            shadow: (0..size).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         })
     }
 
@@ -164,6 +171,8 @@ impl<E: Copy> Ring<E> {
             capacity,
             flags,
             owned: false,
+            #[cfg(loom)]
+            shadow: (0..size).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         })
     }
 
@@ -459,6 +468,8 @@ impl<E: Copy> Ring<E> {
             copy_entries(src, slots.add(idx), first);
             copy_entries(src.add(first), slots, n - first);
         }
+        #[cfg(loom)]
+        self.track_slots(head, n, true);
     }
 
     /// Copies `n` entries out of the slots starting at counter `head`.
@@ -474,6 +485,22 @@ impl<E: Copy> Ring<E> {
         unsafe {
             copy_entries(slots.add(idx), dst, first);
             copy_entries(slots, dst.add(first), n - first);
+        }
+        #[cfg(loom)]
+        self.track_slots(head, n, false);
+    }
+
+    /// Under loom: records a write (`copy_in`) or read (`copy_out`) of `n` slots from `head`;
+    /// loom fails the model if it is not ordered after the conflicting accesses before it.
+    #[cfg(loom)]
+    fn track_slots(&self, head: u32, n: usize, write: bool) {
+        for k in 0..n as u32 {
+            let cell = &self.shadow[(head.wrapping_add(k) & self.mask) as usize];
+            if write {
+                cell.with_mut(|_| ());
+            } else {
+                cell.with(|_| ());
+            }
         }
     }
 }
