@@ -35,6 +35,18 @@ mod std_tests {
     }
 
     #[test]
+    fn halves_are_send_when_t_is() {
+        fn send<X: Send>(_: &X) {}
+        PoolBuilder::<[u8; 16]>::with_default(4)
+            .scoped(|pool| {
+                let (p, c) = HandleRing::new(&pool, 4, Zeroing::Batched).unwrap();
+                send(&p);
+                send(&c);
+            })
+            .unwrap();
+    }
+
+    #[test]
     fn batch_semantics_on_a_full_ring() {
         PoolBuilder::<u64>::with_default(200)
             .cache_size(0)

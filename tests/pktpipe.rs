@@ -187,6 +187,7 @@ fn configs() -> Vec<Config> {
                 zeroing,
                 ring_size: 64,
                 pin: false,
+                parse: true,
             });
         }
     }

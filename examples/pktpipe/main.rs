@@ -18,6 +18,7 @@
 //! cargo run --release --example pktpipe -- --quick --compare pool        # index vs pointer
 //! cargo run --release --example pktpipe -- --pcap tests/data/err-buffertoosmall.pcapng --loops 100
 //! cargo run --release --example pktpipe -- --imix --free per-packet --compare none
+//! cargo run --release --example pktpipe -- --quick --work l2fwd           # MAC swap only
 //! ```
 //!
 //! `--pool pointer` runs the same pipeline on the pointer twin (`idxpool::ptr::Pool`, 8-byte
@@ -47,6 +48,14 @@ enum FreeArg {
 enum OnOff {
     On,
     Off,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum WorkArg {
+    /// parse headers with etherparse, count flows, swap MACs
+    Parse,
+    /// only swap MACs and count packets and bytes (DPDK l2fwd)
+    L2fwd,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -128,6 +137,9 @@ struct Args {
     /// Per-thread cache size of the pools.
     #[arg(long, default_value_t = 256)]
     cache: u32,
+    /// Worker's per-packet work.
+    #[arg(long, value_enum, default_value = "parse")]
+    work: WorkArg,
     /// Pin the RX thread to CPU 0 and the worker to CPU 1.
     #[arg(long, value_enum, default_value = "on")]
     pin: OnOff,
@@ -215,6 +227,7 @@ fn main() {
             },
             ring_size: args.ring_size,
             pin: args.pin == OnOff::On,
+            parse: args.work == WorkArg::Parse,
         },
         pool: args.pool,
     };
@@ -341,10 +354,11 @@ fn main() {
                     run(v, &rows[0].1, Limit::Duration(Duration::from_millis(50)));
                 }
                 println!(
-                    "{} reps x {} ms per cell, interleaved, median; other switches: free {:?}, \
-                     prefetch {}, ring {}, pool {:?}",
+                    "{} reps x {} ms per cell, interleaved, median; other switches: work {:?}, \
+                     free {:?}, prefetch {}, ring {}, pool {:?}",
                     reps,
                     duration.as_millis(),
+                    args.work,
                     base.cfg.free,
                     if base.cfg.prefetch { "on" } else { "off" },
                     base.cfg.zeroing.name(),
@@ -381,13 +395,14 @@ fn main() {
                             let s = run(&variants[k], frames, Limit::Duration(duration));
                             if args.verbose {
                                 println!(
-                                    "  {label} {}: {:.3} Mpps {:.3} Gbit/s ({} pkts, rx waits {}, \
-                                     worker idle {})",
+                                    "  {label} {}: {:.3} Mpps {:.3} Gbit/s ({} pkts, rx waits: ring \
+                                     full {} pool empty {}, worker idle {})",
                                     lab[k],
                                     s.mpps(),
                                     s.gbps(),
                                     s.packets,
                                     s.rx_waits,
+                                    s.rx_pool_empty,
                                     s.worker_idle
                                 );
                             }
