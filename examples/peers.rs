@@ -1631,7 +1631,9 @@ fn peers_memory<T: Obj>(out: &mut Vec<MemLine>) {
             per(bytes),
             "0 (no per-thread state)".into(),
             format!(
-                "measured: {bytes} B heap for {MEM_LIVE} pulls (linked pages of 32 + free mask)"
+                "measured: {heap} B heap for {MEM_LIVE} pulls + {} B pool value holding the \
+                 first page (linked pages of 32 objects + free mask + next pointer)",
+                std::mem::size_of_val(&pool)
             ),
         ));
     }
