@@ -159,6 +159,8 @@ impl<E> Drop for Shared<E> {
 pub struct GenericPool<T, B, R: Repr> {
     pub(crate) geometry: Geometry,
     pub(crate) shared: Arc<Shared<R::Entry>>,
+    /// Process-unique, never reused: the key of the per-thread cache memo.
+    id: u64,
     states: Option<Box<[std::sync::atomic::AtomicU8]>>,
     name: String,
     brand: Option<&'static BrandSlot>,
@@ -190,9 +192,11 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
                 .map(|_| std::sync::atomic::AtomicU8::new(STATE_FREE))
                 .collect()
         });
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         GenericPool {
             geometry,
             shared,
+            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             states,
             name,
             brand,
@@ -297,10 +301,20 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// The calling thread's cache, allocating it on first use; None for uncached operation.
     #[inline(always)]
     fn thread_cache(&self) -> Option<&Cache<R::Entry>> {
+        // One-entry memo (pool id, cache) of the last pool this thread used: one TLS read and
+        // a compare, instead of tid -> Arc -> slot array -> slot.
+        let p = thread::memo_lookup(self.id);
+        if !p.is_null() {
+            // SAFETY: the memo holds this thread's cache of the pool with this (never reused)
+            // id; it is cleared at thread exit before the cache is freed, and the pool (hence
+            // the cache) lives for &self.
+            return Some(unsafe { &*p.cast::<Cache<R::Entry>>() });
+        }
         let tid = thread::current_tid();
         if let Some(slot) = self.shared.slots.get(tid) {
             let p = slot.cache.load(Ordering::Acquire);
             if !p.is_null() {
+                thread::memo_store(self.id, p.cast());
                 // SAFETY: the slot's cache lives until this very thread exits.
                 return Some(unsafe { &*p });
             }
@@ -330,6 +344,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         )));
         let _g = slot.lock();
         slot.cache.store(c, Ordering::Release);
+        thread::memo_store(self.id, c.cast());
         // SAFETY: just allocated; freed only at this thread's exit or with the pool.
         Some(unsafe { &*c })
     }

@@ -32,6 +32,9 @@ const NO_TID: usize = usize::MAX;
 thread_local! {
     /// This thread's tid, or NO_TID: a const TLS read on the hot path (no lazy init check).
     static TID: Cell<usize> = const { Cell::new(NO_TID) };
+    /// (pool id, that pool's cache of this thread): the last pool used, for a one-compare hot
+    /// path. Pool ids are never reused; cleared at thread exit before caches are freed.
+    static MEMO: Cell<(u64, *const ())> = const { Cell::new((0, std::ptr::null())) };
     /// Registered pools and the tid, released by Drop at thread exit.
     static GUARD: ExitGuard = const { ExitGuard { pools: RefCell::new(Vec::new()) } };
 }
@@ -42,6 +45,7 @@ struct ExitGuard {
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
+        let _ = MEMO.try_with(|m| m.set((0, std::ptr::null())));
         let tid = TID.try_with(|t| t.replace(NO_TID)).unwrap_or(NO_TID);
         if tid == NO_TID {
             return;
@@ -54,6 +58,24 @@ impl Drop for ExitGuard {
         if let Ok(mut t) = TIDS.lock() {
             t.free.push(tid);
         }
+    }
+}
+
+/// This thread's cache of pool `id` if it is the memoised one, else null.
+#[inline(always)]
+pub(crate) fn memo_lookup(id: u64) -> *const () {
+    match MEMO.try_with(|m| m.get()) {
+        Ok((k, p)) if k == id => p,
+        _ => std::ptr::null(),
+    }
+}
+
+/// Memoises this thread's cache of pool `id` (ignored during TLS teardown).
+#[inline]
+pub(crate) fn memo_store(id: u64, cache: *const ()) {
+    // Only while the exit guard is alive: after its destructor ran, nothing may be memoised.
+    if GUARD.try_with(|_| ()).is_ok() {
+        let _ = MEMO.try_with(|m| m.set((id, cache)));
     }
 }
 
