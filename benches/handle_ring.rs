@@ -96,9 +96,19 @@ fn work(v: u32, n: u32) -> u32 {
     x
 }
 
+/// Busy-polls (the threads are pinned to distinct CPUs), yielding only after a long wait so
+/// that a preempted peer can run; with `PIN=0`, yields after 64 spins.
 #[inline(always)]
 fn backoff(spins: &mut u32) {
-    if *spins < 64 {
+    static LIMIT: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let limit = *LIMIT.get_or_init(|| {
+        if std::env::var("PIN").is_ok_and(|v| v == "0") {
+            64
+        } else {
+            1 << 14
+        }
+    });
+    if *spins < limit {
         std::hint::spin_loop();
         *spins += 1;
     } else {
@@ -106,13 +116,14 @@ fn backoff(spins: &mut u32) {
     }
 }
 
-/// Pins the calling thread to `cpu` (Linux; ignored elsewhere, on failure, with fewer than two
-/// CPUs or with `PIN=0` in the environment), so that producer and consumer run on distinct
-/// cores and really share cache lines.
+/// Pins the calling thread to `cpu` (Linux; ignored elsewhere, on failure (no such CPU) or with
+/// `PIN=0` in the environment), so that producer and consumer run on distinct cores and really
+/// share cache lines.
 fn pin(cpu: usize) {
-    if std::env::var("PIN").is_ok_and(|v| v == "0")
-        || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
-    {
+    // No available_parallelism() check: it reads the calling thread's affinity, which a
+    // thread spawned by an already pinned thread inherits (1 CPU), and pinning to a CPU
+    // that does not exist simply fails.
+    if std::env::var("PIN").is_ok_and(|v| v == "0") {
         return;
     }
     #[cfg(target_os = "linux")]
@@ -315,7 +326,7 @@ fn table(reps: usize, cap: usize) {
             let v = &mut rate[k];
             v.sort_by(|a, b| a.total_cmp(b));
             println!(
-                "{:<12} {:<22} {:>10.2} {:>10.2} {:>10.2} {:>12.3} {:>12.3}",
+                "{:<12} {:<22} {:>10.2} {:>10.2} {:>10.2} {:>12.5} {:>12.5}",
                 "",
                 qs[k].name(),
                 v[v.len() / 2],

@@ -501,9 +501,10 @@ impl Summary {
 }
 
 /// Waits a little: spin first, then yield (the machine may have fewer cores than threads).
+/// Pinned threads poll like DPDK lcores: they spin much longer before yielding.
 #[inline]
-fn wait(spins: &mut u32) {
-    if *spins < 64 {
+fn wait(spins: &mut u32, pinned: bool) {
+    if *spins < if pinned { 1 << 14 } else { 64 } {
         std::hint::spin_loop();
         *spins += 1;
     } else {
@@ -511,12 +512,11 @@ fn wait(spins: &mut u32) {
     }
 }
 
-/// Pins the calling thread to `cpu` (Linux with two or more CPUs; otherwise, or on failure,
-/// nothing happens).
+/// Pins the calling thread to `cpu` (Linux; elsewhere, or on failure (no such CPU), nothing
+/// happens).
 fn pin(cpu: usize) {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return;
-    }
+    // No available_parallelism() check: it reads the calling thread's affinity, which a
+    // thread spawned by a pinned thread inherits; pinning to a missing CPU simply fails.
     #[cfg(target_os = "linux")]
     // SAFETY: cpu_set_t is plain data, zeroed is a valid empty set; pid 0 means the calling
     // thread, and a failure only leaves the affinity unchanged.
@@ -641,7 +641,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                 let mut spins = 0;
                 while pool.get_bulk(&mut burst, n).is_err() {
                     empty += 1;
-                    wait(&mut spins);
+                    wait(&mut spins, cfg.pin);
                 }
                 for h in burst.iter_mut() {
                     let f = &frames[fi];
@@ -661,7 +661,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                 while !burst.is_empty() {
                     if tx.produce_burst(&mut burst) == 0 {
                         waits += 1;
-                        wait(&mut spins);
+                        wait(&mut spins, cfg.pin);
                     }
                 }
             }
@@ -682,7 +682,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                     // Release/Acquire on `done`: every produce happened before it.
                     if !done.load(Ordering::Acquire) {
                         sum.worker_idle += 1;
-                        wait(&mut spins);
+                        wait(&mut spins, cfg.pin);
                         continue;
                     }
                     if rx_ref.consume_burst(&mut burst, BURST) == 0 {
