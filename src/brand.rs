@@ -5,7 +5,7 @@
 //! object the other pool gave to someone else). This is checked by the compiler, costs nothing
 //! at run time and keeps handles at 4 bytes. Three kinds of brand:
 //!
-//! * named brands, declared with [`brand!`](crate::brand): a pool claims its brand at creation
+//! * named brands, declared with [`brand!`](macro@crate::brand): a pool claims its brand at creation
 //!   ([`PoolError::BrandInUse`] if a live pool holds it); dropping the pool releases the brand if
 //!   every object came home, else retires it for the life of the process, since handles of the
 //!   dead pool are still around;
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::PoolError;
 
-/// Marker for brand types. Implemented by [`brand!`](crate::brand) types, [`Scoped`] and
+/// Marker for brand types. Implemented by [`brand!`](macro@crate::brand) types, [`Scoped`] and
 /// [`Unchecked`].
 ///
 /// # Safety
@@ -29,7 +29,7 @@ use crate::error::PoolError;
 /// brand are only ever minted by that pool.
 pub unsafe trait Brand {}
 
-/// A brand declared with [`brand!`](crate::brand): a type with a process-wide claim slot.
+/// A brand declared with [`brand!`](macro@crate::brand): a type with a process-wide claim slot.
 ///
 /// # Safety
 /// `slot` must return the same `'static` slot on every call, and no other type may share it.
@@ -48,7 +48,7 @@ const LIVE: usize = 1;
 const RETIRED: usize = 2;
 
 impl BrandSlot {
-    /// An unclaimed slot (for the [`brand!`](crate::brand) macro).
+    /// An unclaimed slot (for the [`brand!`](macro@crate::brand) macro).
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         BrandSlot(AtomicUsize::new(FREE))

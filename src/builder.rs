@@ -204,7 +204,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     }
 
     /// Creates an index pool carrying the named brand `B` (declared with
-    /// [`brand!`](crate::brand)).
+    /// [`brand!`](macro@crate::brand)).
     ///
     /// # Errors
     /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with

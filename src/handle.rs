@@ -11,7 +11,7 @@ use crate::repr::{Index, Repr};
 /// Like a `Box`, a handle owns its object: it is neither `Clone` nor `Copy`, and the object is
 /// reached only through the pool that minted it (`pool.get_mut(&mut h)`), so no safe code can
 /// hold two `&mut T` to one object. It is `Send` when `T: Send` and `Sync` when `T: Sync`. The
-/// brand `B` makes the compiler reject a handle of another pool (see [`crate::brand`]).
+/// brand `B` makes the compiler reject a handle of another pool (see [`mod@crate::brand`]).
 ///
 /// Dropping a handle instead of putting it back leaks its object: the pool keeps counting it
 /// in [`crate::GenericPool::in_use`], and `audit()` reports it, but it cannot come back.

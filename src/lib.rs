@@ -32,7 +32,7 @@
 //! ```
 //!
 //! The modules map onto the design: [`region`] (the mapping), [`ring`] (the common pool),
-//! [`cache`] (flush/refill policies), [`handle`], [`brand`] (handle soundness), [`repr`]
+//! [`cache`] (flush/refill policies), [`handle`], [`mod@brand`] (handle soundness), [`repr`]
 //! (index vs pointer entries), [`stats`]. DESIGN.md explains the invariants.
 
 #![warn(missing_docs)]
