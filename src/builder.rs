@@ -19,8 +19,12 @@ pub const CACHE_LINE: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StrideMode {
     /// `size_of::<T>()` rounded up to the next power of two when it is below a cache line (so no
-    /// object straddles two lines), else to a multiple of the cache line (as DPDK aligns
-    /// objects by default).
+    /// object straddles two lines), else to an **odd** number of cache lines. With an even
+    /// count (a 2048-byte object at a 2048-byte stride), the first line of every object maps to
+    /// the same few L1/L2 cache sets and every touch misses; an odd count spreads objects over
+    /// all sets, as DPDK's `optimize_object_size` spreads them over memory channels (its
+    /// 64-byte object header makes a 2 KiB mbuf's stride 2112). Costs at most one line per
+    /// object (+3% at 2 KiB).
     #[default]
     Auto,
     /// `size_of::<T>()` (already a multiple of `align_of::<T>()`): densest.
@@ -46,7 +50,15 @@ impl StrideMode {
             StrideMode::Natural => Ok(size),
             StrideMode::CacheLine => round(CACHE_LINE),
             StrideMode::Auto if size < CACHE_LINE => Ok(size.next_power_of_two()),
-            StrideMode::Auto => round(CACHE_LINE),
+            StrideMode::Auto => {
+                let s = round(CACHE_LINE)?;
+                if (s / CACHE_LINE) % 2 == 0 {
+                    s.checked_add(CACHE_LINE)
+                        .ok_or_else(|| PoolError::overflow("stride padding"))
+                } else {
+                    Ok(s)
+                }
+            }
             StrideMode::Bytes(b) => {
                 if b < size || b % align != 0 {
                     Err(PoolError::config(format!(

@@ -73,7 +73,13 @@ fn stride_modes() {
         .scoped(|p| assert_eq!(p.stride(), 24))
         .unwrap();
     PoolBuilder::<[u8; 100]>::zeroed(10)
-        .scoped(|p| assert_eq!(p.stride(), 128))
+        .scoped(|p| assert_eq!(p.stride(), 192, "2 lines -> 3 (odd)"))
+        .unwrap();
+    PoolBuilder::<[u8; 2048]>::zeroed(10)
+        .scoped(|p| assert_eq!(p.stride(), 2112, "as a DPDK mbuf"))
+        .unwrap();
+    PoolBuilder::<[u8; 150]>::zeroed(10)
+        .scoped(|p| assert_eq!(p.stride(), 192, "already odd"))
         .unwrap();
     PoolBuilder::<[u8; 24]>::zeroed(10)
         .stride(StrideMode::CacheLine)
