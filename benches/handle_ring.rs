@@ -37,6 +37,7 @@ const WORK: u32 = 24;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Queue {
     HandleRingBatch,
+    HandleRingBatch16,
     HandleRingNoBatch,
     CrossbeamArray,
     RingMpmc,
@@ -51,9 +52,19 @@ impl Queue {
         Queue::RingMpmc,
         Queue::RingSpsc,
     ];
+    /// The table adds a one-line batch (16 indices), between none and ptr_ring's two lines.
+    const TABLE: [Queue; 6] = [
+        Queue::HandleRingBatch,
+        Queue::HandleRingBatch16,
+        Queue::HandleRingNoBatch,
+        Queue::CrossbeamArray,
+        Queue::RingMpmc,
+        Queue::RingSpsc,
+    ];
     fn name(self) -> &'static str {
         match self {
             Queue::HandleRingBatch => "HandleRing batch",
+            Queue::HandleRingBatch16 => "HandleRing batch=16",
             Queue::HandleRingNoBatch => "HandleRing nobatch",
             Queue::CrossbeamArray => "ArrayQueue<u32>",
             Queue::RingMpmc => "ring::Ring<u32> MPMC",
@@ -217,11 +228,11 @@ fn measure(q: Queue, regime: Regime, n: u64, cap: usize, pool: &Pool<u8, Uncheck
     // Raw indices cycle over 2 x cap, so an index is never in the ring twice.
     let m = 2 * cap as u32;
     match q {
-        Queue::HandleRingBatch | Queue::HandleRingNoBatch => {
-            let z = if q == Queue::HandleRingBatch {
-                Zeroing::Batched
-            } else {
-                Zeroing::Immediate
+        Queue::HandleRingBatch | Queue::HandleRingBatch16 | Queue::HandleRingNoBatch => {
+            let z = match q {
+                Queue::HandleRingBatch => Zeroing::Batched,
+                Queue::HandleRingBatch16 => Zeroing::BatchOf(16),
+                _ => Zeroing::Immediate,
             };
             let (mut p, mut c) = HandleRing::new(pool, cap, z).expect("ring");
             let s = run_pair(
@@ -299,7 +310,7 @@ fn table(reps: usize, cap: usize) {
          the slow side, {reps} reps interleaved, median"
     );
     for regime in [Regime::NearFull, Regime::NearEmpty, Regime::Balanced] {
-        let qs = Queue::MAIN;
+        let qs = Queue::TABLE;
         let mut rate = vec![Vec::new(); qs.len()];
         let mut full = vec![0.0; qs.len()];
         let mut empty = vec![0.0; qs.len()];
