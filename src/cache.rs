@@ -190,6 +190,31 @@ impl<E: Copy> Cache<E> {
         unsafe { std::slice::from_raw_parts(self.objs().cast_const(), len) }
     }
 
+    /// The owner's fast-path view: entry array, length and flush threshold as plain values,
+    /// so that a caller that keeps the view (a `LocalCache`) keeps them in registers.
+    #[inline(always)]
+    pub(crate) fn fast(&self) -> Fast<E> {
+        Fast {
+            objs: self.objs(),
+            len: self.len(),
+            fill_limit: self.fill_limit as usize,
+        }
+    }
+
+    /// Publishes the length of a fast-path view after a successful get (`got`) or put of `n`
+    /// entries, and counts it.
+    #[inline(always)]
+    pub(crate) fn publish(&self, fast: &Fast<E>, got: bool, n: usize) {
+        self.set_len(fast.len);
+        if got {
+            self.counters.add(Counter::GetSuccessBulk, 1);
+            self.counters.add(Counter::GetSuccessObjs, n);
+        } else {
+            self.counters.add(Counter::PutBulk, 1);
+            self.counters.add(Counter::PutObjs, n);
+        }
+    }
+
     /// Takes one entry: the hottest in the cache, else after a refill.
     ///
     /// # Safety (all mutating methods)
@@ -246,13 +271,10 @@ impl<E: Copy> Cache<E> {
         dst: *mut E,
         n: usize,
     ) -> Result<(), usize> {
-        let len = self.len();
-        if n <= len {
-            // SAFETY: len - n .. len is initialised; caller guarantees dst.
-            unsafe { copy_entries(self.objs().add(len - n), dst, n) };
-            self.set_len(len - n);
-            self.counters.add(Counter::GetSuccessBulk, 1);
-            self.counters.add(Counter::GetSuccessObjs, n);
+        let mut fast = self.fast();
+        // SAFETY: caller guarantees dst and ownership.
+        if unsafe { fast.try_get(dst, n) } {
+            self.publish(&fast, true, n);
             return Ok(());
         }
         // SAFETY: forwarded.
@@ -355,13 +377,10 @@ impl<E: Copy> Cache<E> {
     /// `src` must be valid for `n` reads of entries of free objects of this pool.
     #[inline(always)]
     pub(crate) unsafe fn put_bulk(&self, ring: &Ring<E>, src: *const E, n: usize) {
-        let len = self.len();
-        if len + n <= self.fill_limit as usize {
-            // SAFETY: len + n <= fill_limit <= objs.len().
-            unsafe { copy_entries(src, self.objs().add(len), n) };
-            self.set_len(len + n);
-            self.counters.add(Counter::PutBulk, 1);
-            self.counters.add(Counter::PutObjs, n);
+        let mut fast = self.fast();
+        // SAFETY: caller guarantees src and ownership.
+        if unsafe { fast.try_put(src, n) } {
+            self.publish(&fast, false, n);
             return;
         }
         // SAFETY: forwarded.
@@ -410,6 +429,54 @@ impl<E: Copy> Cache<E> {
         self.set_len(0);
         self.counters.add(Counter::PutCommonBulk, 1);
         self.counters.add(Counter::PutCommonObjs, len);
+    }
+}
+
+/// The cache's fast paths over a copy of its state (see [`Cache::fast`]). After a successful
+/// `try_*`, the owner publishes `len` with [`Cache::publish`]; a failed `try_*` changes nothing.
+pub(crate) struct Fast<E> {
+    objs: *mut E,
+    pub(crate) len: usize,
+    fill_limit: usize,
+}
+
+impl<E: Copy> Fast<E> {
+    /// Entries that still fit under the flush threshold.
+    #[inline(always)]
+    pub(crate) fn fill_limit_room(&self) -> usize {
+        self.fill_limit - self.len
+    }
+
+    /// Copies the top `n` entries to `dst` if the cache holds them.
+    ///
+    /// # Safety
+    /// `dst` valid for `n` writes; the view is the owner's and current.
+    #[inline(always)]
+    pub(crate) unsafe fn try_get(&mut self, dst: *mut E, n: usize) -> bool {
+        if n <= self.len {
+            // SAFETY: objs[len - n .. len] are initialised entries (cache invariant).
+            unsafe { copy_entries(self.objs.add(self.len - n), dst, n) };
+            self.len -= n;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Appends `n` entries from `src` if they fit under the flush threshold.
+    ///
+    /// # Safety
+    /// `src` valid for `n` reads; the view is the owner's and current.
+    #[inline(always)]
+    pub(crate) unsafe fn try_put(&mut self, src: *const E, n: usize) -> bool {
+        if n <= self.fill_limit - self.len {
+            // SAFETY: len + n <= fill_limit <= objs.len().
+            unsafe { copy_entries(src, self.objs.add(self.len), n) };
+            self.len += n;
+            true
+        } else {
+            false
+        }
     }
 }
 
