@@ -635,6 +635,8 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
+    // Handle -> &mut T converter holding base and stride by value (registers in the loop).
+    let objs = c.pool().resolver();
     let mut kept: Vec<H<B, R>> = Vec::with_capacity(keep);
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
@@ -649,7 +651,7 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
                 }
                 if TOUCH {
                     for h in &mut kept[at..] {
-                        c.get_mut(h).head = count;
+                        objs.get_mut(h).head = count;
                     }
                 }
             }
@@ -674,6 +676,7 @@ fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let chunks = keep / N;
+    let objs = c.pool().resolver();
     let mut kept: Vec<[H<B, R>; N]> = Vec::with_capacity(chunks);
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
@@ -685,7 +688,7 @@ fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
                     Ok(mut a) => {
                         if TOUCH {
                             for h in &mut a {
-                                c.get_mut(h).head = count;
+                                objs.get_mut(h).head = count;
                             }
                         }
                         kept.push(a);

@@ -63,7 +63,7 @@ pub use error::PoolError;
 pub use handle::{GenericHandle, Handle};
 pub use handle_ring::HandleRing;
 pub use local::LocalCache;
-pub use pool::{GenericPool, DEBUG_CHECKS};
+pub use pool::{GenericPool, Resolver, DEBUG_CHECKS};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
 pub use repr::{Index, Pointer};
 pub use stats::Stats;

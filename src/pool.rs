@@ -281,6 +281,31 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         unsafe { self.as_ptr(h).as_mut() }
     }
 
+    /// A copyable handle-to-object converter for hot loops: it holds the base and stride by
+    /// value, so that after inlining they stay in registers across object writes (a write
+    /// through `&mut T` would otherwise force a reload from the pool). Borrows the pool, not a
+    /// cache, so it can live across `LocalCache` gets and puts.
+    ///
+    /// ```
+    /// idxpool::PoolBuilder::<u64>::with_default(64).scoped(|pool| {
+    ///     let mut cache = pool.local_cache();
+    ///     let objs = pool.resolver();
+    ///     let mut burst = Vec::new();
+    ///     cache.get_bulk(&mut burst, 32).unwrap();
+    ///     for (k, h) in burst.iter_mut().enumerate() {
+    ///         *objs.get_mut(h) = k as u64;
+    ///     }
+    ///     cache.put_bulk(&mut burst);
+    /// }).unwrap();
+    /// ```
+    #[inline(always)]
+    pub fn resolver(&self) -> Resolver<'_, T, B, R> {
+        Resolver {
+            geometry: self.geometry,
+            _pool: PhantomData,
+        }
+    }
+
     /// 0-based index of the object of `h`.
     #[inline]
     pub fn index_of(&self, h: &H<T, B, R>) -> u32 {
@@ -866,6 +891,42 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
             let _ = writeln!(s, "  stats: {}", self.stats());
         }
         s
+    }
+}
+
+/// Converts handles of one pool to references; see [`GenericPool::resolver`].
+pub struct Resolver<'p, T, B, R: Repr> {
+    geometry: Geometry,
+    _pool: PhantomData<&'p GenericPool<T, B, R>>,
+}
+
+impl<T, B, R: Repr> Clone for Resolver<'_, T, B, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, B, R: Repr> Copy for Resolver<'_, T, B, R> {}
+
+impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
+    /// Shared access to the object of `h` (as [`GenericPool::get_ref`]).
+    #[inline(always)]
+    pub fn get_ref<'a>(&self, h: &'a H<T, B, R>) -> &'a T
+    where
+        'p: 'a,
+    {
+        // SAFETY: as GenericPool::get_ref: the geometry is the pool's, the brand proves the
+        // handle is this pool's, and the result lives no longer than the pool borrow 'p.
+        unsafe { &*R::ptr(&self.geometry, h.entry()).cast::<T>() }
+    }
+
+    /// Exclusive access to the object of `h` (as [`GenericPool::get_mut`]).
+    #[inline(always)]
+    pub fn get_mut<'a>(&self, h: &'a mut H<T, B, R>) -> &'a mut T
+    where
+        'p: 'a,
+    {
+        // SAFETY: as GenericPool::get_mut; &mut h makes the borrow exclusive.
+        unsafe { &mut *R::ptr(&self.geometry, h.entry()).cast::<T>() }
     }
 }
 
