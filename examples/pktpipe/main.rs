@@ -16,6 +16,7 @@
 //! cargo run --release --example pktpipe -- --quick --compare prefetch
 //! cargo run --release --example pktpipe -- --quick --compare ring --ring-size 256
 //! cargo run --release --example pktpipe -- --quick --compare pool        # index vs pointer
+//! cargo run --release --example pktpipe -- --quick --compare aa          # A/A noise floor
 //! cargo run --release --example pktpipe -- --pcap tests/data/err-buffertoosmall.pcapng --loops 100
 //! cargo run --release --example pktpipe -- --imix --free per-packet --compare none
 //! cargo run --release --example pktpipe -- --quick --work l2fwd           # MAC swap only
@@ -68,6 +69,9 @@ enum RingArg {
 enum PoolArg {
     Index,
     Pointer,
+    /// A second index pool (for the A/A comparison).
+    #[value(skip)]
+    Index2,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -80,6 +84,9 @@ enum Compare {
     Ring,
     /// pointer (A) vs index (B) pool and ring
     Pool,
+    /// A/A: the configured variant against itself on a second index pool (the method's
+    /// noise floor, including any bias from where a pool lands in memory)
+    Aa,
     /// only the configured variant
     None,
 }
@@ -170,6 +177,10 @@ impl Variant {
             }
             Compare::Ring => self.cfg.zeroing.name(),
             Compare::Pool => format!("{:?}", self.pool).to_lowercase(),
+            Compare::Aa => match self.pool {
+                PoolArg::Index2 => "pool 2".into(),
+                _ => "pool 1".into(),
+            },
         }
     }
 }
@@ -250,6 +261,10 @@ fn main() {
                 a.pool = PoolArg::Pointer;
                 b.pool = PoolArg::Index;
             }
+            Compare::Aa => {
+                a.pool = PoolArg::Index;
+                b.pool = PoolArg::Index2;
+            }
             Compare::None => {}
         }
         (a, b)
@@ -307,15 +322,17 @@ fn main() {
         .name("mbufs")
     };
     let res = builder().scoped(|ipool| {
+        builder().scoped(|ipool2| {
         builder()
             .scoped_ptr(|ppool| {
                 println!(
-                    "pools: {} mbufs x {} B stride, cache {}, backing {} | ring {} slots \
-                     (batch {} index / {} pointer when batched) | burst {}",
+                    "pools: {} mbufs x {} B stride, cache {}, backing {} (index) / {} (pointer) \
+                     | ring {} slots (batch {} index / {} pointer when batched) | burst {}",
                     ipool.capacity(),
                     ipool.stride(),
                     ipool.cache_size(),
                     ipool.backing(),
+                    ppool.backing(),
                     args.ring_size,
                     idxpool::HandleRing::new(&ipool, args.ring_size, Zeroing::Batched)
                         .map(|(p, _)| p.ring().batch())
@@ -332,6 +349,7 @@ fn main() {
                 let run = |v: &Variant, frames: &[Frame], limit: Limit| -> Summary {
                     match v.pool {
                         PoolArg::Index => run_pipeline(&ipool, frames, &v.cfg, limit),
+                        PoolArg::Index2 => run_pipeline(&ipool2, frames, &v.cfg, limit),
                         PoolArg::Pointer => run_pipeline(&ppool, frames, &v.cfg, limit),
                     }
                 };
@@ -439,6 +457,8 @@ fn main() {
                 }
             })
             .expect("pointer pool")
+        })
+        .expect("second index pool")
     });
     if let Err(e) = res {
         eprintln!("pktpipe: {e}");
