@@ -1,0 +1,13 @@
+// Two scoped pools built side by side in one function are told apart too: their brands come
+// from two different `scoped` calls.
+use idxpool::{GenericPool, Index, PoolBuilder, Scoped};
+
+fn mix<'a, 'b>(a: &GenericPool<u64, Scoped<'a>, Index>, b: &GenericPool<u64, Scoped<'b>, Index>) {
+    let h = a.get().unwrap();
+    b.put(h);
+}
+
+fn main() {
+    let _ = mix;
+    let _ = PoolBuilder::<u64>::with_default(4);
+}
