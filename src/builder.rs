@@ -24,7 +24,8 @@ pub enum StrideMode {
     /// the same few L1/L2 cache sets and every touch misses; an odd count spreads objects over
     /// all sets, as DPDK's `optimize_object_size` spreads them over memory channels (its
     /// 64-byte object header makes a 2 KiB mbuf's stride 2112). Costs at most one line per
-    /// object (+3% at 2 KiB).
+    /// object (+3% at 2 KiB). Types aligned to more than a line are not padded (the padding
+    /// would misalign them): their stride is their size.
     #[default]
     Auto,
     /// `size_of::<T>()` (already a multiple of `align_of::<T>()`): densest.
@@ -52,7 +53,9 @@ impl StrideMode {
             StrideMode::Auto if size < CACHE_LINE => Ok(size.next_power_of_two()),
             StrideMode::Auto => {
                 let s = round(CACHE_LINE)?;
-                if (s / CACHE_LINE) % 2 == 0 {
+                // Padding by one line keeps objects aligned only if their alignment is at most a
+                // line (an 8 KiB-aligned T at 8192 + 64 would be misaligned: tests/bad_input.rs).
+                if align <= CACHE_LINE && (s / CACHE_LINE) % 2 == 0 {
                     s.checked_add(CACHE_LINE)
                         .ok_or_else(|| PoolError::overflow("stride padding"))
                 } else {

@@ -1,0 +1,602 @@
+//! Bad input: every core `PoolError` variant provoked through the public API, plus edge
+//! configurations (cache size 0, capacity 1, bulk requests larger than the pool, 8 KiB object
+//! alignment) and an init callback that panics. Bad input must return a typed error (or, for a
+//! panicking callback, unwind cleanly): no hang, no leak, no lost brand.
+//!
+//! Hugetlb tests depend on the machine: they run when pages are reserved and print a skip
+//! message otherwise. (The shared-region variants `LayoutMismatch`, `FingerprintMismatch`,
+//! `SharedFile`, `NoProcessSlot` belong to `idxpool::shared` and are tested with it.)
+
+use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+use idxpool::{
+    Backing, BackingPolicy, FlushPolicy, Handle, PoolBuilder, PoolError, StrideMode, CACHE_MAX_SIZE,
+};
+
+/// Builds a scoped pool just to get the configuration error (the closure never runs).
+fn config_error<T>(b: PoolBuilder<'_, T>) -> PoolError {
+    match b.scoped(|_| ()) {
+        Err(e) => e,
+        Ok(()) => panic!("configuration accepted"),
+    }
+}
+
+fn assert_invalid(e: PoolError, needle: &str) {
+    match &e {
+        PoolError::InvalidConfig { reason } => {
+            assert!(
+                reason.contains(needle),
+                "reason {reason:?} should mention {needle:?}"
+            )
+        }
+        other => panic!("expected InvalidConfig about {needle:?}, got {other:?}"),
+    }
+    // Every error displays as a sentence naming its cause.
+    assert!(!e.to_string().is_empty());
+}
+
+// ---- InvalidConfig ---------------------------------------------------------------------------
+
+#[test]
+fn cache_size_above_512_is_rejected() {
+    assert_eq!(CACHE_MAX_SIZE, 512);
+    for policy in FlushPolicy::ALL {
+        let e = config_error(
+            PoolBuilder::<u64>::with_default(100_000)
+                .cache_size(513)
+                .policy(policy),
+        );
+        assert_invalid(e, "513");
+        // 512 itself is fine.
+        PoolBuilder::<u64>::with_default(100_000)
+            .cache_size(512)
+            .policy(policy)
+            .scoped(|p| assert_eq!(p.cache_size(), 512))
+            .unwrap();
+    }
+}
+
+#[test]
+fn cache_too_big_for_capacity_under_each_policy() {
+    // Classic: the flush threshold 1.5 x cache_size (integer, as DPDK's
+    // CALC_CACHE_FLUSHTHRESH) must not exceed the capacity: 8 -> 12 > 10, 7 -> 10 is fine.
+    assert_invalid(
+        config_error(
+            PoolBuilder::<u64>::with_default(10)
+                .cache_size(8)
+                .policy(FlushPolicy::Classic),
+        ),
+        "too large",
+    );
+    PoolBuilder::<u64>::with_default(10)
+        .cache_size(7)
+        .policy(FlushPolicy::Classic)
+        .scoped(|_| ())
+        .unwrap();
+    // Dpdk2607 and SizeAligned: cache_size must not exceed the capacity.
+    for policy in [FlushPolicy::Dpdk2607, FlushPolicy::SizeAligned] {
+        assert_invalid(
+            config_error(
+                PoolBuilder::<u64>::with_default(10)
+                    .cache_size(11)
+                    .policy(policy),
+            ),
+            "too large",
+        );
+        PoolBuilder::<u64>::with_default(10)
+            .cache_size(10)
+            .policy(policy)
+            .scoped(|_| ())
+            .unwrap();
+    }
+}
+
+#[test]
+fn capacity_zero_is_rejected() {
+    assert_invalid(
+        config_error(PoolBuilder::<u64>::with_default(0).cache_size(0)),
+        "capacity",
+    );
+}
+
+#[test]
+fn zero_sized_objects_are_rejected() {
+    assert_invalid(
+        config_error(PoolBuilder::<()>::with_default(8)),
+        "zero-sized",
+    );
+    #[derive(Default)]
+    struct Empty;
+    assert_invalid(
+        config_error(PoolBuilder::<Empty>::with_default(8)),
+        "zero-sized",
+    );
+}
+
+#[test]
+fn bad_strides_are_rejected() {
+    // Smaller than the object.
+    assert_invalid(
+        config_error(PoolBuilder::<u64>::with_default(8).stride(StrideMode::Bytes(4))),
+        "stride",
+    );
+    // Not a multiple of the alignment.
+    assert_invalid(
+        config_error(PoolBuilder::<u64>::with_default(8).stride(StrideMode::Bytes(12))),
+        "stride",
+    );
+    // A valid explicit stride is honoured.
+    PoolBuilder::<u64>::with_default(8)
+        .stride(StrideMode::Bytes(24))
+        .scoped(|p| assert_eq!(p.stride(), 24))
+        .unwrap();
+}
+
+#[test]
+fn max_threads_zero_is_rejected() {
+    assert_invalid(
+        config_error(PoolBuilder::<u64>::with_default(8).max_threads(0)),
+        "max_threads",
+    );
+}
+
+// ---- SizeOverflow ----------------------------------------------------------------------------
+
+#[test]
+fn huge_objects_times_huge_capacity_overflow() {
+    // 4 GiB objects x (2^32 - 1) overflows usize.
+    let e = config_error(PoolBuilder::<[u8; 1 << 32]>::zeroed(u32::MAX).cache_size(0));
+    assert!(matches!(e, PoolError::SizeOverflow { .. }), "{e:?}");
+    // 2 GiB objects x 2^32 - 1 fits usize but exceeds isize::MAX (the most any allocation
+    // may span).
+    let e = config_error(PoolBuilder::<[u8; 1 << 31]>::zeroed(u32::MAX).cache_size(0));
+    assert!(matches!(e, PoolError::SizeOverflow { .. }), "{e:?}");
+    assert!(e.to_string().contains("size overflow"));
+}
+
+// ---- BackingUnavailable ----------------------------------------------------------------------
+
+fn read_sys(path: &str) -> Option<usize> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "hugetlb mmap flags are not supported by Miri")]
+fn require_hugetlb_1g_without_pages_is_unavailable() {
+    let free_1g = read_sys("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages");
+    if free_1g.unwrap_or(0) > 0 {
+        eprintln!("skip: {free_1g:?} free 1 GiB hugepages are reserved on this machine");
+        return;
+    }
+    let r = PoolBuilder::<[u8; 64]>::zeroed(16)
+        .backing(BackingPolicy::Require(Backing::Hugetlb1G))
+        .scoped(|p| p.backing().backing);
+    match r {
+        Err(PoolError::BackingUnavailable { backing, source }) => {
+            assert_eq!(backing, Backing::Hugetlb1G);
+            // The OS error and a hint how to reserve pages.
+            assert!(!source.to_string().is_empty());
+        }
+        other => panic!("expected BackingUnavailable(Hugetlb1G), got {other:?}"),
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "hugetlb mmap flags are not supported by Miri")]
+fn require_hugetlb_2m_follows_the_reserve() {
+    let free = idxpool::region::free_hugepages_2m();
+    let r = PoolBuilder::<[u8; 64]>::zeroed(16)
+        .cache_size(0)
+        .backing(BackingPolicy::Require(Backing::Hugetlb2M))
+        .scoped(|p| p.backing().clone());
+    match (free, r) {
+        (Some(0), Err(PoolError::BackingUnavailable { backing, .. })) => {
+            assert_eq!(backing, Backing::Hugetlb2M);
+            eprintln!("HugePages_Free is 0: Require(Hugetlb2M) correctly refused");
+        }
+        (Some(n), Ok(rep)) if n > 0 => {
+            assert_eq!(rep.backing, Backing::Hugetlb2M);
+            assert!(rep.fallbacks.is_empty());
+            assert_eq!(rep.mapped_bytes % (2 << 20), 0);
+        }
+        (Some(n), Err(e)) if n > 0 => {
+            // Pages may be reserved but not usable by this process (cgroup hugetlb limits).
+            eprintln!("skip: {n} free 2 MiB pages reported, but the mapping failed: {e}");
+        }
+        (None, r) => eprintln!("skip: no HugePages_Free in /proc/meminfo ({:?})", r.is_ok()),
+        (free, r) => panic!("HugePages_Free {free:?} but Require(Hugetlb2M) gave {r:?}"),
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "hugetlb mmap flags are not supported by Miri")]
+fn hugetlb_pools_work_when_pages_are_reserved() {
+    match idxpool::region::free_hugepages_2m() {
+        Some(n) if n >= 2 => {}
+        other => {
+            eprintln!("skip: needs 2 free 2 MiB hugepages, HugePages_Free = {other:?}");
+            return;
+        }
+    }
+    idxpool::brand!(Huge);
+    let pool = match PoolBuilder::<[u8; 2048]>::zeroed(512)
+        .cache_size(32)
+        .backing(BackingPolicy::Require(Backing::Hugetlb2M))
+        .prefault(true)
+        .build::<Huge>()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("skip: hugetlb pages reserved but not mappable here: {e}");
+            return;
+        }
+    };
+    assert_eq!(pool.backing().backing, Backing::Hugetlb2M);
+    assert_eq!(pool.base().as_ptr() as usize % (2 << 20), 0);
+    let mut c = pool.local_cache();
+    let mut v = Vec::new();
+    c.get_bulk(&mut v, 512).unwrap();
+    for h in v.iter_mut() {
+        c.get_mut(h)[2047] = 1;
+    }
+    c.put_bulk(&mut v);
+}
+
+// ---- Exhausted ---------------------------------------------------------------------------------
+
+#[test]
+fn exhaustion_is_an_error_with_the_numbers() {
+    for policy in FlushPolicy::ALL {
+        PoolBuilder::<u64>::with_default(8)
+            .cache_size(2)
+            .policy(policy)
+            .scoped(|pool| {
+                let mut c = pool.local_cache();
+                let mut v = Vec::new();
+                c.get_bulk(&mut v, 8).unwrap();
+                match c.get() {
+                    Err(PoolError::Exhausted {
+                        requested: 1,
+                        available: 0,
+                    }) => {}
+                    other => panic!("{policy}: {other:?}"),
+                }
+                match pool.get() {
+                    Err(PoolError::Exhausted { requested: 1, .. }) => {}
+                    other => panic!("{policy}: implicit {other:?}"),
+                }
+                c.put_bulk_tail(&mut v, 3);
+                let e = c.get_bulk(&mut v, 4).unwrap_err();
+                assert!(
+                    matches!(
+                        e,
+                        PoolError::Exhausted {
+                            requested: 4,
+                            available: 3
+                        }
+                    ),
+                    "{policy}: {e:?}"
+                );
+                assert!(e.to_string().contains("requested 4"));
+                assert_eq!(v.len(), 5, "a failed bulk leaves the vector unchanged");
+                c.put_bulk(&mut v);
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn bulk_requests_larger_than_the_pool() {
+    for policy in FlushPolicy::ALL {
+        for cache in [0u32, 4] {
+            PoolBuilder::<u64>::with_default(16)
+                .cache_size(cache)
+                .policy(policy)
+                .scoped(|pool| {
+                    let mut c = pool.local_cache();
+                    let mut v = Vec::new();
+                    for n in [17usize, 100, 1 << 20] {
+                        let e = c.get_bulk(&mut v, n).unwrap_err();
+                        assert!(
+                            matches!(e, PoolError::Exhausted { requested, available: 16 } if requested == n),
+                            "{policy}/{cache}: {e:?}"
+                        );
+                        assert!(v.is_empty());
+                        let e = pool.get_bulk(&mut v, n).unwrap_err();
+                        assert!(matches!(e, PoolError::Exhausted { .. }), "{e:?}");
+                        assert!(v.is_empty());
+                    }
+                    assert_eq!(c.get_burst(&mut v, 1000), 16, "burst takes what there is");
+                    assert_eq!(c.get_burst(&mut v, 1000), 0);
+                    c.put_bulk(&mut v);
+                    assert_eq!(pool.available(), 16);
+                    // Zero-sized requests are no-ops.
+                    c.get_bulk(&mut v, 0).unwrap();
+                    assert_eq!(c.get_burst(&mut v, 0), 0);
+                    c.put_bulk(&mut v);
+                    assert!(v.is_empty());
+                })
+                .unwrap();
+        }
+    }
+}
+
+// ---- BrandInUse ------------------------------------------------------------------------------
+
+#[test]
+fn two_live_pools_of_one_brand_are_refused() {
+    idxpool::brand!(OnlyOne);
+    let a = PoolBuilder::<u64>::with_default(4)
+        .build::<OnlyOne>()
+        .unwrap();
+    match PoolBuilder::<u64>::with_default(4).build::<OnlyOne>() {
+        Err(PoolError::BrandInUse { brand, state }) => {
+            assert!(brand.contains("OnlyOne"), "{brand}");
+            assert_eq!(state, "a live pool");
+        }
+        other => panic!("expected BrandInUse, got {other:?}"),
+    }
+    // A different T does not help: the brand, not the type, names the pool.
+    assert!(matches!(
+        PoolBuilder::<u32>::with_default(4).build::<OnlyOne>(),
+        Err(PoolError::BrandInUse { .. })
+    ));
+    // The pointer twin shares the brand registry.
+    assert!(matches!(
+        PoolBuilder::<u64>::with_default(4).build_ptr::<OnlyOne>(),
+        Err(PoolError::BrandInUse { .. })
+    ));
+    // A failed build did not disturb the live pool, and dropping it (all objects home)
+    // releases the brand.
+    let h = a.get().unwrap();
+    a.put(h);
+    drop(a);
+    let b = PoolBuilder::<u64>::with_default(4)
+        .build::<OnlyOne>()
+        .expect("brand released by the drop");
+    drop(b);
+}
+
+#[test]
+fn a_pool_dropped_with_handles_out_retires_its_brand() {
+    idxpool::brand!(Retired);
+    let pool = PoolBuilder::<u64>::with_default(4)
+        .cache_size(0)
+        .build::<Retired>()
+        .unwrap();
+    let h = pool.get().unwrap();
+    let raw = h.into_raw(); // the handle is gone; the object stays in use
+    drop(pool);
+    assert!(<Retired as idxpool::NamedBrand>::slot().is_retired());
+    match PoolBuilder::<u64>::with_default(4).build::<Retired>() {
+        Err(PoolError::BrandInUse { state, .. }) => {
+            assert!(state.contains("outstanding"), "{state}")
+        }
+        other => panic!("expected a retired brand, got {other:?}"),
+    }
+    // SAFETY: never used with a pool: the retired brand guarantees no pool of it exists.
+    let _h: Handle<u64, Retired> = unsafe { Handle::from_raw(raw) };
+}
+
+#[test]
+fn a_failed_build_after_claiming_releases_the_brand() {
+    // The brand is claimed after validation: configuration errors never touch it.
+    idxpool::brand!(Validated);
+    assert!(PoolBuilder::<u64>::with_default(0)
+        .build::<Validated>()
+        .is_err());
+    assert!(!<Validated as idxpool::NamedBrand>::slot().is_live());
+    drop(
+        PoolBuilder::<u64>::with_default(4)
+            .build::<Validated>()
+            .unwrap(),
+    );
+}
+
+// ---- IndexOutOfRange / DoubleFree --------------------------------------------------------------
+
+#[test]
+fn check_raw_rejects_bad_and_free_indices() {
+    PoolBuilder::<u64>::with_default(8)
+        .cache_size(2)
+        .scoped(|pool| {
+            for bad in [8u32, 9, 1000, u32::MAX - 1, u32::MAX] {
+                match pool.check_raw(bad) {
+                    Err(PoolError::IndexOutOfRange { index, capacity: 8 }) => {
+                        assert_eq!(index, bad)
+                    }
+                    other => panic!("index {bad}: {other:?}"),
+                }
+            }
+            let h = pool.get().unwrap();
+            let i = h.index();
+            assert!(pool.check_raw(i).is_ok(), "held object is in use");
+            let other = (i + 1) % 8;
+            if idxpool::DEBUG_CHECKS {
+                match pool.check_raw(other) {
+                    Err(PoolError::DoubleFree { index, pool: name }) => {
+                        assert_eq!(index, other);
+                        assert_eq!(name, pool.name());
+                    }
+                    r => panic!("free object {other}: {r:?}"),
+                }
+            } else {
+                // Without debug checks only the range is checked.
+                assert!(pool.check_raw(other).is_ok());
+            }
+            pool.put(h);
+            if idxpool::DEBUG_CHECKS {
+                assert!(matches!(
+                    pool.check_raw(i),
+                    Err(PoolError::DoubleFree { .. })
+                ));
+            }
+        })
+        .unwrap();
+}
+
+// ---- AuditFailed -------------------------------------------------------------------------------
+
+#[test]
+fn audit_reports_an_object_named_twice() {
+    // Breaking the from_raw contract (putting a rebuilt handle of an object that is free) is
+    // caught at the put by debug checks (see tests/debug_checks.rs); without them, audit()
+    // finds the object twice among the free ones.
+    if idxpool::DEBUG_CHECKS {
+        eprintln!("skip: debug checks catch this at put(); run with --release to see audit()");
+        return;
+    }
+    idxpool::brand!(Audited);
+    let mut pool = PoolBuilder::<u64>::with_default(4)
+        .cache_size(0)
+        .build::<Audited>()
+        .unwrap();
+    let h = pool.get().unwrap();
+    let _held = pool.get().unwrap(); // leaves room in the ring for the duplicate
+    let i = h.index();
+    pool.put(h);
+    // SAFETY (deliberately broken contract, no access to the object): object i is free; the
+    // rebuilt handle is put without ever resolving it.
+    pool.put(unsafe { Handle::from_raw(i) });
+    match pool.audit() {
+        Err(PoolError::AuditFailed(msg)) => assert!(msg.contains("twice"), "{msg}"),
+        other => panic!("expected AuditFailed, got {other:?}"),
+    }
+    // The pool now has one entry too many: forget it rather than run its drop accounting.
+    std::mem::forget(pool);
+}
+
+// ---- edge configurations -----------------------------------------------------------------------
+
+#[test]
+fn cache_size_zero_goes_straight_to_the_ring() {
+    for policy in FlushPolicy::ALL {
+        PoolBuilder::<u64>::with_default(5)
+            .cache_size(0)
+            .policy(policy)
+            .scoped(|pool| {
+                let mut c = pool.local_cache();
+                let mut v = Vec::new();
+                c.get_bulk(&mut v, 3).unwrap();
+                assert_eq!(pool.ring_count(), 2);
+                let h = pool.get().unwrap();
+                assert_eq!(pool.ring_count(), 1);
+                pool.put(h);
+                c.put_bulk(&mut v);
+                assert_eq!(pool.ring_count(), 5, "nothing is cached");
+                assert!(c.is_empty());
+                assert!(pool.cache_counts().iter().all(|(_, n)| *n == 0));
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn capacity_one() {
+    for policy in FlushPolicy::ALL {
+        for cache in [0u32, 1] {
+            PoolBuilder::<u64>::with_default(1)
+                .cache_size(cache)
+                .policy(policy)
+                .scoped(|mut pool| {
+                    let mut h = pool.get().unwrap();
+                    assert_eq!(h.index(), 0);
+                    *pool.get_mut(&mut h) = 7;
+                    assert!(pool.get().is_err());
+                    {
+                        let mut c = pool.local_cache();
+                        assert!(c.get().is_err());
+                        c.put(h);
+                        let h = c.get().unwrap();
+                        assert_eq!(*c.get_ref(&h), 7, "the object keeps its state");
+                        c.put(h);
+                    }
+                    assert!(pool.is_full());
+                    pool.audit().unwrap();
+                })
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn objects_aligned_to_8192_bytes() {
+    #[repr(align(8192))]
+    #[derive(Default)]
+    struct Page {
+        first: u8,
+    }
+    PoolBuilder::<Page>::with_default(5)
+        .cache_size(2)
+        .scoped(|pool| {
+            assert_eq!(pool.base().as_ptr() as usize % 8192, 0, "base alignment");
+            assert_eq!(pool.stride() % 8192, 0, "stride keeps every object aligned");
+            let mut v = Vec::new();
+            pool.get_bulk(&mut v, 5).unwrap();
+            for h in v.iter_mut() {
+                assert_eq!(pool.as_ptr(h).as_ptr() as usize % 8192, 0);
+                pool.get_mut(h).first = 1;
+            }
+            pool.put_bulk(&mut v);
+        })
+        .unwrap();
+}
+
+// ---- a panicking init callback -----------------------------------------------------------------
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts live instances.
+struct Counted(#[allow(dead_code)] u64);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, SeqCst);
+    }
+}
+
+#[test]
+fn panicking_init_drops_what_it_made_and_releases_the_brand() {
+    idxpool::brand!(InitPanics);
+    let made = AtomicUsize::new(0);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        PoolBuilder::<Counted>::with_init(10, |i, slot: &mut MaybeUninit<Counted>| {
+            if i == 6 {
+                panic!("init of object {i} failed");
+            }
+            LIVE.fetch_add(1, SeqCst);
+            made.fetch_add(1, SeqCst);
+            slot.write(Counted(i as u64));
+        })
+        .cache_size(2)
+        .build::<InitPanics>()
+    }));
+    let msg = r.expect_err("the panic propagates");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("object 6"), "{msg}");
+    assert_eq!(made.load(SeqCst), 6);
+    assert_eq!(
+        LIVE.load(SeqCst),
+        0,
+        "the 6 objects made were dropped, no leak"
+    );
+    assert!(!<InitPanics as idxpool::NamedBrand>::slot().is_live());
+    // The brand is free again: a pool of it can be built.
+    LIVE.store(0, SeqCst);
+    let pool = PoolBuilder::<Counted>::with_init(10, |i, slot| {
+        LIVE.fetch_add(1, SeqCst);
+        slot.write(Counted(i as u64));
+    })
+    .cache_size(2)
+    .build::<InitPanics>()
+    .expect("brand released after the panic");
+    assert_eq!(LIVE.load(SeqCst), 10);
+    drop(pool);
+    assert_eq!(
+        LIVE.load(SeqCst),
+        0,
+        "every object dropped once with the pool"
+    );
+}
