@@ -578,9 +578,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
         let start = v.len() - n;
         if DEBUG_CHECKS {
-            for h in &v[start..] {
-                self.check_put(h.entry());
-            }
+            self.debug_mark_put(&v[start..]);
         }
         // SAFETY: v[start..] are n initialised handles, repr(transparent) over entries.
         let src = unsafe { v.as_ptr().add(start).cast::<R::Entry>() };
@@ -669,9 +667,22 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
     }
 
+    /// Checks and marks free a batch about to be put, all or nothing: on a bad handle the
+    /// batch's marks are undone before the panic, so a caught panic leaves every handle of the
+    /// batch in use (tests/debug_checks.rs, a_bulk_put_with_one_bad_handle_moves_nothing).
     pub(crate) fn debug_mark_put(&self, hs: &[H<T, B, R>]) {
-        for h in hs {
-            self.check_put(h.entry());
+        if let (true, Some(states)) = (DEBUG_CHECKS, &self.states) {
+            for (k, h) in hs.iter().enumerate() {
+                if let Err(err) = self.check_entry(h.entry()) {
+                    for done in &hs[..k] {
+                        let i = R::index(&self.geometry, done.entry()) as usize;
+                        states[i].store(STATE_ALLOCATED, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    panic!("idxpool: {err}");
+                }
+                let i = R::index(&self.geometry, h.entry()) as usize;
+                states[i].store(STATE_FREE, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 
