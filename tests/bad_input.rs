@@ -44,13 +44,13 @@ fn cache_size_above_512_is_rejected() {
     assert_eq!(CACHE_MAX_SIZE, 512);
     for policy in FlushPolicy::ALL {
         let e = config_error(
-            PoolBuilder::<u64>::with_default(100_000)
+            PoolBuilder::<u64>::with_default(1024)
                 .cache_size(513)
                 .policy(policy),
         );
         assert_invalid(e, "513");
         // 512 itself is fine.
-        PoolBuilder::<u64>::with_default(100_000)
+        PoolBuilder::<u64>::with_default(1024)
             .cache_size(512)
             .policy(policy)
             .scoped(|p| assert_eq!(p.cache_size(), 512))

@@ -69,6 +69,9 @@ fn op(max_n: usize) -> impl Strategy<Value = Op> {
 /// A valid configuration: policy, capacity 1..=40, cache size within the policy's limit
 /// (0 = no cache), and a sequence of operations with request sizes up to a little more than
 /// the capacity (so that bulk requests larger than the pool are exercised too).
+/// Longest operation sequence (shorter under Miri, which is ~1000x slower).
+const MAX_OPS: usize = if cfg!(miri) { 30 } else { 80 };
+
 fn config() -> impl Strategy<Value = (FlushPolicy, u32, u32, Vec<Op>)> {
     (
         prop_oneof![
@@ -88,7 +91,7 @@ fn config() -> impl Strategy<Value = (FlushPolicy, u32, u32, Vec<Op>)> {
                 Just(policy),
                 Just(cap),
                 0..=max_size,
-                prop::collection::vec(op(cap as usize + 3), 1..80),
+                prop::collection::vec(op(cap as usize + 3), 1..MAX_OPS),
             )
         })
 }
@@ -378,7 +381,7 @@ fn proptest_config() -> ProptestConfig {
     if cfg!(miri) {
         // Miri runs a handful of cases (it is ~1000x slower) and cannot write regression files.
         ProptestConfig {
-            cases: 4,
+            cases: 3,
             failure_persistence: None,
             ..ProptestConfig::default()
         }
