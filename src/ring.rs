@@ -232,10 +232,24 @@ impl<E: Copy> Ring<E> {
     /// Entries in the ring (a snapshot: exact when no transfer is in flight).
     #[inline]
     pub fn count(&self) -> usize {
-        let prod_tail = self.st().prod.tail.load(Ordering::Acquire);
-        let cons_tail = self.st().cons.tail.load(Ordering::Acquire);
+        // prod.tail read between two equal reads of cons.tail: the difference is the count at
+        // one instant. Two plain reads are not enough: if the reader is preempted between
+        // them, the other tail moves on and a ring holding 2 entries read as 63 (prod.tail
+        // first: the consumer overtakes the stale value, which wraps) or as 8 (cons.tail first)
+        // (tests/stress.rs, ring_count_snapshot_never_exceeds_the_entries_in_circulation).
+        let mut cons_tail = self.st().cons.tail.load(Ordering::Acquire);
+        let mut prod_tail = self.st().prod.tail.load(Ordering::Acquire);
+        for _ in 0..16 {
+            let again = self.st().cons.tail.load(Ordering::Acquire);
+            if again == cons_tail {
+                break;
+            }
+            cons_tail = again;
+            prod_tail = self.st().prod.tail.load(Ordering::Acquire);
+        }
+        // Under a storm of consumers the retries may run out: never report a negative count.
         let n = prod_tail.wrapping_sub(cons_tail);
-        (n.min(self.capacity)) as usize
+        (if n > self.capacity { 0 } else { n }) as usize
     }
 
     /// `[prod.head, prod.tail, cons.head, cons.tail]` (a snapshot), for audits of rings that

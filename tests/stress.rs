@@ -381,3 +381,55 @@ fn ring_mpmc_hammer_exactly_once() {
         assert_eq!(c.load(Relaxed), 1, "entry {v} lost");
     }
 }
+
+/// `Ring::count()` (behind `available()`, `ring_count()`, `is_full()`) while producers and
+/// consumers race: with only `N` entries in circulation, no snapshot may report more than `N`
+/// (a snapshot reading `prod.tail` before `cons.tail` could see the consumer overtake the stale
+/// producer tail and report a full ring).
+#[test]
+fn ring_count_snapshot_never_exceeds_the_entries_in_circulation() {
+    use idxpool::ring::{Ring, RingFlags};
+    use std::mem::MaybeUninit;
+    use std::sync::atomic::AtomicBool;
+    let circulating = 2u32; // entries that exist at all; the ring can hold 63
+    let ring = Ring::<u32>::new(63, RingFlags::default()).unwrap();
+    let stop = AtomicBool::new(false);
+    let rounds = if cfg!(miri) { 50 } else { 5_000_000 };
+    let worst = std::thread::scope(|s| {
+        for t in 0..circulating {
+            let (ring, stop) = (&ring, &stop);
+            s.spawn(move || {
+                // Each worker owns one entry and moves it through the ring forever.
+                let mut buf = [MaybeUninit::<u32>::uninit(); 1];
+                let mut mine = Some(t);
+                while !stop.load(Relaxed) {
+                    if let Some(e) = mine.take() {
+                        assert!(ring.enqueue_bulk(&[e]));
+                    }
+                    if ring.dequeue_burst(&mut buf) == 1 {
+                        // SAFETY: one entry was written.
+                        mine = Some(unsafe { buf[0].assume_init() });
+                    }
+                }
+                if let Some(e) = mine {
+                    assert!(ring.enqueue_bulk(&[e]));
+                }
+            });
+        }
+        let observer = s.spawn(|| {
+            let mut worst = 0;
+            for _ in 0..rounds {
+                worst = worst.max(ring.count());
+            }
+            worst
+        });
+        let worst = observer.join().unwrap();
+        stop.store(true, Relaxed);
+        worst
+    });
+    assert_eq!(ring.count(), circulating as usize);
+    assert!(
+        worst <= circulating as usize,
+        "count() reported {worst} entries while only {circulating} exist"
+    );
+}
