@@ -446,7 +446,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "MAP_POPULATE: Miri only supports MAP_PRIVATE|MAP_ANONYMOUS mmap")]
+    #[cfg_attr(
+        miri,
+        ignore = "MAP_POPULATE: Miri only supports MAP_PRIVATE|MAP_ANONYMOUS mmap"
+    )]
     fn large_alignment_is_honoured() {
         let r = Region::map(100, 1 << 16, BackingPolicy::Require(Backing::Pages4K), true).unwrap();
         assert_eq!(r.base().as_ptr() as usize % (1 << 16), 0);
