@@ -274,10 +274,11 @@ impl<T: Pod> SharedPool<T> {
         debug_assert!(sections.end as usize <= map.len());
         let nn =
             |off: u64| NonNull::new(base.as_ptr().wrapping_add(off as usize)).expect("non-null");
-        // SAFETY: the state and slot offsets were computed by this process from the validated
+        // The state and slot offsets were computed by this process from the validated
         // parameters and lie inside the mapping, which lives as long as the pool (the rings
-        // are fields dropped with it); every ring over these bytes, in every process, uses the
-        // same count (capacity) and flags (RING_FLAGS).
+        // are fields dropped with it).
+        // SAFETY: (above) and every ring over these bytes, in every process, uses the same
+        // count (capacity) and flags (RING_FLAGS).
         let ring = unsafe {
             Ring::from_raw_parts(
                 nn(sections.ring_state).cast(),
@@ -356,10 +357,11 @@ fn is_exists(e: &PoolError) -> bool {
 
 fn map_file(f: &File, len: u64, path: &Path) -> Result<memmap2::MmapMut, PoolError> {
     let len = usize::try_from(len).map_err(|_| PoolError::overflow("shared region length"))?;
-    // SAFETY: a MAP_SHARED mapping of a file that other processes map too, by design. The
-    // process never forms references to region bytes except atomics and objects held under
-    // the owner-table protocol (see the module docs); truncation of the file by another
-    // process would fault (SIGBUS), which the pool's files never do.
+    // A MAP_SHARED mapping of a file that other processes map too, by design. The process
+    // never forms references to region bytes except atomics and objects held under the
+    // owner-table protocol (see the module docs).
+    // SAFETY: (above); truncation of the file by another process would fault (SIGBUS), which
+    // the pool's files never do.
     unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
         .map_err(|e| file::file_err(path, "map", e))
 }
@@ -644,11 +646,12 @@ impl<T: Pod> SharedPool<T> {
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
         let i = h.index();
         self.check_held(i, "get_mut");
-        // SAFETY: i < capacity; the object lies at objects + i * stride inside the mapping,
-        // aligned (stride and the section offset are multiples of align_of::<T>() <= the page
-        // alignment of the mapping). The owner table names us and the handle is borrowed
-        // mutably, so no other reference to the object exists in this process; T: Pod, so any
-        // bytes another process wrote are a valid T.
+        // i < capacity; the object lies at objects + i * stride inside the mapping, aligned
+        // (stride and the section offset are multiples of align_of::<T>() <= the page
+        // alignment of the mapping).
+        // SAFETY: (above) the owner table names us and the handle is borrowed mutably, so no
+        // other reference to the object exists in this process; T: Pod, so any bytes another
+        // process wrote are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
 
