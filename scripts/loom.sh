@@ -12,6 +12,10 @@ cd "$(dirname "$0")/.."
 export RUSTFLAGS="${RUSTFLAGS:-} --cfg loom"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
+# Optimised but quick to build: the models need speed at run time, not full release codegen
+# (cargo builds every dev-dependency for a test target, so this matters on a cold target).
+export CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-0}"
+export CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-16}"
 start=$(date +%s)
 cargo test --release --test loom "$@" -- --nocapture --test-threads=2
 echo "loom: done in $(( $(date +%s) - start )) s"
