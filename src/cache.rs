@@ -222,19 +222,12 @@ impl<E: Copy> Cache<E> {
     /// of exclusive access).
     #[inline(always)]
     pub(crate) unsafe fn get_one(&self, ring: &Ring<E>) -> Option<E> {
-        let len = self.len();
-        if len > 0 {
-            // SAFETY: len - 1 < len <= objs.len() and objs[..len] are initialised.
-            let e = unsafe { self.objs().add(len - 1).read() };
-            self.set_len(len - 1);
-            self.counters.add(Counter::GetSuccessBulk, 1);
-            self.counters.add(Counter::GetSuccessObjs, 1);
-            return Some(e);
-        }
         let mut out = MaybeUninit::<E>::uninit();
-        // SAFETY: out is valid for one write.
-        match unsafe { self.get_bulk_slow(ring, out.as_mut_ptr(), 1) } {
-            // SAFETY: get_bulk_slow wrote the one entry on success.
+        // SAFETY: out is valid for one write; the caller owns the cache. get_bulk writes the
+        // entry exactly when it returns Ok (fast path through `Fast::try_get`, else the slow
+        // path).
+        match unsafe { self.get_bulk(ring, out.as_mut_ptr(), 1) } {
+            // SAFETY: written on success.
             Ok(()) => Some(unsafe { out.assume_init() }),
             Err(_) => None,
         }
@@ -243,17 +236,8 @@ impl<E: Copy> Cache<E> {
     /// Returns one entry to the cache (flushing first if it is full).
     #[inline(always)]
     pub(crate) unsafe fn put_one(&self, ring: &Ring<E>, e: E) {
-        let len = self.len();
-        if len < self.fill_limit as usize {
-            // SAFETY: len < fill_limit <= objs.len().
-            unsafe { self.objs().add(len).write(e) };
-            self.set_len(len + 1);
-            self.counters.add(Counter::PutBulk, 1);
-            self.counters.add(Counter::PutObjs, 1);
-            return;
-        }
-        // SAFETY: &e is valid for one read.
-        unsafe { self.put_bulk_slow(ring, &e, 1) }
+        // SAFETY: &e is valid for one read; the caller owns the cache.
+        unsafe { self.put_bulk(ring, &e, 1) }
     }
 
     /// Takes exactly `n` entries into `dst` or none.
