@@ -12,14 +12,14 @@
 //! other switches apply to both), interleaved, `--reps` times `--duration-ms`, median.
 //!
 //! ```sh
-//! cargo run --release --example pktpipe -- --quick                       # bulk vs per-packet free
-//! cargo run --release --example pktpipe -- --quick --compare prefetch
-//! cargo run --release --example pktpipe -- --quick --compare ring --ring-size 256
-//! cargo run --release --example pktpipe -- --quick --compare pool        # index vs pointer
-//! cargo run --release --example pktpipe -- --quick --compare aa          # A/A noise floor
-//! cargo run --release --example pktpipe -- --pcap tests/data/err-buffertoosmall.pcapng --loops 100
-//! cargo run --release --example pktpipe -- --imix --free per-packet --compare none
-//! cargo run --release --example pktpipe -- --quick --work l2fwd           # MAC swap only
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick                       # bulk vs per-packet free
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare prefetch
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare ring --ring-size 256
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare pool        # index vs pointer
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare aa          # A/A noise floor
+//! cargo run --release -p idxpool-bench --example pktpipe -- --pcap bench/tests/data/err-buffertoosmall.pcapng --loops 100
+//! cargo run --release -p idxpool-bench --example pktpipe -- --imix --free per-packet --compare none
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick --work l2fwd           # MAC swap only
 //! ```
 //!
 //! `--pool pointer` runs the same pipeline on the pointer twin (`idxpool::ptr::Pool`, 8-byte

@@ -11,9 +11,9 @@
 //! * `balanced` (table mode only): no work on either side.
 //!
 //! ```sh
-//! cargo bench --bench handle_ring                    # criterion, short measurement times
-//! cargo bench --bench handle_ring -- table           # side by side: interleaved, median of 5
-//! cargo bench --bench handle_ring -- table 9 128     # 9 reps, ring of 128
+//! cargo bench -p idxpool-bench --bench handle_ring                    # criterion, short measurement times
+//! cargo bench -p idxpool-bench --bench handle_ring -- table           # side by side: interleaved, median of 5
+//! cargo bench -p idxpool-bench --bench handle_ring -- table 9 128     # 9 reps, ring of 128
 //! ```
 //!
 //! Entries moved through the handle ring are handles made with `Handle::from_raw` over an

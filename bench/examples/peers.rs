@@ -7,9 +7,9 @@
 //! the run), and times only steady-state work: never growth or first-touch page faults.
 //!
 //! ```text
-//! cargo run --release --example peers -- --quick                 # < 60 s
-//! cargo run --release --example peers -- --csv target/peers.csv  # ~ minutes; also writes peers.svg
-//! cargo run --release --example peers -- --filter forward,jemalloc --reps 9
+//! cargo run --release -p idxpool-bench --example peers -- --quick                 # < 60 s
+//! cargo run --release -p idxpool-bench --example peers -- --csv target/peers.csv  # ~ minutes; also writes peers.svg
+//! cargo run --release -p idxpool-bench --example peers -- --filter forward,jemalloc --reps 9
 //! ```
 //!
 //! Contenders (names as printed):
@@ -40,7 +40,7 @@
 //! 1 GiB idxpool pool in a random order, hugetlb 2 MiB vs THP vs 4 KiB pages: the TLB effect;
 //! 256 MiB with `--quick`).
 //!
-//! The harness is unit-tested (`cargo test --example peers`): every contender's adapter runs
+//! The harness is unit-tested (`cargo test -p idxpool-bench --example peers`): every contender's adapter runs
 //! every workload through a checker that asserts distinct live objects, intact values and
 //! frees == allocs.
 

@@ -2,8 +2,8 @@
 //! policy, against the floor of a bare `Vec<u32>` used as a LIFO free list.
 //!
 //! ```sh
-//! cargo bench --bench pool                 # everything (about a minute)
-//! cargo bench --bench pool -- bulk32       # one group
+//! cargo bench -p idxpool-bench --bench pool                 # everything (about a minute)
+//! cargo bench -p idxpool-bench --bench pool -- bulk32       # one group
 //! ```
 //!
 //! Groups (each function is named `<pool>/<policy>`, `<pool>` = `index` or `pointer`):

@@ -15,9 +15,9 @@
 //! prefaulted and live across the cells of a group).
 //!
 //! ```sh
-//! cargo run --release --example mempool_perf                 # full matrix (~21 min on 2 cores)
-//! cargo run --release --example mempool_perf -- --quick      # representative subset (< 60 s)
-//! cargo run --release --example mempool_perf -- --filter "cache=512 cores=1" --csv out.csv
+//! cargo run --release -p idxpool-bench --example mempool_perf                 # full matrix (~21 min on 2 cores)
+//! cargo run --release -p idxpool-bench --example mempool_perf -- --quick      # representative subset (< 60 s)
+//! cargo run --release -p idxpool-bench --example mempool_perf -- --filter "cache=512 cores=1" --csv out.csv
 //! ```
 //!
 //! Output: progress on stderr; on stdout a table per flush policy, each pool's backing, and last
