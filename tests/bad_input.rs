@@ -193,7 +193,7 @@ fn require_hugetlb_2m_follows_the_reserve() {
     match (free, r) {
         (Some(0), Err(PoolError::BackingUnavailable { backing, .. })) => {
             assert_eq!(backing, Backing::Hugetlb2M);
-            eprintln!("HugePages_Free is 0: Require(Hugetlb2M) correctly refused");
+            eprintln!("no free 2 MiB hugepages: Require(Hugetlb2M) correctly refused");
         }
         (Some(n), Ok(rep)) if n > 0 => {
             assert_eq!(rep.backing, Backing::Hugetlb2M);
@@ -204,8 +204,8 @@ fn require_hugetlb_2m_follows_the_reserve() {
             // Pages may be reserved but not usable by this process (cgroup hugetlb limits).
             eprintln!("skip: {n} free 2 MiB pages reported, but the mapping failed: {e}");
         }
-        (None, r) => eprintln!("skip: no HugePages_Free in /proc/meminfo ({:?})", r.is_ok()),
-        (free, r) => panic!("HugePages_Free {free:?} but Require(Hugetlb2M) gave {r:?}"),
+        (None, r) => eprintln!("skip: no 2 MiB hugetlb counter in sysfs ({:?})", r.is_ok()),
+        (free, r) => panic!("free 2 MiB hugepages {free:?} but Require(Hugetlb2M) gave {r:?}"),
     }
 }
 
@@ -215,7 +215,7 @@ fn hugetlb_pools_work_when_pages_are_reserved() {
     match idxpool::region::free_hugepages_2m() {
         Some(n) if n >= 2 => {}
         other => {
-            eprintln!("skip: needs 2 free 2 MiB hugepages, HugePages_Free = {other:?}");
+            eprintln!("skip: needs 2 free 2 MiB hugepages, free_hugepages = {other:?}");
             return;
         }
     }
