@@ -7,7 +7,6 @@
 //! message otherwise. (The shared-region variants `LayoutMismatch`, `FingerprintMismatch`,
 //! `SharedFile`, `NoProcessSlot` belong to `idxpool::shared` and are tested with it.)
 
-use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
@@ -562,13 +561,13 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     idxpool::brand!(InitPanics);
     let made = AtomicUsize::new(0);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        PoolBuilder::<Counted>::with_init(10, |i, slot: &mut MaybeUninit<Counted>| {
+        PoolBuilder::<Counted>::with_init(10, |i, slot| {
             if i == 6 {
                 panic!("init of object {i} failed");
             }
             LIVE.fetch_add(1, SeqCst);
             made.fetch_add(1, SeqCst);
-            slot.write(Counted(i as u64));
+            slot.write(Counted(i as u64))
         })
         .cache_size(2)
         .build::<InitPanics>()
@@ -585,9 +584,9 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     assert!(!<InitPanics as idxpool::NamedBrand>::slot().is_live());
     // The brand is free again: a pool of it can be built.
     LIVE.store(0, SeqCst);
-    let pool = PoolBuilder::<Counted>::with_init(10, |i, slot| {
+    let pool = PoolBuilder::<Counted>::with_fn(10, |i| {
         LIVE.fetch_add(1, SeqCst);
-        slot.write(Counted(i as u64));
+        Counted(i as u64)
     })
     .cache_size(2)
     .build::<InitPanics>()
