@@ -5,7 +5,7 @@
 # the cells and the seconds on its command line) against the installed dpdk-dev, then runs, per
 # cell, interleaved: DPDK C, idxpool (index pool and pointer twin, mempool_perf), DPDK C,
 # idxpool, ... (--rounds times), and joins them (bench/examples/dpdk_join.rs):
-#   cell | DPDK C | index | pointer | index/DPDK | ptr/DPDK | A/A | [floors]
+#   cell | DPDK C | index | pointer | index/DPDK | ptr/DPDK | A/A C | A/A idx | [floors]
 # then a verdict line (geomeans, cells won, issue 16's targets). The DPDK C side stays one
 # process (EAL initialised once, cells fed on its stdin); idxpool runs once per cell and round.
 #
@@ -153,10 +153,10 @@ else
   matrix_args=()
   [ "$matrix" = 2607 ] && matrix_args=(--matrix 2607)
   est=$(awk -v n="${#cells[@]}" -v r="$rounds" -v s="$seconds" -v ms="$cell_ms" -v reps="$reps" \
-    'BEGIN { printf "%.0f", n * r * (s + 0.1 + 2 * (reps + 1) * ms / 1000) / 60 + 0.5 }')
+    'BEGIN { printf "%.0f", n * r * (s + 0.1 + 3 * (reps + 1) * ms / 1000) / 60 + 0.5 }')
   echo "compare-dpdk: ${#cells[@]} cells x $rounds rounds (DPDK $dpdk_version C: ${seconds}s, idxpool: $reps x ${cell_ms}ms per pool), clock $clock, ~$est min" >&2
   echo "compare-dpdk: DPDK C: $harness ${eal[*]} -- --matrix $matrix --seconds $seconds --clock $clock --stdin" >&2
-  echo "compare-dpdk: idxpool: $perf_bin --cores N --filter CELL --cell-ms $cell_ms --reps $reps --clock $clock --stride 2112 ${matrix_args[*]} ${policy_args[*]} ${extra[*]}" >&2
+  echo "compare-dpdk: idxpool: $perf_bin --full --cores N --filter CELL --cell-ms $cell_ms --reps $reps --clock $clock --stride 2112 ${matrix_args[*]} ${policy_args[*]} ${extra[*]}" >&2
 
   # ---- run, interleaved per cell ----------------------------------------------------------------
   dpdk_log="$out/dpdk.log"
@@ -193,7 +193,7 @@ else
       done
       [[ $line == *rate_persec=* ]] || die "the DPDK harness stopped (see $out/dpdk.stderr)"
       echo "$line" >>"$dpdk_log"
-      (cd "$repo" && "$perf_bin" --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
+      (cd "$repo" && "$perf_bin" --full --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
         --clock "$clock" --stride 2112 "${matrix_args[@]}" "${policy_args[@]}" "${extra[@]}" --csv "$tmp" \
         >"$out/idxpool.txt" 2>"$out/idxpool.stderr") ||
         { cat "$out/idxpool.stderr" >&2; die "mempool_perf failed on $label"; }

@@ -11,21 +11,22 @@
 //! - `--dpdk FILE`: any text holding result lines, in 22.11's format (`mempool_autotest
 //!   cache=512 cores=1 n_get_bulk=32 n_put_bulk=32 n_keep=512 constant_n=0 rate_persec=N`) or
 //!   26.07's (padded values, `n_max_bulk=` for the random-bulk pass). Several lines of one cell
-//!   are rounds (their median is the rate; the first two halves give the A/A column). In a
+//!   are rounds (their median is the rate; odd and even rounds give the A/A column). In a
 //!   `dpdk-test` log, lines under a `start performance test ... (with cache)` header are the
 //!   per-lcore cache, `(with user-owned cache)` the user-owned one, other headers (no cache,
 //!   another ops) are skipped for cache > 0; lines before any header count as per-lcore cache.
 //! - `--idxpool FILE`: `mempool_perf --csv` rows (header `pool,policy,cache,cores,n_get_bulk,
 //!   n_put_bulk,n_keep,constant_n,touch,rate_per_sec`, optional `n_max_bulk`; repeated headers of
-//!   concatenated files are skipped). Pools `index`, `pointer`, and the floors `floor32`,
+//!   concatenated files are skipped). Pools `index`, `pointer`, `index-aa` (A/A), and the floors `floor32`,
 //!   `floor64` (bare LIFO arrays of u32 / u64) when present; `touch=1` rows are skipped (DPDK does
 //!   not touch objects). Several rows of one pool and cell are rounds (median).
 //!
 //! Output (stdout): one row per cell present on both sides, rates in millions of objects per
-//! second, `index/DPDK`, `pointer/DPDK`, `A/A` (DPDK's first-half rounds over its second-half
-//! rounds: the noise of measuring the same thing twice; `-` with one round), `index/floor`
+//! second, `index/DPDK`, `pointer/DPDK`, `A/A C` (DPDK's rounds at odd positions over those at
+//! even positions: the noise of measuring the same thing twice; `-` with one round), `A/A idx`
+//! (the index pool over its `index-aa` copy, measured in the same runs), `index/floor`
 //! when floors are present, and a mark: `+` index at or above DPDK, `-` below it, `~` below it
-//! by less than the cell's A/A noise. Then the verdict: geomeans per core count, cells won, and
+//! by less than the cell's A/A noise (the larger of the two A/A). Then the verdict: geomeans per core count, cells won, and
 //! the targets of issue 16 (every cell >= 1, geomean >= 1.5, bulk-32 cells within 1.3x of the
 //! floor), each "met" or "missed" with the missing cells. Exit status 0, 1 when nothing could be
 //! joined or a file is unreadable, 2 on bad arguments.
@@ -271,6 +272,8 @@ struct Row {
     index: f64,
     pointer: Option<f64>,
     aa: Option<f64>,
+    /// idxpool's own A/A: the index pool over its second copy (`index-aa` rows).
+    index_aa: Option<f64>,
     floor32: Option<f64>,
     floor64: Option<f64>,
 }
@@ -280,9 +283,10 @@ impl Row {
         self.index / self.dpdk
     }
 
-    /// The cell's noise: |log A/A| (0 without rounds).
+    /// The cell's noise: the larger |log A/A| of the two sides (0 when neither is known).
     fn noise(&self) -> f64 {
-        self.aa.map_or(0.0, |a| a.ln().abs())
+        let n = |a: Option<f64>| a.map_or(0.0, |a| a.ln().abs());
+        n(self.aa).max(n(self.index_aa))
     }
 
     /// `+` index >= DPDK, `~` below by less than the A/A noise, `-` below.
@@ -325,6 +329,7 @@ fn join(dpdk_log: &[(Section, Cell, f64)], idx: &IdxRows, cache: Option<u32>) ->
                 index,
                 pointer: med("pointer", cell),
                 aa: aa_ratio(r),
+                index_aa: med("index-aa", cell).map(|a| index / a),
                 floor32: med("floor32", cell),
                 floor64: med("floor64", cell),
             })
@@ -356,8 +361,8 @@ fn format_table(rows: &[Row], title: &str) -> String {
     }
     let _ = write!(
         out,
-        "{:<48} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
-        "cell", "DPDK C", "index", "pointer", "index/DPDK", "ptr/DPDK", "A/A"
+        "{:<48} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7}",
+        "cell", "DPDK C", "index", "pointer", "index/DPDK", "ptr/DPDK", "A/A C", "A/A idx"
     );
     if floors {
         let _ = write!(
@@ -370,7 +375,7 @@ fn format_table(rows: &[Row], title: &str) -> String {
     for r in rows {
         let _ = write!(
             out,
-            "{:<48} {:>10.1} {:>10.1} {:>10} {:>9.3}{} {:>10} {:>7}",
+            "{:<48} {:>10.1} {:>10.1} {:>10} {:>9.3}{} {:>10} {:>7} {:>7}",
             r.cell.label(),
             r.dpdk / 1e6,
             r.index / 1e6,
@@ -379,6 +384,7 @@ fn format_table(rows: &[Row], title: &str) -> String {
             r.mark(),
             opt(r.pointer.map(|p| p / r.dpdk), 1.0, 3),
             opt(r.aa, 1.0, 3),
+            opt(r.index_aa, 1.0, 3),
         );
         if floors {
             let _ = write!(
@@ -419,7 +425,7 @@ fn verdict(rows: &[Row]) -> String {
     let ties = rows.iter().filter(|r| r.mark() == '~').count();
     let mut noise: Vec<f64> = rows
         .iter()
-        .filter(|r| r.aa.is_some())
+        .filter(|r| r.aa.is_some() || r.index_aa.is_some())
         .map(Row::noise)
         .collect();
     noise.sort_by(f64::total_cmp);
@@ -685,6 +691,15 @@ mod tests {
         assert!(v.starts_with("verdict: index/DPDK geomean "), "{v}");
         assert!(v.contains("target geomean >= 1.5: "));
         assert!(v.contains("no floor column"));
+        // The A/A copy of the index pool (mempool_perf's `index-aa` rows) gives `A/A idx`.
+        let aa_csv = format!(
+            "{IDX_CSV}pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,rate_per_sec\n\
+             index-aa,dpdk2607,512,1,1,1,128,0,0,600000000\n"
+        );
+        let rows_aa = join(&log, &parse_idx_csv(&aa_csv).unwrap(), None);
+        let aa = rows_aa[0].index_aa.unwrap();
+        assert!((aa - rows_aa[0].index / 600e6).abs() < 1e-12);
+        assert!(rows_aa[1..].iter().all(|r| r.index_aa.is_none()));
         // Filtering on a cache size nobody measured leaves nothing.
         assert!(join(&log, &idx, Some(0)).is_empty());
     }
@@ -702,12 +717,15 @@ mod tests {
             index: 95.0,
             pointer: None,
             aa: Some(1.1),
+            index_aa: None,
             floor32: None,
             floor64: None,
         };
         assert_eq!(r.mark(), '~');
         r.aa = Some(1.01);
         assert_eq!(r.mark(), '-');
+        r.index_aa = Some(0.9);
+        assert_eq!(r.mark(), '~', "idxpool's own noise counts too");
         r.index = 100.0;
         assert_eq!(r.mark(), '+');
     }
@@ -720,6 +738,7 @@ mod tests {
             index: 100.0 * ratio,
             pointer: Some(100.0),
             aa: Some(1.0),
+            index_aa: Some(1.0),
             floor32: Some(100.0 * ratio * floor),
             floor64: None,
         };
