@@ -4,7 +4,7 @@
 # data-race detector, bad input, debug checks), with small sizes.
 #
 # Usage: scripts/miri.sh [extra cargo-miri-test args]     (about 5.5 min warm, 9 min cold)
-#        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks only)
+#        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks + runtime_pools)
 # Needs: rustup component add --toolchain nightly miri rust-src
 #
 # Under cfg(miri) the region uses the heap backing (Miri interprets no mmap flags but
@@ -24,9 +24,10 @@ cargo +nightly miri test --lib "$@" -- \
   --skip every_policy_conserves_and_respects_its_limit
 if [ "${MIRI_QUICK:-0}" = 1 ]; then
   # CI subset: the multi-threaded stress (data races) and the debug checks, ~1.5 min warm.
-  cargo +nightly miri test "$@" --test stress --test debug_checks
+  cargo +nightly miri test "$@" --test stress --test debug_checks --test runtime_pools
 else
   cargo +nightly miri test "$@" \
-    --test model --test stress --test bad_input --test debug_checks --test pool_basics
+    --test model --test stress --test bad_input --test debug_checks --test pool_basics \
+    --test runtime_pools
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"
