@@ -23,11 +23,13 @@ cargo +nightly miri test --lib "$@" -- \
   --skip shared:: \
   --skip every_policy_conserves_and_respects_its_limit
 if [ "${MIRI_QUICK:-0}" = 1 ]; then
-  # CI subset: the multi-threaded stress (data races) and the debug checks, ~1.5 min warm.
-  cargo +nightly miri test "$@" --test stress --test debug_checks --test runtime_pools
+  # CI subset: the multi-threaded stress (data races), the debug checks, the soundness
+  # regressions of issue 10 and the run-time pools of issue 11, ~1.5 min warm.
+  cargo +nightly miri test "$@" --test stress --test debug_checks --test soundness \
+    --test runtime_pools
 else
   cargo +nightly miri test "$@" \
     --test model --test stress --test bad_input --test debug_checks --test pool_basics \
-    --test runtime_pools
+    --test soundness --test runtime_pools
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

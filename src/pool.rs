@@ -72,25 +72,61 @@ pub(crate) struct Shared<E> {
 }
 
 impl<E: Copy + Send + 'static> Shared<E> {
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when the slot array of `max_threads` slots cannot be
+    /// allocated (fallible reserve: never an abort); the builder bounds `max_threads` first.
     pub(crate) fn new(
         ring: Ring<E>,
         max_threads: usize,
         cache_size: u32,
         policy: FlushPolicy,
-    ) -> Self {
-        Shared {
+    ) -> Result<Self, PoolError> {
+        let mut slots: Vec<ThreadSlot<E>> = Vec::new();
+        slots.try_reserve_exact(max_threads).map_err(|e| {
+            PoolError::overflow(format!(
+                "{max_threads} thread cache slots cannot be allocated: {e}"
+            ))
+        })?;
+        slots.extend((0..max_threads).map(|_| ThreadSlot {
+            cache: AtomicPtr::new(std::ptr::null_mut()),
+            lock: AtomicBool::new(false),
+        }));
+        Ok(Shared {
             ring,
-            slots: (0..max_threads)
-                .map(|_| ThreadSlot {
-                    cache: AtomicPtr::new(std::ptr::null_mut()),
-                    lock: AtomicBool::new(false),
-                })
-                .collect(),
+            slots: slots.into_boxed_slice(),
             explicit: Mutex::new(Vec::new()),
             cache_size,
             policy,
             uncached: Counters::default(),
-        }
+        })
+    }
+
+    /// Takes every thread slot lock (in slot order, as the pool's drop does) and then the
+    /// registry lock, and calls `f` with every live cache and the ring. While they are held no
+    /// exit flush can move entries between a cache and the ring (an exit flush holds its slot's
+    /// lock from taking the cache out until its entries are in the ring), so with `&mut` on the
+    /// pool (no other user) `f` sees one consistent snapshot. Lock order: slot locks before the
+    /// registry; an exit flush takes only its own slot lock, so no cycle.
+    pub(crate) fn with_all_locked<X>(
+        &self,
+        f: impl FnOnce(&mut dyn FnMut(&mut dyn FnMut(String, &Cache<E>))) -> X,
+    ) -> X {
+        let guards: Vec<SlotGuard<'_, E>> = self.slots.iter().map(|s| s.lock()).collect();
+        let reg = self.explicit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut visit = |g: &mut dyn FnMut(String, &Cache<E>)| {
+            for (tid, guard) in guards.iter().enumerate() {
+                let p = guard.0.cache.load(Ordering::Acquire);
+                if !p.is_null() {
+                    // SAFETY: non-null slot caches are live until freed under this (held) lock.
+                    g(format!("thread {tid}"), unsafe { &*p });
+                }
+            }
+            for (i, c) in reg.iter().enumerate() {
+                // SAFETY: registered caches are live until unregistered under this (held) lock.
+                g(format!("local {i}"), unsafe { c.0.as_ref() });
+            }
+        };
+        f(&mut visit)
     }
 
     /// Calls `f` with every cache (implicit under its slot lock, explicit under the registry
@@ -165,11 +201,16 @@ pub struct GenericPool<T, B, R: Repr> {
     name: String,
     brand: Option<&'static BrandSlot>,
     region: Region,
-    _marker: PhantomData<(Invariant<B>, T)>,
+    /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
+    _marker: PhantomData<(T, Invariant<T>, Invariant<B>)>,
 }
 
-/// Invariant in `B`, and `Send + Sync` whatever `B` is.
-type Invariant<B> = fn(B) -> B;
+/// Invariant in its parameter, and `Send + Sync` whatever it is. The pool hands out `&mut T`
+/// from `&self`, so `T` must be invariant (as in `Cell<T>`): were the pool covariant,
+/// `&Pool<&'static str, B>` would coerce to `&Pool<&'a str, B>`, a short-lived `&str` could be
+/// written into an object through it, and the original type would read it back as
+/// `&'static str` after it was freed (tests/ui/variance_pool.rs).
+pub(crate) type Invariant<X> = fn(X) -> X;
 
 // SAFETY: the pool hands each object to one handle owner at a time; sharing &pool between
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
@@ -186,12 +227,8 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         shared: Arc<Shared<R::Entry>>,
         name: String,
         brand: Option<&'static BrandSlot>,
+        states: Option<Box<[std::sync::atomic::AtomicU8]>>,
     ) -> Self {
-        let states = DEBUG_CHECKS.then(|| {
-            (0..geometry.capacity)
-                .map(|_| std::sync::atomic::AtomicU8::new(STATE_FREE))
-                .collect()
-        });
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         GenericPool {
             geometry,
@@ -203,6 +240,27 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
             region,
             _marker: PhantomData,
         }
+    }
+
+    /// The per-object state bytes of the debug checks (`None` when they are off), allocated
+    /// fallibly: a pool of 4 G objects must not abort the process here.
+    ///
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when the array cannot be allocated.
+    pub(crate) fn alloc_states(
+        capacity: u32,
+    ) -> Result<Option<Box<[std::sync::atomic::AtomicU8]>>, PoolError> {
+        if !DEBUG_CHECKS {
+            return Ok(None);
+        }
+        let mut v: Vec<std::sync::atomic::AtomicU8> = Vec::new();
+        v.try_reserve_exact(capacity as usize).map_err(|e| {
+            PoolError::overflow(format!(
+                "debug-check states of {capacity} objects cannot be allocated: {e}"
+            ))
+        })?;
+        v.extend((0..capacity).map(|_| std::sync::atomic::AtomicU8::new(STATE_FREE)));
+        Ok(Some(v.into_boxed_slice()))
     }
 
     // ---- geometry and configuration -------------------------------------------------------
@@ -793,34 +851,42 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
                 None
             }
         };
-        self.shared.for_each_cache(|label, c| {
-            if c.len() > c.fill_limit() as usize {
-                problem.get_or_insert(format!(
-                    "{label}: holds {} above its threshold {}",
-                    c.len(),
-                    c.fill_limit()
-                ));
-            }
-            for &e in c.entries() {
-                if let Some(p) = mark(e, &mut seen, &label) {
-                    problem.get_or_insert(p);
-                }
-            }
-            in_caches += c.len();
-            cache_lens.push((label, c.len()));
-        });
-        // Drain the ring and put everything back in order (quiescent: &mut self).
+        // One consistent snapshot: every slot lock and the registry lock stay held while the
+        // caches are read and the ring is drained and refilled. Thread-exit flushes run in TLS
+        // destructors (possibly after a `thread::scope` ended, so concurrently with this
+        // `&mut self`); one of them moving a cache already read into the ring not yet read
+        // made the audit report "object named twice" that was not (tests/soundness.rs).
         let ring = &self.shared.ring;
-        let n = ring.count();
-        let mut buf: Vec<R::Entry> = Vec::with_capacity(n);
-        // SAFETY: buf has capacity n.
-        let got = unsafe { ring.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
-        // SAFETY: `got` entries were written.
-        unsafe { buf.set_len(got) };
-        let back = ring.enqueue(&buf, Behavior::Bulk).n;
-        if back != got {
-            problem.get_or_insert(format!("ring: could not restore {got} entries"));
-        }
+        let buf = self.shared.with_all_locked(|visit| {
+            visit(&mut |label, c| {
+                if c.len() > c.fill_limit() as usize {
+                    problem.get_or_insert(format!(
+                        "{label}: holds {} above its threshold {}",
+                        c.len(),
+                        c.fill_limit()
+                    ));
+                }
+                for &e in c.entries() {
+                    if let Some(p) = mark(e, &mut seen, &label) {
+                        problem.get_or_insert(p);
+                    }
+                }
+                in_caches += c.len();
+                cache_lens.push((label, c.len()));
+            });
+            // Drain the ring and put everything back in order (nobody else can reach it now).
+            let n = ring.count();
+            let mut buf: Vec<R::Entry> = Vec::with_capacity(n);
+            // SAFETY: buf has capacity n.
+            let got = unsafe { ring.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
+            // SAFETY: `got` entries were written.
+            unsafe { buf.set_len(got) };
+            let back = ring.enqueue(&buf, Behavior::Bulk).n;
+            if back != got {
+                problem.get_or_insert(format!("ring: could not restore {got} entries"));
+            }
+            buf
+        });
         for &e in &buf {
             if let Some(p) = mark(e, &mut seen, "ring") {
                 problem.get_or_insert(p);
@@ -941,6 +1007,41 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     }
 }
 
+/// Drops objects `from..to` in place, and keeps dropping after a panicking `T::drop`, as `Vec`
+/// does: the rest are dropped while the panic unwinds (a second panic then aborts, as for a
+/// panic in any destructor during unwinding), and the panic goes on to the caller.
+///
+/// # Safety
+/// Objects `from..to` of `g` are initialised, dropped by nobody else, and not used afterwards.
+pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
+    struct Rest<'g, T> {
+        g: &'g Geometry,
+        next: u32,
+        to: u32,
+        _t: PhantomData<T>,
+    }
+    impl<T> Drop for Rest<'_, T> {
+        fn drop(&mut self) {
+            // Reached only while unwinding from the panicking drop of object `next - 1`.
+            // SAFETY: objects next..to are still initialised and not yet dropped.
+            unsafe { drop_objects::<T>(self.g, self.next, self.to) };
+        }
+    }
+    let mut rest = Rest::<T> {
+        g,
+        next: from,
+        to,
+        _t: PhantomData,
+    };
+    while rest.next < rest.to {
+        let i = rest.next;
+        rest.next += 1;
+        // SAFETY: forwarded from the caller: object i is initialised and dropped only here.
+        unsafe { std::ptr::drop_in_place(g.ptr_of_index(i).cast::<T>()) };
+    }
+    std::mem::forget(rest);
+}
+
 impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
@@ -962,12 +1063,9 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
             slot.release(free == self.geometry.capacity as usize);
         }
         if std::mem::needs_drop::<T>() {
-            let g = self.geometry;
-            for i in 0..g.capacity {
-                // SAFETY: every object was initialised at creation and is dropped once here;
-                // no reference to it can outlive the pool (all borrow &self).
-                unsafe { std::ptr::drop_in_place(g.ptr_of_index(i).cast::<T>()) };
-            }
+            // SAFETY: every object was initialised at creation and is dropped once here; no
+            // reference to it can outlive the pool (all borrow &self).
+            unsafe { drop_objects::<T>(&self.geometry, 0, self.geometry.capacity) };
         }
         // The region unmaps after this (field drop order).
     }

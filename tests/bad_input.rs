@@ -7,7 +7,6 @@
 //! message otherwise. (The shared-region variants `LayoutMismatch`, `FingerprintMismatch`,
 //! `SharedFile`, `NoProcessSlot` belong to `idxpool::shared` and are tested with it.)
 
-use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
@@ -194,7 +193,7 @@ fn require_hugetlb_2m_follows_the_reserve() {
     match (free, r) {
         (Some(0), Err(PoolError::BackingUnavailable { backing, .. })) => {
             assert_eq!(backing, Backing::Hugetlb2M);
-            eprintln!("HugePages_Free is 0: Require(Hugetlb2M) correctly refused");
+            eprintln!("no free 2 MiB hugepages: Require(Hugetlb2M) correctly refused");
         }
         (Some(n), Ok(rep)) if n > 0 => {
             assert_eq!(rep.backing, Backing::Hugetlb2M);
@@ -205,8 +204,8 @@ fn require_hugetlb_2m_follows_the_reserve() {
             // Pages may be reserved but not usable by this process (cgroup hugetlb limits).
             eprintln!("skip: {n} free 2 MiB pages reported, but the mapping failed: {e}");
         }
-        (None, r) => eprintln!("skip: no HugePages_Free in /proc/meminfo ({:?})", r.is_ok()),
-        (free, r) => panic!("HugePages_Free {free:?} but Require(Hugetlb2M) gave {r:?}"),
+        (None, r) => eprintln!("skip: no 2 MiB hugetlb counter in sysfs ({:?})", r.is_ok()),
+        (free, r) => panic!("free 2 MiB hugepages {free:?} but Require(Hugetlb2M) gave {r:?}"),
     }
 }
 
@@ -216,7 +215,7 @@ fn hugetlb_pools_work_when_pages_are_reserved() {
     match idxpool::region::free_hugepages_2m() {
         Some(n) if n >= 2 => {}
         other => {
-            eprintln!("skip: needs 2 free 2 MiB hugepages, HugePages_Free = {other:?}");
+            eprintln!("skip: needs 2 free 2 MiB hugepages, free_hugepages = {other:?}");
             return;
         }
     }
@@ -562,13 +561,13 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     idxpool::brand!(InitPanics);
     let made = AtomicUsize::new(0);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        PoolBuilder::<Counted>::with_init(10, |i, slot: &mut MaybeUninit<Counted>| {
+        PoolBuilder::<Counted>::with_init(10, |i, slot| {
             if i == 6 {
                 panic!("init of object {i} failed");
             }
             LIVE.fetch_add(1, SeqCst);
             made.fetch_add(1, SeqCst);
-            slot.write(Counted(i as u64));
+            slot.write(Counted(i as u64))
         })
         .cache_size(2)
         .build::<InitPanics>()
@@ -585,9 +584,9 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     assert!(!<InitPanics as idxpool::NamedBrand>::slot().is_live());
     // The brand is free again: a pool of it can be built.
     LIVE.store(0, SeqCst);
-    let pool = PoolBuilder::<Counted>::with_init(10, |i, slot| {
+    let pool = PoolBuilder::<Counted>::with_fn(10, |i| {
         LIVE.fetch_add(1, SeqCst);
-        slot.write(Counted(i as u64));
+        Counted(i as u64)
     })
     .cache_size(2)
     .build::<InitPanics>()
