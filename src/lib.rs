@@ -73,7 +73,7 @@ pub use handle_ring::HandleRing;
 pub use local::LocalCache;
 pub use pool::{GenericPool, Resolver, DEBUG_CHECKS};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
-pub use repr::{Index, Pointer};
+pub use repr::{Index, Offset, Pointer};
 pub use stats::Stats;
 
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools.

@@ -302,7 +302,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         &self.name
     }
 
-    /// `"index"` or `"pointer"`.
+    /// The entry representation: `"offset"`, `"index"` or `"pointer"`.
     pub fn repr_name(&self) -> &'static str {
         R::NAME
     }
