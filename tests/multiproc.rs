@@ -153,6 +153,7 @@ fn child_entry() {
         "hold" => child_hold(&name),
         "churn" => child_churn(&name),
         "victim" => child_victim(&name),
+        "truncate" => child_truncate(&name),
         "attach" => match SharedPool::<Obj>::attach(&name, fp()) {
             Ok(p) => println!("MP:OK slot {}", p.slot()),
             Err(PoolError::SharedFile { op, source, .. }) => {
@@ -312,6 +313,27 @@ fn child_victim(name: &str) {
     pool.reclaim_dead();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64);
     pool_workload(&pool, &mut rng, true, &|| false);
+}
+
+/// A misbehaving peer: tries to shrink the region file (`set_len(0)`), to re-create it with
+/// `O_TRUNC`, then replaces the name by an empty file. Prints what each attempt gave.
+fn child_truncate(name: &str) {
+    let path = std::path::Path::new("/dev/shm").join(name);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let shrink = f.set_len(0).map_err(|e| e.kind());
+    let otrunc = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .map(|_| ())
+        .map_err(|e| e.kind());
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"not a pool").unwrap();
+    println!("MP:TRUNC {shrink:?} {otrunc:?}");
 }
 
 /// Attaches and detaches in a loop, touching a few objects each time.
@@ -1101,4 +1123,47 @@ fn kill9_at_any_point_never_wedges_or_loses() {
     }
     println!("kills by point (0 = random moment): {by_point:?}");
     assert_eq!(by_point.iter().sum::<u32>(), kills);
+}
+
+/// Issue 15: a peer that truncates the region (or re-creates its file with `O_TRUNC`, or
+/// replaces the name) cannot crash the processes attached to it: the region is a sealed memfd,
+/// so both attempts fail with `EPERM`, and the others go on working on their mappings.
+#[test]
+fn truncation_by_a_peer_cannot_crash_the_others() {
+    let g = Names::new("truncate");
+    let o = opts().backing(SharedBackingPolicy::Require(SharedBacking::Shm));
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), o).unwrap();
+    assert!(pool.is_sealed());
+    let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    assert!(other.is_sealed());
+    let mut held = Vec::new();
+    pool.get_bulk(&mut held, 40).unwrap();
+    for (i, h) in held.iter_mut().enumerate() {
+        pool.get_mut(h).value = 1000 + i as u64;
+    }
+    let mut c = ChildGuard::spawn("truncate", &[(NAME, g.name.clone())]);
+    let l = c.line();
+    c.wait_success();
+    assert_eq!(
+        l, "TRUNC Err(PermissionDenied) Err(PermissionDenied)",
+        "the peer could shrink the region"
+    );
+    // Every page of the region is still there: touch all objects and every ring.
+    for (i, h) in held.iter_mut().enumerate() {
+        assert_eq!(pool.get_ref(h).value, 1000 + i as u64);
+    }
+    pool.send_bulk(0, &mut held);
+    let mut got = Vec::new();
+    assert_eq!(other.recv_burst(0, &mut got, 64), 40);
+    other.put_bulk(&mut got);
+    other.flush();
+    let mut all = Vec::new();
+    pool.get_bulk(&mut all, 64).unwrap();
+    for h in all.iter_mut() {
+        pool.get_mut(h).seq = 7;
+    }
+    pool.put_bulk(&mut all);
+    assert!(pool.audit().is_consistent());
+    // The name now belongs to the peer's file: new attaches get a typed error, not a crash.
+    assert!(SharedPool::<Obj>::attach(&g.name, fp()).is_err());
 }

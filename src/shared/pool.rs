@@ -74,8 +74,18 @@ impl<T: Pod> SharedPool<T> {
     /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
     /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
     /// created (`AlreadyExists` if the name is taken: remove a stale one with
-    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full) or
-    /// mapped.
+    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full),
+    /// sealed or mapped.
+    ///
+    /// # Backing
+    /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
+    /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
+    /// and `name` is a symbolic link to `/proc/<creator pid>/fd/<fd>`: attaching opens it like
+    /// a file, but nobody can truncate the region (issue 15; [`SharedPool::is_sealed`]). The
+    /// name works while the creator's pool lives, which the default `unlink_on_drop` implies.
+    /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
+    /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
+    /// regular file at `name`, which a peer with write access could truncate.
     pub fn create(
         name: &str,
         capacity: u32,
@@ -132,8 +142,16 @@ impl<T: Pod> SharedPool<T> {
             }
         };
         let mut last = None;
-        for (i, (path, _)) in order.iter().enumerate() {
-            match Self::create_at(path, &params, &sections, fingerprint, ident, &opts) {
+        for (i, (path, backing)) in order.iter().enumerate() {
+            match Self::create_at(
+                path,
+                *backing,
+                &params,
+                &sections,
+                fingerprint,
+                ident,
+                &opts,
+            ) {
                 Ok(pool) => return Ok(pool),
                 // Auto: a hugetlbfs that cannot hold the region falls back to /dev/shm.
                 Err(e) if i + 1 < order.len() && !is_exists(&e) => last = Some(e),
@@ -143,27 +161,47 @@ impl<T: Pod> SharedPool<T> {
         Err(last.unwrap_or_else(|| PoolError::config("no place for the shared region")))
     }
 
+    /// Creates the region for candidate `path`: a sealed memfd published as a link at `path`
+    /// when only this user may attach (mode without group/other bits, the default 0600) and
+    /// the name goes with the creator (`unlink_on_drop`, the default); else a regular file
+    /// built under a temporary name and linked at `path` (which a peer with write access
+    /// could truncate: see DESIGN.md, threat model).
     fn create_at(
         path: &Path,
+        backing: SharedBacking,
         params: &Params,
         sections: &Sections,
         fingerprint: u64,
         ident: ProcessId,
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
+        if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
+            let r = file::SealedRegion::create(
+                path,
+                sections.end,
+                opts.mode,
+                backing == SharedBacking::Hugetlbfs,
+            )?;
+            let map = map_file(&r.file, r.len, path)?;
+            let mut pool = Self::from_map(
+                map,
+                Self::new_header(params, sections, fingerprint, ident),
+                path.to_path_buf(),
+                r.file,
+                r.backing,
+                r.page,
+                ident,
+            )?;
+            pool.init_region();
+            file::publish_link(&pool.file, path)?;
+            pool.primary = true;
+            pool.unlink_on_drop = opts.unlink_on_drop;
+            pool.claim_slot()?;
+            return Ok(pool);
+        }
         let tmp = TempFile::create(path, sections.end, opts.mode)?;
         let map = map_file(&tmp.file, tmp.len, &tmp.tmp)?;
-        let header = Header {
-            magic: MAGIC,
-            version: VERSION,
-            header_size: size_of::<Header>() as u32,
-            fingerprint,
-            params: *params,
-            sections: *sections,
-            creator_pid: ident.pid,
-            _pad: 0,
-            creator_start: ident.start_time,
-        };
+        let header = Self::new_header(params, sections, fingerprint, ident);
         let mut pool = Self::from_map(
             map,
             header,
@@ -175,23 +213,47 @@ impl<T: Pod> SharedPool<T> {
             tmp.page,
             ident,
         )?;
-        // SAFETY: the region is ours alone until published: no other process can map it yet.
-        // The header is written at offset 0 of the mapping (page-aligned, large enough).
-        unsafe { pool.base.as_ptr().cast::<Header>().write(header) };
-        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
-        // process slots free with idle records, stats 0. The common ring gets every object.
-        for i in 0..params.capacity {
-            pool.ring.slot(i).store(i, Ordering::Relaxed);
-        }
-        pool.ring
-            .st()
-            .tail
-            .store(params.capacity, Ordering::Release);
+        pool.init_region();
         pool.file = tmp.publish(path)?;
         pool.primary = true;
         pool.unlink_on_drop = opts.unlink_on_drop;
         pool.claim_slot()?;
         Ok(pool)
+    }
+
+    fn new_header(
+        params: &Params,
+        sections: &Sections,
+        fingerprint: u64,
+        ident: ProcessId,
+    ) -> Header {
+        Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: size_of::<Header>() as u32,
+            fingerprint,
+            params: *params,
+            sections: *sections,
+            creator_pid: ident.pid,
+            _pad: 0,
+            creator_start: ident.start_time,
+        }
+    }
+
+    /// Writes the header and fills the common ring with every object, before publication.
+    fn init_region(&mut self) {
+        // SAFETY: the region is ours alone until published: no other process can map it yet.
+        // The header is written at offset 0 of the mapping (page-aligned, large enough).
+        unsafe { self.base.as_ptr().cast::<Header>().write(self.header) };
+        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
+        // process slots free with idle records, stats 0. The common ring gets every object.
+        for i in 0..self.params.capacity {
+            self.ring.slot(i).store(i, Ordering::Relaxed);
+        }
+        self.ring
+            .st()
+            .tail
+            .store(self.params.capacity, Ordering::Release);
     }
 
     /// Attaches to the existing region `name` (a secondary), at whatever address the kernel
@@ -477,10 +539,16 @@ impl<T> SharedPool<T> {
     }
 
     /// Takes up to `max` (at most `REC_BATCH`) entries from `ring` whose owner word is `from`
-    /// and claims them for this attachment; appends the claimed indices to `out` (entries
-    /// out of range, held elsewhere or listed twice are dropped and counted). Returns how many
+    /// and claims them for this attachment; passes each claimed index to `out` (entries out
+    /// of range, held elsewhere or listed twice are dropped and counted). Returns how many
     /// entries left the ring (0: it was empty).
-    pub(crate) fn deq_held(&self, ring: &XRing, max: u32, from: u32, out: &mut Vec<u32>) -> u32 {
+    pub(crate) fn deq_held(
+        &self,
+        ring: &XRing,
+        max: u32,
+        from: u32,
+        mut out: impl FnMut(u32),
+    ) -> u32 {
         let (rs, id) = self.party();
         let n = self.with_ring(ring, rs, id, |p, t| {
             let n = max.min(REC_BATCH).min(t.count());
@@ -497,15 +565,14 @@ impl<T> SharedPool<T> {
             p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, &[]);
             n
         });
-        let start = out.len();
-        let rec = self.rec_entries(rs);
-        for r in &rec[..n as usize] {
+        let rec = &self.rec_entries(rs)[..n as usize];
+        for (k, r) in rec.iter().enumerate() {
             let e = r.load(Ordering::Relaxed);
             let ok = e < self.params.capacity
                 && self.owners()[e as usize].load(Ordering::Acquire) == self.me
-                && !out[start..].contains(&e);
+                && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e);
             if ok {
-                out.push(e);
+                out(e);
             } else {
                 self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
             }
@@ -579,13 +646,13 @@ impl<T> SharedPool<T> {
     fn take_one(&self) -> Option<u32> {
         let size = self.params.cache_size;
         if size == 0 {
-            let mut one = Vec::with_capacity(1);
             loop {
-                if self.deq_held(&self.ring, 1, FREE, &mut one) == 0 {
+                let mut one = None;
+                if self.deq_held(&self.ring, 1, FREE, |e| one = Some(e)) == 0 {
                     return None;
                 }
-                if let Some(e) = one.pop() {
-                    return Some(e);
+                if one.is_some() {
+                    return one;
                 }
             }
         }
@@ -839,6 +906,13 @@ impl<T> SharedPool<T> {
     /// Page size of the backing (2 MiB on a default hugetlbfs mount, 4 KiB on `/dev/shm`).
     pub fn page_size(&self) -> u64 {
         self.page_size
+    }
+
+    /// True when the region cannot shrink: it lives in a memfd sealed with `F_SEAL_SHRINK`
+    /// (the default for mode 0600; see [`SharedPool::create`]), so no peer can truncate it
+    /// under the others (which would make their next access fault with SIGBUS).
+    pub fn is_sealed(&self) -> bool {
+        file::seals(&self.file) & libc::F_SEAL_SHRINK != 0
     }
 
     /// True for the attachment that created the region.
