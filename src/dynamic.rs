@@ -156,7 +156,10 @@ fn untag_tail_into<T>(src: &mut Vec<DynHandle<T>>, start: usize, dst: &mut Vec<B
     let n = src.len() - start;
     dst.reserve(n);
     let len = dst.len();
-    for (d, s) in dst.spare_capacity_mut()[..n].iter_mut().zip(src[start..].iter()) {
+    for (d, s) in dst.spare_capacity_mut()[..n]
+        .iter_mut()
+        .zip(src[start..].iter())
+    {
         // SAFETY: each handle of src[start..] is read once here and forgotten by set_len below.
         d.write(unsafe { std::ptr::read(&s.h) });
     }

@@ -115,13 +115,15 @@ fn main() {
         .prefault(true)
         .build::<Branded>()
         .unwrap();
-    let dynp = DynPool::new(PoolBuilder::<Obj>::zeroed(CAP).cache_size(512).prefault(true))
-        .unwrap();
+    let dynp = DynPool::new(
+        PoolBuilder::<Obj>::zeroed(CAP)
+            .cache_size(512)
+            .prefault(true),
+    )
+    .unwrap();
     let mut bc = branded.local_cache();
     let dc = dynp.local_cache();
-    println!(
-        "cell                       branded Mobj/s  branded' (A/A)      dyn   dyn/branded"
-    );
+    println!("cell                       branded Mobj/s  branded' (A/A)      dyn   dyn/branded");
     for keep in [128usize, 512] {
         for touch in [false, true] {
             // Calibrate objects per run so a run takes about `ms` of CPU time.
