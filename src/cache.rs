@@ -115,6 +115,12 @@ impl fmt::Display for FlushPolicy {
 }
 
 /// One LIFO cache of entries of type `E`.
+///
+/// Aligned to two cache lines ([`crate::CACHE_LINE`] pairs, as DPDK's caches are
+/// `__rte_cache_aligned` and crossbeam's `CachePadded` on x86_64): its owner writes `len` and
+/// the counters on every operation, and two threads' caches allocated side by side must not
+/// share a line (the adjacent-line prefetcher pulls lines in pairs).
+#[repr(align(128))]
 pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
     len: AtomicU32,
@@ -528,6 +534,19 @@ mod tests {
         fn flush(&self) {
             // SAFETY: single-threaded owner.
             unsafe { self.c.flush(&self.r) }
+        }
+    }
+
+    #[test]
+    fn caches_are_two_cache_lines_apart() {
+        // Issue 12: each thread's cache (written on every operation) on its own line pair.
+        let pair = 2 * crate::CACHE_LINE;
+        assert!(std::mem::align_of::<Cache<u32>>() >= pair);
+        let boxes: Vec<Box<Cache<u32>>> = (0..4)
+            .map(|_| Box::new(Cache::new(4, FlushPolicy::DEFAULT)))
+            .collect();
+        for b in &boxes {
+            assert_eq!(&**b as *const Cache<u32> as usize % pair, 0);
         }
     }
 
