@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
 use crate::error::PoolError;
-use crate::pool::{GenericPool, Shared};
+use crate::pool::{GenericPool, PoolCore};
 use crate::region::{BackingPolicy, Region};
 use crate::repr::{Geometry, Index, Pointer, Repr};
 use crate::ring::RingFlags;
@@ -387,7 +387,7 @@ impl<'a, T> PoolBuilder<'a, T> {
             debug_assert!(ok, "ring sized for every object");
             i = end;
         }
-        let shared = Arc::new(Shared::new(
+        let core = Arc::new(PoolCore::new(
             ring,
             self.max_threads,
             self.cache_size,
@@ -396,7 +396,7 @@ impl<'a, T> PoolBuilder<'a, T> {
         Ok(GenericPool::from_parts(
             geometry,
             region,
-            shared,
+            core,
             name,
             brand.map(|b| b.0),
         ))

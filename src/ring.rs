@@ -383,7 +383,12 @@ impl<E: Copy> Ring<E> {
     /// taken, room_left)`, or `Err(room)` when nothing is taken: the free slots (producer) or
     /// entries (consumer) seen.
     #[inline(always)]
-    fn move_head(&self, side: Side, n: usize, behavior: Behavior) -> Result<(u32, u32, u32), usize> {
+    fn move_head(
+        &self,
+        side: Side,
+        n: usize,
+        behavior: Behavior,
+    ) -> Result<(u32, u32, u32), usize> {
         if n == 0 {
             return Err(match side {
                 Side::Prod => self.free_count(),
@@ -393,7 +398,12 @@ impl<E: Copy> Ring<E> {
         let st = self.st();
         // `d` is this side's head/tail, `s` the other side's, whose tail bounds our head.
         let (d, s, single, cap) = match side {
-            Side::Prod => (&st.prod, &st.cons, self.flags.single_producer, self.capacity),
+            Side::Prod => (
+                &st.prod,
+                &st.cons,
+                self.flags.single_producer,
+                self.capacity,
+            ),
             Side::Cons => (&st.cons, &st.prod, self.flags.single_consumer, 0),
         };
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);
@@ -428,8 +438,7 @@ impl<E: Copy> Ring<E> {
                 return Ok((old_head, take, room - take));
             }
             // (B) CAS AcqRel: see (A).
-            if d
-                .head
+            if d.head
                 .compare_exchange_weak(old_head, new_head, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
