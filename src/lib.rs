@@ -36,6 +36,8 @@
 //! (index vs pointer entries), [`stats`]. DESIGN.md explains the invariants.
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod audit;
 pub mod brand;
@@ -91,6 +93,12 @@ pub mod ptr {
     /// User-owned cache of the pointer pool.
     pub type LocalCache<'p, T, B> = crate::LocalCache<'p, T, B, Pointer>;
 }
+
+/// The design notes (DESIGN.md in the repository): the pieces, the invariants they keep, and
+/// why they are built this way; published here so that they ship with the API reference.
+#[doc = ""]
+#[doc = include_str!("../DESIGN.md")]
+pub mod design {}
 
 /// The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

@@ -343,18 +343,12 @@ impl<E: Copy> Ring<E> {
         n: usize,
         behavior: Behavior,
     ) -> Transfer {
-        let (old_head, n, free) = match self.move_head(Side::Prod, n, behavior) {
-            Ok(r) => r,
-            Err(remaining) => return Transfer { n: 0, remaining },
-        };
-        // SAFETY: slots [old_head, old_head + n) are reserved for us by move_head: consumers
-        // finished reading them (cons.tail acquired there) and no other producer owns them.
-        unsafe { self.copy_in(old_head, src, n as usize) };
-        self.update_tail(Side::Prod, old_head, n);
-        Transfer {
-            n: n as usize,
-            remaining: free as usize,
-        }
+        self.transfer(Side::Prod, n, behavior, |head, k| {
+            // SAFETY: slots [head, head + k) are reserved for us by move_head: consumers
+            // finished reading them (cons.tail acquired there) and no other producer owns
+            // them; k <= n, and the caller guarantees src for n reads.
+            unsafe { self.copy_in(head, src, k) }
+        })
     }
 
     /// Raw dequeue of up to `n` entries into `dst` (rte_ring's `__rte_ring_do_dequeue_elem`):
@@ -363,17 +357,33 @@ impl<E: Copy> Ring<E> {
     /// # Safety
     /// `dst` must be valid for `n` writes of `E`.
     pub(crate) unsafe fn dequeue_raw(&self, dst: *mut E, n: usize, behavior: Behavior) -> Transfer {
-        let (old_head, n, avail) = match self.move_head(Side::Cons, n, behavior) {
+        self.transfer(Side::Cons, n, behavior, |head, k| {
+            // SAFETY: slots [head, head + k) were published by producers (prod.tail acquired
+            // in move_head) and are reserved for us by the move of cons.head; k <= n, and the
+            // caller guarantees dst for n writes.
+            unsafe { self.copy_out(head, dst, k) }
+        })
+    }
+
+    /// One transfer, either direction: reserve ([`Ring::move_head`]), `copy(head, k)` the `k`
+    /// reserved entries, publish ([`Ring::update_tail`]).
+    #[inline(always)]
+    fn transfer(
+        &self,
+        side: Side,
+        n: usize,
+        behavior: Behavior,
+        copy: impl FnOnce(u32, usize),
+    ) -> Transfer {
+        let (old_head, k, room) = match self.move_head(side, n, behavior) {
             Ok(r) => r,
             Err(remaining) => return Transfer { n: 0, remaining },
         };
-        // SAFETY: slots [old_head, old_head + n) were published by producers (prod.tail
-        // acquired in move_head) and are reserved for us by the move of cons.head.
-        unsafe { self.copy_out(old_head, dst, n as usize) };
-        self.update_tail(Side::Cons, old_head, n);
+        copy(old_head, k as usize);
+        self.update_tail(side, old_head, k);
         Transfer {
-            n: n as usize,
-            remaining: avail as usize,
+            n: k as usize,
+            remaining: room as usize,
         }
     }
 
