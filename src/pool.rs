@@ -351,10 +351,13 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         };
         out.reserve(n);
         let len = out.len();
-        let spare = &mut out.spare_capacity_mut()[..n];
-        // SAFETY: H is repr(transparent) over R::Entry, so the slices have the same layout.
+        // SAFETY: reserve made room for n entries after len; H is repr(transparent) over
+        // R::Entry, so the spare handles are spare entries.
         let dst = unsafe {
-            &mut *(spare as *mut [MaybeUninit<H<T, B, R>>] as *mut [MaybeUninit<R::Entry>])
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().add(len).cast::<MaybeUninit<R::Entry>>(),
+                n,
+            )
         };
         match cm.get(dst, behavior) {
             Ok(got) => {
