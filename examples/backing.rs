@@ -7,7 +7,7 @@ use idxpool::{Backing, BackingPolicy, PoolBuilder};
 
 fn main() {
     println!(
-        "HugePages_Free (2 MiB): {}",
+        "free 2 MiB hugepages (sysfs): {}",
         idxpool::region::free_hugepages_2m().map_or("unknown".into(), |n| n.to_string())
     );
     let policies = [

@@ -4,7 +4,7 @@
 # Runs `dpdk-test` (Debian/Ubuntu package dpdk-dev, DPDK 22.11) with
 #   DPDK_TEST=mempool_perf_autotest dpdk-test -l <lcores> --no-pci --no-huge -m 512
 # (or, with --huge, on 2 MiB hugepages in --in-memory mode, leaving no hugetlbfs files), then
-#   cargo run --release -p idxpool-bench --example mempool_perf -- --cores 1,..,N --filter touch=0 --csv ...
+#   cargo run --release -p idxpool-bench --example mempool_perf -- --full --cores 1,..,N --filter touch=0 --csv ...
 # pinned to the same CPUs with taskset, and joins both per cell (DPDK does not touch objects,
 # so only touch=0 cells are compared):
 #   cell | dpdk | idxpool index | idxpool pointer | index/dpdk | pointer/dpdk | index/pointer
@@ -140,8 +140,10 @@ if [ -z "$idx_csv" ]; then
     pin=(taskset -c "$(IFS=,; echo "${cpus[*]}")")
   fi
   (cd "$repo" && cargo build --release -p idxpool-bench --example mempool_perf >&2)
+  # DPDK's whole matrix (--full), or mempool_perf's --quick subset; rows of the A/A repeat
+  # (pool "index-aa") are ignored by the join below.
   ex=(cargo run --quiet --release -p idxpool-bench --example mempool_perf -- --cores "$core_counts"
-      --filter "$filter" --csv "$idx_csv" $quick "${extra[@]}")
+      --filter "$filter" --csv "$idx_csv" "${quick:---full}" "${extra[@]}")
   echo "compare-dpdk: running ${pin[*]} ${ex[*]}" >&2
   (cd "$repo" && "${pin[@]}" "${ex[@]}" >"$out/idxpool.txt") ||
     die "mempool_perf failed (see above)"
@@ -182,7 +184,7 @@ BEGIN {
     split(line, c, ",")
     if (c[9] != 0) continue
     k = key(c[3], c[4], c[5], c[6], c[7], c[8])
-    if (c[1] == "index") irate[k] = c[10]; else prate[k] = c[10]
+    if (c[1] == "index") irate[k] = c[10]; else if (c[1] == "pointer") prate[k] = c[10]; else continue
     pol[k] = c[2]
   }
   printf "%-52s %5s %10s %10s %10s %11s %12s %13s\n", "cell (DPDK 22.11 mempool_perf_autotest)", \

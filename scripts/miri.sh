@@ -23,10 +23,12 @@ cargo +nightly miri test --lib "$@" -- \
   --skip shared:: \
   --skip every_policy_conserves_and_respects_its_limit
 if [ "${MIRI_QUICK:-0}" = 1 ]; then
-  # CI subset: the multi-threaded stress (data races) and the debug checks, ~1.5 min warm.
-  cargo +nightly miri test "$@" --test stress --test debug_checks
+  # CI subset: the multi-threaded stress (data races), the debug checks and the soundness
+  # regressions of issue 10, ~1.5 min warm.
+  cargo +nightly miri test "$@" --test stress --test debug_checks --test soundness
 else
   cargo +nightly miri test "$@" \
-    --test model --test stress --test bad_input --test debug_checks --test pool_basics
+    --test model --test stress --test bad_input --test debug_checks --test pool_basics \
+    --test soundness
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

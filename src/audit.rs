@@ -65,34 +65,42 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
                 None
             }
         };
-        self.core.registry.for_each_cache(|label, c| {
-            if c.len() > c.fill_limit() as usize {
-                problem.get_or_insert(format!(
-                    "{label}: holds {} above its threshold {}",
-                    c.len(),
-                    c.fill_limit()
-                ));
-            }
-            for &e in c.entries() {
-                if let Some(p) = mark(e, &mut seen, &label) {
-                    problem.get_or_insert(p);
-                }
-            }
-            in_caches += c.len();
-            cache_lens.push((label, c.len()));
-        });
-        // Drain the ring and put everything back in order (quiescent: &mut self).
+        // One consistent snapshot: every slot lock and the registry lock stay held while the
+        // caches are read and the ring is drained and refilled. Thread-exit flushes run in TLS
+        // destructors (possibly after a `thread::scope` ended, so concurrently with this
+        // `&mut self`); one of them moving a cache already read into the ring not yet read
+        // made the audit report "object named twice" that was not (tests/soundness.rs).
         let ring = &self.core.ring;
-        let n = ring.count();
-        let mut buf: Vec<R::Entry> = Vec::with_capacity(n);
-        // SAFETY: buf has capacity n.
-        let got = unsafe { ring.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
-        // SAFETY: `got` entries were written.
-        unsafe { buf.set_len(got) };
-        let back = ring.enqueue(&buf, Behavior::Bulk).n;
-        if back != got {
-            problem.get_or_insert(format!("ring: could not restore {got} entries"));
-        }
+        let buf = self.core.registry.with_all_locked(|visit| {
+            visit(&mut |label, c| {
+                if c.len() > c.fill_limit() as usize {
+                    problem.get_or_insert(format!(
+                        "{label}: holds {} above its threshold {}",
+                        c.len(),
+                        c.fill_limit()
+                    ));
+                }
+                for &e in c.entries() {
+                    if let Some(p) = mark(e, &mut seen, &label) {
+                        problem.get_or_insert(p);
+                    }
+                }
+                in_caches += c.len();
+                cache_lens.push((label, c.len()));
+            });
+            // Drain the ring and put everything back in order (nobody else can reach it now).
+            let n = ring.count();
+            let mut buf: Vec<R::Entry> = Vec::with_capacity(n);
+            // SAFETY: buf has capacity n.
+            let got = unsafe { ring.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
+            // SAFETY: `got` entries were written.
+            unsafe { buf.set_len(got) };
+            let back = ring.enqueue(&buf, Behavior::Bulk).n;
+            if back != got {
+                problem.get_or_insert(format!("ring: could not restore {got} entries"));
+            }
+            buf
+        });
         for &e in &buf {
             if let Some(p) = mark(e, &mut seen, "ring") {
                 problem.get_or_insert(p);

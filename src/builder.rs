@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
+use crate::debug::ObjectStates;
 use crate::error::PoolError;
 use crate::pool::{GenericPool, PoolCore};
 use crate::region::{BackingPolicy, Region};
@@ -75,12 +76,86 @@ impl StrideMode {
     }
 }
 
-/// An object initialiser: `f(index, slot)` must write the slot.
-type InitFn<'a, T> = Box<dyn FnMut(u32, &mut MaybeUninit<T>) + 'a>;
+/// The memory of one object while the pool is being built: uninitialised until
+/// [`InitSlot::write`] (or the `unsafe` [`InitSlot::assume_init`]) turns it into the
+/// [`Written`] proof that [`PoolBuilder::with_init`]'s initialiser must return.
+///
+/// `'s` is a fresh, invariant lifetime per object (the initialiser is higher-ranked over it),
+/// so a `Written<'s>` proves that *this* object was written: it can be neither made up, nor
+/// kept from an earlier object, nor passed for another one (tests/ui/init_*.rs).
+pub struct InitSlot<'s, T> {
+    slot: &'s mut MaybeUninit<T>,
+    _invariant: PhantomData<fn(&'s ()) -> &'s ()>,
+}
+
+/// Proof that the object of one [`InitSlot`] was initialised; made only by
+/// [`InitSlot::write`] and [`InitSlot::assume_init`]. Invariant in `'s`.
+#[must_use = "return the proof from the initialiser"]
+pub struct Written<'s>(PhantomData<fn(&'s ()) -> &'s ()>);
+
+impl<'s, T> InitSlot<'s, T> {
+    /// Moves `value` into the object and returns the proof that it is initialised.
+    #[inline]
+    pub fn write(self, value: T) -> Written<'s> {
+        self.slot.write(value);
+        Written(PhantomData)
+    }
+
+    /// The object's (uninitialised) memory, to initialise it in place field by field, e.g. a
+    /// large object that should not be built on the stack first. Aligned and valid for
+    /// writes of `size_of::<T>()` bytes until the initialiser returns.
+    #[inline]
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.slot.as_mut_ptr()
+    }
+
+    /// The object's memory as a `MaybeUninit<T>` (e.g. for `bytemuck`-style zeroing or a
+    /// byte copy), to be followed by [`InitSlot::assume_init`].
+    #[inline]
+    pub fn as_uninit(&mut self) -> &mut MaybeUninit<T> {
+        self.slot
+    }
+
+    /// Declares the object initialised after writing it through [`InitSlot::as_mut_ptr`] or
+    /// [`InitSlot::as_uninit`].
+    ///
+    /// # Safety
+    /// The object must hold a valid `T` (as for [`MaybeUninit::assume_init`]): the pool
+    /// hands it out as `&T` / `&mut T` and drops it.
+    #[inline]
+    pub unsafe fn assume_init(self) -> Written<'s> {
+        Written(PhantomData)
+    }
+}
+
+/// An in-place object initialiser (see [`PoolBuilder::with_init`]).
+type InitInPlace<'a, T> = Box<dyn for<'s> FnMut(u32, InitSlot<'s, T>) -> Written<'s> + 'a>;
+/// An object constructor (see [`PoolBuilder::with_fn`]).
+type InitByValue<'a, T> = Box<dyn FnMut(u32) -> T + 'a>;
 
 pub(crate) enum Init<'a, T> {
     Zeroed,
-    With(InitFn<'a, T>),
+    InPlace(InitInPlace<'a, T>),
+    ByValue(InitByValue<'a, T>),
+}
+
+/// `slot.write(make(i))`, out of line: the temporary `T` lives in this frame only, so that
+/// building a pool of huge objects another way does not reserve a `T`-sized stack frame.
+#[inline(never)]
+fn write_by_value<T>(slot: &mut MaybeUninit<T>, make: &mut InitByValue<'_, T>, i: u32) {
+    slot.write(make(i));
+}
+
+/// The largest cache size `policy` accepts for a pool of `capacity` objects (the inverse of
+/// [`FlushPolicy::validate`]'s rule), capped at [`CACHE_MAX_SIZE`].
+fn max_cache_size(policy: FlushPolicy, capacity: u32) -> u32 {
+    let cap = capacity as u64;
+    let max = match policy {
+        // floor(3n / 2) <= cap  <=>  n <= floor((2 cap + 1) / 3)
+        FlushPolicy::Classic => (2 * cap + 1) / 3,
+        FlushPolicy::Dpdk2607 | FlushPolicy::SizeAligned => cap,
+    };
+    max.min(CACHE_MAX_SIZE as u64) as u32
 }
 
 /// Configures and creates a pool, as `rte_mempool_create(name, n, elt_size, cache_size, ...,
@@ -99,7 +174,8 @@ pub(crate) enum Init<'a, T> {
 /// ```
 pub struct PoolBuilder<'a, T> {
     pub(crate) capacity: u32,
-    pub(crate) cache_size: u32,
+    /// `None`: the default, clamped at build time to what the policy accepts.
+    pub(crate) cache_size: Option<u32>,
     pub(crate) policy: FlushPolicy,
     pub(crate) backing: BackingPolicy,
     pub(crate) prefault: bool,
@@ -112,6 +188,10 @@ pub struct PoolBuilder<'a, T> {
 
 /// Default number of implicit per-thread cache slots per pool.
 pub const DEFAULT_MAX_THREADS: usize = 256;
+/// Largest accepted [`PoolBuilder::max_threads`] (2^20 slots, 16 MiB of slot array): more
+/// threads than this at once do not exist on the machines this pool targets, and a larger
+/// value is a mistake to report (`InvalidConfig`), not an allocation to try.
+pub const MAX_THREADS_LIMIT: usize = 1 << 20;
 /// Default cache size (DPDK's maximum, as its perf test uses).
 pub const DEFAULT_CACHE_SIZE: u32 = CACHE_MAX_SIZE;
 
@@ -119,7 +199,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     fn new(capacity: u32, init: Init<'a, T>) -> Self {
         PoolBuilder {
             capacity,
-            cache_size: DEFAULT_CACHE_SIZE.min(capacity),
+            cache_size: None,
             policy: FlushPolicy::DEFAULT,
             backing: BackingPolicy::Auto,
             prefault: false,
@@ -131,11 +211,37 @@ impl<'a, T> PoolBuilder<'a, T> {
         }
     }
 
-    /// A pool of `capacity` objects, each initialised once by `init(index, slot)` at creation
-    /// (DPDK's `obj_init`). `init` must write the slot; if it panics, the objects already made
-    /// are dropped, the region is unmapped and the panic propagates.
-    pub fn with_init(capacity: u32, init: impl FnMut(u32, &mut MaybeUninit<T>) + 'a) -> Self {
-        Self::new(capacity, Init::With(Box::new(init)))
+    /// A pool of `capacity` objects, object `i` made by `make(i)` at creation, in index order.
+    /// The value is moved into place (for objects of many KiB, [`PoolBuilder::with_init`]
+    /// writes in place without a stack temporary). If `make` panics, the objects already made are dropped, the region is unmapped and the
+    /// panic propagates.
+    ///
+    /// ```
+    /// let pool = idxpool::PoolBuilder::<u64>::with_fn(4, |i| u64::from(i) * 10);
+    /// # let _ = pool;
+    /// ```
+    pub fn with_fn(capacity: u32, make: impl FnMut(u32) -> T + 'a) -> Self {
+        Self::new(capacity, Init::ByValue(Box::new(make)))
+    }
+
+    /// A pool of `capacity` objects, each initialised once in place by `init(index, slot)` at
+    /// creation (DPDK's `obj_init`), in index order. `init` returns the [`Written`] proof that
+    /// only [`InitSlot::write`] (or the `unsafe` [`InitSlot::assume_init`]) produces, so an
+    /// initialiser that forgets to write does not compile. If `init` panics, the objects
+    /// already made are dropped, the region is unmapped and the panic propagates.
+    ///
+    /// ```
+    /// struct Packet { len: u16, data: [u8; 2046] }
+    /// let pool = idxpool::PoolBuilder::<Packet>::with_init(8, |_i, slot| {
+    ///     slot.write(Packet { len: 0, data: [0; 2046] })
+    /// });
+    /// # let _ = pool;
+    /// ```
+    pub fn with_init(
+        capacity: u32,
+        init: impl for<'s> FnMut(u32, InitSlot<'s, T>) -> Written<'s> + 'a,
+    ) -> Self {
+        Self::new(capacity, Init::InPlace(Box::new(init)))
     }
 
     /// A pool of `capacity` objects, each `T::default()`.
@@ -143,9 +249,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     where
         T: Default,
     {
-        Self::with_init(capacity, |_, slot| {
-            slot.write(T::default());
-        })
+        Self::with_fn(capacity, |_| T::default())
     }
 
     /// A pool of `capacity` all-zero objects. Fresh anonymous memory is already zero, so no
@@ -158,9 +262,12 @@ impl<'a, T> PoolBuilder<'a, T> {
     }
 
     /// Per-cache size in objects, 0..=512 (0 disables caching: every get and put goes to the
-    /// ring). Default: 512, or the capacity if smaller.
+    /// ring). A size set here that the policy refuses for the capacity is an error at build.
+    /// Default: 512, lowered to the largest size the chosen policy accepts for the capacity
+    /// (`capacity` for `Dpdk2607` and `SizeAligned`, `(2 x capacity + 1) / 3` for `Classic`):
+    /// a default never makes a valid request invalid.
     pub fn cache_size(mut self, n: u32) -> Self {
-        self.cache_size = n;
+        self.cache_size = Some(n);
         self
     }
 
@@ -189,7 +296,8 @@ impl<'a, T> PoolBuilder<'a, T> {
         self
     }
 
-    /// Implicit per-thread cache slots (threads with a higher tid use the ring directly).
+    /// Implicit per-thread cache slots (threads with a higher tid use the ring directly),
+    /// `1..=`[`MAX_THREADS_LIMIT`] (else `InvalidConfig` at build, before any allocation).
     /// Default: 256.
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = n;
@@ -232,6 +340,48 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// As [`PoolBuilder::build`], for the pointer twin ([`crate::ptr`]).
     pub fn build_ptr<B: NamedBrand>(self) -> Result<GenericPool<T, B, Pointer>, PoolError> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
+    }
+
+    /// As [`PoolBuilder::build`], with the entry representation `R` chosen by the caller
+    /// ([`crate::repr`]: `Offset`, `Index` or `Pointer`).
+    ///
+    /// ```
+    /// use idxpool::repr::Offset;
+    /// idxpool::brand!(Frames);
+    /// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64)
+    ///     .build_repr::<Frames, Offset>()
+    ///     .unwrap();
+    /// assert_eq!(pool.repr_name(), "offset");
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PoolBuilder::build`], plus the representation's limits
+    /// ([`PoolError::ReprLimit`], [`PoolError::InvalidConfig`] for a stride it cannot name).
+    pub fn build_repr<B: NamedBrand, R: Repr>(self) -> Result<GenericPool<T, B, R>, PoolError> {
+        self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
+    }
+
+    /// As [`PoolBuilder::scoped`], with the entry representation `R` chosen by the caller
+    /// (`builder.scoped_repr::<Offset, _>(|pool| ..)`).
+    ///
+    /// # Errors
+    /// As [`PoolBuilder::build_repr`]; `f` is not called.
+    pub fn scoped_repr<R: Repr, Out>(
+        self,
+        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, R>) -> Out,
+    ) -> Result<Out, PoolError> {
+        Ok(f(self.build_generic(None)?))
+    }
+
+    /// As [`PoolBuilder::build_unchecked`], with the entry representation `R` chosen by the
+    /// caller.
+    ///
+    /// # Safety
+    /// As [`PoolBuilder::build_unchecked`].
+    pub unsafe fn build_unchecked_repr<R: Repr>(
+        self,
+    ) -> Result<GenericPool<T, Unchecked, R>, PoolError> {
+        self.build_generic(None)
     }
 
     /// Creates an index pool with a fresh brand and passes it to `f`; the pool is dropped when
@@ -299,11 +449,25 @@ impl<'a, T> PoolBuilder<'a, T> {
                 "zero-sized object type: a pool of ZSTs has nothing to manage (use a counter)",
             ));
         }
-        if self.max_threads == 0 {
-            return Err(PoolError::config("max_threads is 0"));
+        if self.max_threads == 0 || self.max_threads > MAX_THREADS_LIMIT {
+            return Err(PoolError::config(format!(
+                "max_threads {} outside 1..={MAX_THREADS_LIMIT}",
+                self.max_threads
+            )));
         }
-        self.policy.validate(self.cache_size, self.capacity)?;
-        let stride = self.stride.stride_for(size, align)?;
+        let cache_size = match self.cache_size {
+            Some(n) => n,
+            None => DEFAULT_CACHE_SIZE.min(max_cache_size(self.policy, self.capacity)),
+        };
+        self.policy.validate(cache_size, self.capacity)?;
+        let mut stride = self.stride.stride_for(size, align)?;
+        if self.stride == StrideMode::Auto {
+            // Auto also satisfies the representation (offset entries: multiples of 8).
+            stride = stride
+                .checked_next_multiple_of(R::STRIDE_MULTIPLE)
+                .ok_or_else(|| PoolError::overflow("stride rounding"))?;
+        }
+        R::check_layout(stride, self.capacity)?;
         let len = stride.checked_mul(self.capacity as usize).ok_or_else(|| {
             PoolError::overflow(format!("{} objects x stride {stride}", self.capacity))
         })?;
@@ -320,6 +484,8 @@ impl<'a, T> PoolBuilder<'a, T> {
                 ..self.ring_flags
             },
         )?;
+        let core = PoolCore::new(ring, self.max_threads, cache_size, self.policy)?;
+        let states = ObjectStates::alloc(self.capacity)?;
         let name = self.name.take().unwrap_or_else(|| {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             format!(
@@ -340,26 +506,25 @@ impl<'a, T> PoolBuilder<'a, T> {
         let region = Region::map(len, align.max(CACHE_LINE), self.backing, self.prefault)
             .map_err(release)?;
         let geometry = Geometry::new(region.base(), stride, self.capacity);
-        // Initialise objects; on panic drop those made so far (the guard) and unmap (region's
-        // drop as the stack unwinds), releasing the brand.
-        if let Init::With(f) = &mut self.init {
-            struct Guard<'g, T> {
-                g: &'g Geometry,
-                done: u32,
-                brand: Option<&'static BrandSlot>,
-                _t: PhantomData<T>,
-            }
-            impl<T> Drop for Guard<'_, T> {
-                fn drop(&mut self) {
-                    for i in 0..self.done {
-                        // SAFETY: objects 0..done were initialised by the callback.
-                        unsafe { std::ptr::drop_in_place(self.g.ptr_of_index(i).cast::<T>()) };
-                    }
-                    if let Some(slot) = self.brand {
-                        slot.release(true);
-                    }
+        // Initialise objects; on panic release the brand, drop those made so far (the guard)
+        // and unmap (region's drop as the stack unwinds).
+        struct Guard<'g, T> {
+            g: &'g Geometry,
+            done: u32,
+            brand: Option<&'static BrandSlot>,
+            _t: PhantomData<T>,
+        }
+        impl<T> Drop for Guard<'_, T> {
+            fn drop(&mut self) {
+                if let Some(slot) = self.brand {
+                    slot.release(true);
                 }
+                // SAFETY: objects 0..done were initialised (by value or with a Written proof)
+                // and nobody else has seen them.
+                unsafe { crate::pool::drop_objects::<T>(self.g, 0, self.done) };
             }
+        }
+        if !matches!(self.init, Init::Zeroed) {
             let mut guard = Guard::<T> {
                 g: &geometry,
                 done: 0,
@@ -371,7 +536,21 @@ impl<'a, T> PoolBuilder<'a, T> {
                 // stride), is aligned (base aligned to align, stride a multiple of align) and
                 // not yet shared with anyone.
                 let slot = unsafe { &mut *geometry.ptr_of_index(i).cast::<MaybeUninit<T>>() };
-                f(i, slot);
+                match &mut self.init {
+                    Init::ByValue(make) => write_by_value(slot, make, i),
+                    Init::InPlace(init) => {
+                        // The returned proof can only come from this slot (fresh invariant
+                        // lifetime per call): the object is initialised.
+                        let _written: Written<'_> = init(
+                            i,
+                            InitSlot {
+                                slot,
+                                _invariant: PhantomData,
+                            },
+                        );
+                    }
+                    Init::Zeroed => unreachable!("checked above"),
+                }
                 guard.done = i + 1;
             }
             std::mem::forget(guard);
@@ -383,22 +562,17 @@ impl<'a, T> PoolBuilder<'a, T> {
             chunk.clear();
             let end = self.capacity.min(i.saturating_add(4096));
             chunk.extend((i..end).map(|j| R::encode(&geometry, j)));
-            let ok = ring.enqueue_bulk(&chunk);
+            let ok = core.ring.enqueue_bulk(&chunk);
             debug_assert!(ok, "ring sized for every object");
             i = end;
         }
-        let core = Arc::new(PoolCore::new(
-            ring,
-            self.max_threads,
-            self.cache_size,
-            self.policy,
-        ));
         Ok(GenericPool::from_parts(
             geometry,
             region,
-            core,
+            Arc::new(core),
             name,
             brand.map(|b| b.0),
+            states,
         ))
     }
 }

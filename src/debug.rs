@@ -25,9 +25,23 @@ const ALLOCATED: u8 = 1;
 pub(crate) struct ObjectStates(Option<Box<[AtomicU8]>>);
 
 impl ObjectStates {
-    /// Every object free (they start in the ring).
-    pub(crate) fn new(capacity: u32) -> Self {
-        ObjectStates(DEBUG_CHECKS.then(|| (0..capacity).map(|_| AtomicU8::new(FREE)).collect()))
+    /// Every object free (they start in the ring); nothing when debug checks are off. The
+    /// array is allocated fallibly: a pool of 4 G objects must not abort the process here.
+    ///
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when the array cannot be allocated.
+    pub(crate) fn alloc(capacity: u32) -> Result<Self, PoolError> {
+        if !DEBUG_CHECKS {
+            return Ok(ObjectStates(None));
+        }
+        let mut v: Vec<AtomicU8> = Vec::new();
+        v.try_reserve_exact(capacity as usize).map_err(|e| {
+            PoolError::overflow(format!(
+                "debug-check states of {capacity} objects cannot be allocated: {e}"
+            ))
+        })?;
+        v.extend((0..capacity).map(|_| AtomicU8::new(FREE)));
+        Ok(ObjectStates(Some(v.into_boxed_slice())))
     }
 
     /// Whether object `i` is marked free; `None` without debug checks.

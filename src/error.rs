@@ -103,6 +103,21 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
+    /// The pool's layout exceeds what its entry representation can name: with [`crate::repr::Offset`]
+    /// entries (the default), the last object must start at most `max_offset` bytes (just
+    /// under 32 GiB) from the base. Use fewer or smaller objects, or the
+    /// [`crate::repr::Index`] representation (`PoolBuilder::build_repr::<B, Index>()`).
+    #[error("{capacity} objects x stride {stride} exceed the {repr} representation: the last object must start at most {max_offset} bytes from the base")]
+    ReprLimit {
+        /// Name of the representation (`"offset"`).
+        repr: &'static str,
+        /// Requested capacity.
+        capacity: u32,
+        /// Stride in bytes.
+        stride: usize,
+        /// Largest start offset an entry can name.
+        max_offset: u64,
+    },
     /// Every process slot of a shared pool is held by a live process.
     #[error("all {slots} process slots of the shared pool are taken by live processes")]
     NoProcessSlot {

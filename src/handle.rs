@@ -22,8 +22,11 @@ use crate::repr::{Index, Repr};
 #[must_use = "dropping a handle leaks its object; put it back into its pool"]
 pub struct GenericHandle<T, B, R: Repr> {
     entry: R::Entry,
-    _object: PhantomData<T>,
-    _brand: PhantomData<fn(B) -> B>,
+    /// Invariant in `T` (a handle of `Pool<&'static str>` must not pass for one of
+    /// `Pool<&'a str>`), with `T`'s auto traits: `Send`/`Sync` exactly when `T` is.
+    _object: PhantomData<(T, crate::pool::Invariant<T>)>,
+    /// Invariant in `B`, `Send + Sync` whatever `B` is.
+    _brand: PhantomData<crate::pool::Invariant<B>>,
 }
 
 /// A 4-byte handle of the index pool: the type users hold.

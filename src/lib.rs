@@ -15,7 +15,7 @@
 //! struct Packet { len: u16, data: [u8; 2046] }
 //!
 //! let pool = PoolBuilder::<Packet>::with_init(4096, |_i, slot| {
-//!     slot.write(Packet { len: 0, data: [0; 2046] });   // once per object, at creation
+//!     slot.write(Packet { len: 0, data: [0; 2046] })    // once per object, at creation
 //! }).cache_size(256).build::<Packets>()?;
 //! println!("backing: {}", pool.backing());
 //! let mut cache = pool.local_cache();              // explicit, no TLS lookup
@@ -60,7 +60,10 @@ mod thread;
 
 pub use audit::AuditReport;
 pub use brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
-pub use builder::{PoolBuilder, StrideMode, CACHE_LINE, DEFAULT_CACHE_SIZE, DEFAULT_MAX_THREADS};
+pub use builder::{
+    InitSlot, PoolBuilder, StrideMode, Written, CACHE_LINE, DEFAULT_CACHE_SIZE,
+    DEFAULT_MAX_THREADS, MAX_THREADS_LIMIT,
+};
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
 pub use debug::DEBUG_CHECKS;
 pub use error::PoolError;
@@ -69,7 +72,7 @@ pub use handle_ring::HandleRing;
 pub use local::LocalCache;
 pub use pool::{GenericPool, Resolver};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
-pub use repr::{Index, Pointer};
+pub use repr::{Index, Offset, Pointer};
 pub use stats::Stats;
 
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools.

@@ -34,19 +34,22 @@ pub(crate) struct PoolCore<E> {
 }
 
 impl<E: Copy + Send + 'static> PoolCore<E> {
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when the slot array of `max_threads` slots cannot be
+    /// allocated (fallible reserve: never an abort); the builder bounds `max_threads` first.
     pub(crate) fn new(
         ring: Ring<E>,
         max_threads: usize,
         cache_size: u32,
         policy: FlushPolicy,
-    ) -> Self {
-        PoolCore {
+    ) -> Result<Self, PoolError> {
+        Ok(PoolCore {
             ring,
-            registry: Registry::new(max_threads),
+            registry: Registry::new(max_threads)?,
             uncached: Cache::uncached(policy),
             cache_size,
             policy,
-        }
+        })
     }
 }
 
@@ -91,11 +94,16 @@ pub struct GenericPool<T, B, R: Repr> {
     name: String,
     brand: Option<&'static BrandSlot>,
     region: Region,
-    _marker: PhantomData<(Invariant<B>, T)>,
+    /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
+    _marker: PhantomData<(T, Invariant<T>, Invariant<B>)>,
 }
 
-/// Invariant in `B`, and `Send + Sync` whatever `B` is.
-type Invariant<B> = fn(B) -> B;
+/// Invariant in its parameter, and `Send + Sync` whatever it is. The pool hands out `&mut T`
+/// from `&self`, so `T` must be invariant (as in `Cell<T>`): were the pool covariant,
+/// `&Pool<&'static str, B>` would coerce to `&Pool<&'a str, B>`, a short-lived `&str` could be
+/// written into an object through it, and the original type would read it back as
+/// `&'static str` after it was freed (tests/ui/variance_pool.rs).
+pub(crate) type Invariant<X> = fn(X) -> X;
 
 // SAFETY: the pool hands each object to one handle owner at a time; sharing &pool between
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
@@ -112,8 +120,8 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         core: Arc<PoolCore<R::Entry>>,
         name: String,
         brand: Option<&'static BrandSlot>,
+        states: ObjectStates,
     ) -> Self {
-        let states = ObjectStates::new(geometry.capacity);
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         GenericPool {
             geometry,
@@ -166,7 +174,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         &self.name
     }
 
-    /// `"index"` or `"pointer"`.
+    /// The entry representation: `"offset"`, `"index"` or `"pointer"`.
     pub fn repr_name(&self) -> &'static str {
         R::NAME
     }
@@ -507,6 +515,41 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     }
 }
 
+/// Drops objects `from..to` in place, and keeps dropping after a panicking `T::drop`, as `Vec`
+/// does: the rest are dropped while the panic unwinds (a second panic then aborts, as for a
+/// panic in any destructor during unwinding), and the panic goes on to the caller.
+///
+/// # Safety
+/// Objects `from..to` of `g` are initialised, dropped by nobody else, and not used afterwards.
+pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
+    struct Rest<'g, T> {
+        g: &'g Geometry,
+        next: u32,
+        to: u32,
+        _t: PhantomData<T>,
+    }
+    impl<T> Drop for Rest<'_, T> {
+        fn drop(&mut self) {
+            // Reached only while unwinding from the panicking drop of object `next - 1`.
+            // SAFETY: objects next..to are still initialised and not yet dropped.
+            unsafe { drop_objects::<T>(self.g, self.next, self.to) };
+        }
+    }
+    let mut rest = Rest::<T> {
+        g,
+        next: from,
+        to,
+        _t: PhantomData,
+    };
+    while rest.next < rest.to {
+        let i = rest.next;
+        rest.next += 1;
+        // SAFETY: forwarded from the caller: object i is initialised and dropped only here.
+        unsafe { std::ptr::drop_in_place(g.ptr_of_index(i).cast::<T>()) };
+    }
+    std::mem::forget(rest);
+}
+
 impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
@@ -515,12 +558,9 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
             slot.release(free == self.geometry.capacity as usize);
         }
         if std::mem::needs_drop::<T>() {
-            let g = self.geometry;
-            for i in 0..g.capacity {
-                // SAFETY: every object was initialised at creation and is dropped once here;
-                // no reference to it can outlive the pool (all borrow &self).
-                unsafe { std::ptr::drop_in_place(g.ptr_of_index(i).cast::<T>()) };
-            }
+            // SAFETY: every object was initialised at creation and is dropped once here; no
+            // reference to it can outlive the pool (all borrow &self).
+            unsafe { drop_objects::<T>(&self.geometry, 0, self.geometry.capacity) };
         }
         // The region unmaps after this (field drop order).
     }

@@ -420,11 +420,33 @@ pub fn os_page_size() -> usize {
     4096
 }
 
-/// Free 2 MiB hugetlb pages as `/proc/meminfo` reports them (`HugePages_Free`), if readable.
+/// Where the kernel publishes per-size hugetlb counters.
+const SYSFS_HUGEPAGES: &str = "/sys/kernel/mm/hugepages";
+
+/// Free hugetlb pages of `page_size` bytes (e.g. [`HUGE_2M`], [`HUGE_1G`]), read from
+/// `/sys/kernel/mm/hugepages/hugepages-<page_size / 1024>kB/free_hugepages`; `None` when the
+/// kernel has no pool of that size (or no hugetlb support) or the file is unreadable.
+///
+/// Per-size counters, not `/proc/meminfo`'s `HugePages_Free`: that line counts only the
+/// *default* huge page size, which is 1 GiB on hosts booted with `default_hugepagesz=1G`.
+pub fn free_hugepages(page_size: usize) -> Option<usize> {
+    free_hugepages_in(std::path::Path::new(SYSFS_HUGEPAGES), page_size)
+}
+
+/// Free 2 MiB hugetlb pages: [`free_hugepages`]`(HUGE_2M)`.
 pub fn free_hugepages_2m() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("HugePages_Free:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    free_hugepages(HUGE_2M)
+}
+
+/// [`free_hugepages`] under another sysfs root (for tests).
+fn free_hugepages_in(root: &std::path::Path, page_size: usize) -> Option<usize> {
+    if page_size < 1024 {
+        return None;
+    }
+    let path = root
+        .join(format!("hugepages-{}kB", page_size / 1024))
+        .join("free_hugepages");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]
@@ -486,6 +508,70 @@ mod tests {
             ),
             Err(PoolError::SizeOverflow { .. })
         ));
+    }
+
+    /// Per-size counters are read from the size's own directory, whatever the default huge
+    /// page size is (a fake sysfs tree: 1 GiB default pages with 2 MiB pages also reserved,
+    /// where `/proc/meminfo`'s `HugePages_Free` would report the 1 GiB count for both).
+    #[test]
+    #[cfg_attr(miri, ignore = "file system access is isolated under Miri")]
+    fn free_hugepages_reads_the_per_size_counter() {
+        let root = std::env::temp_dir().join(format!(
+            "idxpool-sysfs-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        for (dir, free) in [("hugepages-2048kB", "17\n"), ("hugepages-1048576kB", "3\n")] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+            std::fs::write(root.join(dir).join("free_hugepages"), free).unwrap();
+        }
+        assert_eq!(free_hugepages_in(&root, HUGE_2M), Some(17));
+        assert_eq!(free_hugepages_in(&root, HUGE_1G), Some(3));
+        assert_eq!(
+            free_hugepages_in(&root, 64 << 10),
+            None,
+            "no such pool size"
+        );
+        assert_eq!(free_hugepages_in(&root, 0), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// On this machine: the answer is the real sysfs file's content, for every size the kernel
+    /// offers.
+    #[test]
+    #[cfg_attr(miri, ignore = "file system access is isolated under Miri")]
+    fn free_hugepages_matches_the_sysfs_files() {
+        let Ok(dirs) = std::fs::read_dir(SYSFS_HUGEPAGES) else {
+            eprintln!("skip: no {SYSFS_HUGEPAGES} (no hugetlb support)");
+            return;
+        };
+        for d in dirs.flatten() {
+            let name = d.file_name().into_string().unwrap();
+            let kb: usize = name
+                .strip_prefix("hugepages-")
+                .and_then(|s| s.strip_suffix("kB"))
+                .and_then(|s| s.parse().ok())
+                .unwrap();
+            let read = || -> usize {
+                let text = std::fs::read_to_string(d.path().join("free_hugepages")).unwrap();
+                text.trim().parse().unwrap()
+            };
+            // Other tests (and processes) may map huge pages meanwhile: compare only when the
+            // file reads the same before and after the call (a few tries, else no verdict).
+            for _ in 0..100 {
+                let before = read();
+                let got = free_hugepages(kb << 10);
+                if before == read() {
+                    assert_eq!(got, Some(before), "{name}");
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            free_hugepages_2m(),
+            free_hugepages(HUGE_2M),
+            "the 2 MiB shortcut is the per-size counter"
+        );
     }
 
     #[cfg(not(miri))]

@@ -104,6 +104,9 @@ pub struct Ring<E> {
     flags: RingFlags,
     /// Whether `state` and `slots` were allocated by us (freed on drop).
     owned: bool,
+    /// Invariant in `E` (entries go in through `&self` and come out as `E`: a covariant
+    /// `Ring<&'static str>` would pass for a `Ring<&'a str>` and give back dangling entries).
+    _invariant: std::marker::PhantomData<fn(E) -> E>,
     /// Under loom only: one tracked cell per slot, accessed with every slot copy, so that loom
     /// checks that the head/tail protocol orders each slot write before the reads of it and each
     /// read before the next write (the slots are plain memory that loom cannot see).
@@ -148,6 +151,7 @@ impl<E: Copy> Ring<E> {
             capacity,
             flags,
             owned: true,
+            _invariant: std::marker::PhantomData,
             #[cfg(loom)]
             shadow: (0..size).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         })
@@ -180,6 +184,7 @@ impl<E: Copy> Ring<E> {
             capacity,
             flags,
             owned: false,
+            _invariant: std::marker::PhantomData,
             #[cfg(loom)]
             shadow: (0..size).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         })

@@ -15,6 +15,7 @@ use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, Weak};
 
 use crate::cache::Cache;
+use crate::error::PoolError;
 use crate::sync::{AtomicBool, AtomicPtr, Backoff, Ordering};
 
 /// A pool's side of thread exit.
@@ -178,16 +179,25 @@ pub(crate) struct Registry<E> {
 
 impl<E: Copy + Send + 'static> Registry<E> {
     /// Room for `max_threads` implicit caches.
-    pub(crate) fn new(max_threads: usize) -> Self {
-        Registry {
-            slots: (0..max_threads)
-                .map(|_| ThreadSlot {
-                    cache: AtomicPtr::new(std::ptr::null_mut()),
-                    lock: AtomicBool::new(false),
-                })
-                .collect(),
+    ///
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when the slot array cannot be allocated (fallible reserve:
+    /// never an abort); the builder bounds `max_threads` first.
+    pub(crate) fn new(max_threads: usize) -> Result<Self, PoolError> {
+        let mut slots: Vec<ThreadSlot<E>> = Vec::new();
+        slots.try_reserve_exact(max_threads).map_err(|e| {
+            PoolError::overflow(format!(
+                "{max_threads} thread cache slots cannot be allocated: {e}"
+            ))
+        })?;
+        slots.extend((0..max_threads).map(|_| ThreadSlot {
+            cache: AtomicPtr::new(std::ptr::null_mut()),
+            lock: AtomicBool::new(false),
+        }));
+        Ok(Registry {
+            slots: slots.into_boxed_slice(),
             explicit: Mutex::new(Vec::new()),
-        }
+        })
     }
 
     /// The calling thread's cache of the pool with (never reused) id `pool_id`, if it has one:
@@ -288,6 +298,34 @@ impl<E: Copy + Send + 'static> Registry<E> {
             // SAFETY: registered caches are live until unregistered under this lock.
             f(format!("local {i}"), unsafe { c.0.as_ref() });
         }
+    }
+
+    /// Takes every thread slot lock (in slot order, as the pool's drop does) and then the
+    /// registry lock, and calls `f` with a visitor of every live cache. While they are held no
+    /// exit flush can move entries between a cache and the ring (an exit flush holds its slot's
+    /// lock from taking the cache out until its entries are in the ring), so with `&mut` on the
+    /// pool (no other user) `f` sees one consistent snapshot. Lock order: slot locks before the
+    /// registry; an exit flush takes only its own slot lock, so no cycle.
+    pub(crate) fn with_all_locked<X>(
+        &self,
+        f: impl FnOnce(&mut dyn FnMut(&mut dyn FnMut(String, &Cache<E>))) -> X,
+    ) -> X {
+        let guards: Vec<SlotGuard<'_, E>> = self.slots.iter().map(|s| s.lock()).collect();
+        let reg = self.explicit_list();
+        let mut visit = |g: &mut dyn FnMut(String, &Cache<E>)| {
+            for (tid, guard) in guards.iter().enumerate() {
+                let p = guard.0.cache.load(Ordering::Acquire);
+                if !p.is_null() {
+                    // SAFETY: non-null slot caches are live until freed under this (held) lock.
+                    g(format!("thread {tid}"), unsafe { &*p });
+                }
+            }
+            for (i, c) in reg.iter().enumerate() {
+                // SAFETY: registered caches are live until unregistered under this (held) lock.
+                g(format!("local {i}"), unsafe { c.0.as_ref() });
+            }
+        };
+        f(&mut visit)
     }
 
     /// Entries held by the implicit caches, read with every slot locked at once (for the

@@ -7,12 +7,12 @@
 //! message otherwise. (The shared-region variants `LayoutMismatch`, `FingerprintMismatch`,
 //! `SharedFile`, `NoProcessSlot` belong to `idxpool::shared` and are tested with it.)
 
-use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use idxpool::{
-    Backing, BackingPolicy, FlushPolicy, Handle, PoolBuilder, PoolError, StrideMode, CACHE_MAX_SIZE,
+    Backing, BackingPolicy, FlushPolicy, Handle, Index, Offset, PoolBuilder, PoolError, StrideMode,
+    CACHE_MAX_SIZE,
 };
 
 /// Builds a scoped pool just to get the configuration error (the closure never runs).
@@ -156,6 +156,60 @@ fn huge_objects_times_huge_capacity_overflow() {
     assert!(e.to_string().contains("size overflow"));
 }
 
+// ---- ReprLimit (offset entries) ---------------------------------------------------------------
+
+#[test]
+fn offset_pools_beyond_32_gib_are_refused_before_mapping() {
+    // 10 M objects x 4160 bytes = 41.6 GB: the last object starts beyond 32 GiB, which an
+    // offset entry (byte offset / 8 in a u32) cannot name. Refused before any mmap.
+    let e = match PoolBuilder::<[u8; 4096]>::zeroed(10_000_000)
+        .cache_size(0)
+        .scoped_repr::<Offset, _>(|_| ())
+    {
+        Err(e) => e,
+        Ok(()) => panic!("a 41.6 GB offset pool was accepted"),
+    };
+    match &e {
+        PoolError::ReprLimit {
+            repr,
+            capacity,
+            stride,
+            max_offset,
+        } => {
+            assert_eq!(*repr, "offset");
+            assert_eq!(*capacity, 10_000_000);
+            assert_eq!(*stride, 4160);
+            assert_eq!(*max_offset, idxpool::repr::OFFSET_MAX_OBJECT_OFFSET);
+        }
+        other => panic!("expected ReprLimit, got {other:?}"),
+    }
+    assert!(e.to_string().contains("offset representation"), "{e}");
+}
+
+#[test]
+fn offset_entries_need_strides_that_are_multiples_of_8() {
+    let e = match PoolBuilder::<[u8; 12]>::zeroed(8)
+        .stride(StrideMode::Natural)
+        .scoped_repr::<Offset, _>(|_| ())
+    {
+        Err(e) => e,
+        Ok(()) => panic!("stride 12 accepted for offset entries"),
+    };
+    assert_invalid(e, "multiple of 8");
+    // The same layout is fine for index entries, and Auto rounds tiny objects up to 8 for
+    // offset entries only.
+    PoolBuilder::<[u8; 12]>::zeroed(8)
+        .stride(StrideMode::Natural)
+        .scoped_repr::<Index, _>(|p| assert_eq!(p.stride(), 12))
+        .unwrap();
+    PoolBuilder::<u8>::with_default(8)
+        .scoped_repr::<Offset, _>(|p| assert_eq!(p.stride(), 8))
+        .unwrap();
+    PoolBuilder::<u8>::with_default(8)
+        .scoped_repr::<Index, _>(|p| assert_eq!(p.stride(), 1))
+        .unwrap();
+}
+
 // ---- BackingUnavailable ----------------------------------------------------------------------
 
 fn read_sys(path: &str) -> Option<usize> {
@@ -194,7 +248,7 @@ fn require_hugetlb_2m_follows_the_reserve() {
     match (free, r) {
         (Some(0), Err(PoolError::BackingUnavailable { backing, .. })) => {
             assert_eq!(backing, Backing::Hugetlb2M);
-            eprintln!("HugePages_Free is 0: Require(Hugetlb2M) correctly refused");
+            eprintln!("no free 2 MiB hugepages: Require(Hugetlb2M) correctly refused");
         }
         (Some(n), Ok(rep)) if n > 0 => {
             assert_eq!(rep.backing, Backing::Hugetlb2M);
@@ -205,8 +259,8 @@ fn require_hugetlb_2m_follows_the_reserve() {
             // Pages may be reserved but not usable by this process (cgroup hugetlb limits).
             eprintln!("skip: {n} free 2 MiB pages reported, but the mapping failed: {e}");
         }
-        (None, r) => eprintln!("skip: no HugePages_Free in /proc/meminfo ({:?})", r.is_ok()),
-        (free, r) => panic!("HugePages_Free {free:?} but Require(Hugetlb2M) gave {r:?}"),
+        (None, r) => eprintln!("skip: no 2 MiB hugetlb counter in sysfs ({:?})", r.is_ok()),
+        (free, r) => panic!("free 2 MiB hugepages {free:?} but Require(Hugetlb2M) gave {r:?}"),
     }
 }
 
@@ -216,7 +270,7 @@ fn hugetlb_pools_work_when_pages_are_reserved() {
     match idxpool::region::free_hugepages_2m() {
         Some(n) if n >= 2 => {}
         other => {
-            eprintln!("skip: needs 2 free 2 MiB hugepages, HugePages_Free = {other:?}");
+            eprintln!("skip: needs 2 free 2 MiB hugepages, free_hugepages = {other:?}");
             return;
         }
     }
@@ -562,13 +616,13 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     idxpool::brand!(InitPanics);
     let made = AtomicUsize::new(0);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        PoolBuilder::<Counted>::with_init(10, |i, slot: &mut MaybeUninit<Counted>| {
+        PoolBuilder::<Counted>::with_init(10, |i, slot| {
             if i == 6 {
                 panic!("init of object {i} failed");
             }
             LIVE.fetch_add(1, SeqCst);
             made.fetch_add(1, SeqCst);
-            slot.write(Counted(i as u64));
+            slot.write(Counted(i as u64))
         })
         .cache_size(2)
         .build::<InitPanics>()
@@ -585,9 +639,9 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     assert!(!<InitPanics as idxpool::NamedBrand>::slot().is_live());
     // The brand is free again: a pool of it can be built.
     LIVE.store(0, SeqCst);
-    let pool = PoolBuilder::<Counted>::with_init(10, |i, slot| {
+    let pool = PoolBuilder::<Counted>::with_fn(10, |i| {
         LIVE.fetch_add(1, SeqCst);
-        slot.write(Counted(i as u64));
+        Counted(i as u64)
     })
     .cache_size(2)
     .build::<InitPanics>()

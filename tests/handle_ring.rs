@@ -394,14 +394,12 @@ mod loom_tests {
     fn leak_pool(capacity: u32) -> &'static Pool<Obj, Unchecked> {
         // SAFETY: one Unchecked pool per model execution, and its handles never meet another.
         let pool = unsafe {
-            PoolBuilder::<Obj>::with_init(capacity, |_, s| {
-                s.write(UnsafeCell::new(0));
-            })
-            .cache_size(0)
-            .backing(BackingPolicy::Require(Backing::Heap))
-            .max_threads(1)
-            .build_unchecked()
-            .unwrap()
+            PoolBuilder::<Obj>::with_fn(capacity, |_| UnsafeCell::new(0))
+                .cache_size(0)
+                .backing(BackingPolicy::Require(Backing::Heap))
+                .max_threads(1)
+                .build_unchecked()
+                .unwrap()
         };
         Box::leak(Box::new(pool))
     }
@@ -520,14 +518,12 @@ mod loom_tests {
         model(5, || {
             // SAFETY: one Unchecked pool per execution; freed below after everything is done.
             let pool = Box::leak(Box::new(unsafe {
-                PoolBuilder::<Obj>::with_init(3, |_, s| {
-                    s.write(UnsafeCell::new(0));
-                })
-                .cache_size(0)
-                .backing(BackingPolicy::Require(Backing::Heap))
-                .max_threads(1)
-                .build_unchecked_ptr()
-                .unwrap()
+                PoolBuilder::<Obj>::with_fn(3, |_| UnsafeCell::new(0))
+                    .cache_size(0)
+                    .backing(BackingPolicy::Require(Backing::Heap))
+                    .max_threads(1)
+                    .build_unchecked_ptr()
+                    .unwrap()
             }));
             let pool: &'static idxpool::ptr::Pool<Obj, Unchecked> = pool;
             let (mut p, mut c) = PtrHandleRing::new(pool, 2, Zeroing::Batched).unwrap();

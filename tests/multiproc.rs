@@ -581,7 +581,7 @@ fn dropped_attachment_leaves_orphans_that_can_be_reclaimed() {
     // A stale raw index is refused: the object is not held by this attachment.
     // SAFETY: deliberately a stale index, to check the owner-table refusal (it panics before
     // any access).
-    let stale: SharedHandle<Obj> = unsafe { SharedHandle::from_raw(raw[0]) };
+    let stale: SharedHandle<Obj> = unsafe { SharedHandle::from_raw(&pool, raw[0]) };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.put(stale)));
     assert!(r.is_err());
     assert_eq!(pool.available(), 64);
@@ -766,4 +766,124 @@ fn exhaustion_and_cache_conservation() {
         pool.flush();
         assert_eq!(pool.ring_count(), 64);
     }
+}
+
+// ---- issue 10: holes found by attack (regression tests) ----
+
+/// Issue 10 item 3: two regions of the same `T`, both handing out index 0 first. A handle of
+/// `a` used with `b` must be refused, or `b.get_mut(&mut ha)` and `b.get_mut(&mut hb)` would be
+/// two live `&mut T` to one object.
+#[test]
+fn handle_of_another_region_is_refused() {
+    let ga = Names::new("foreign-a");
+    let gb = Names::new("foreign-b");
+    let o = SharedOptions::new().cache_size(0);
+    let a = SharedPool::<Obj>::create(&ga.name, 4, fp(), o.clone()).unwrap();
+    let b = SharedPool::<Obj>::create(&gb.name, 4, fp(), o).unwrap();
+    let mut ha = a.get().unwrap();
+    let mut hb = b.get().unwrap();
+    assert_eq!(ha.index(), hb.index(), "the attack needs equal indices");
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let x = b.get_mut(&mut ha);
+        let y = b.get_mut(&mut hb);
+        x.value = 1;
+        y.value = 2;
+    }));
+    assert!(r.is_err(), "a handle of region a was accepted by region b");
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.get_ref(&ha).value));
+    assert!(r.is_err());
+    // Two attachments of one region in one process: the same refusal.
+    let a2 = SharedPool::<Obj>::attach(&ga.name, fp()).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a2.get_ref(&ha).value));
+    assert!(r.is_err());
+    a.put(ha);
+    b.put(hb);
+    assert_eq!(a.available(), 4);
+    assert_eq!(b.available(), 4);
+}
+
+/// Issue 10 item 4: a handle that outlived its attachment, whose object
+/// `reclaim_in_use_of_dead` returned and another `get` handed out again, is refused.
+#[test]
+fn stale_handle_after_reclaim_in_use_is_refused() {
+    let g = Names::new("stale");
+    let o = SharedOptions::new().cache_size(0);
+    let primary = SharedPool::<Obj>::create(&g.name, 1, fp(), o).unwrap();
+    let a = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    let mut old = a.get().unwrap();
+    drop(a);
+    assert_eq!(primary.reclaim_in_use_of_dead(), 1);
+    let mut new = primary.get().unwrap();
+    assert_eq!(new.index(), old.index());
+    primary.get_mut(&mut new).value = 5;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        primary.get_mut(&mut old).value = 6;
+    }));
+    assert!(r.is_err(), "a stale handle reached a re-issued object");
+    assert_eq!(primary.get_ref(&new).value, 5);
+    // Putting the stale handle is refused too (the object stays with `new`).
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| primary.put(old)));
+    assert!(r.is_err());
+    primary.put(new);
+    assert!(primary.audit().is_consistent());
+}
+
+/// Issue 10 items 5 and 6: an impossible bulk get is `Exhausted` at once (no allocation, no
+/// panic), and `available` never exceeds the capacity.
+#[test]
+fn impossible_bulk_gets_are_exhausted_with_true_counts() {
+    let g = Names::new("bulkerr");
+    for cache in [0u32, 4, 8] {
+        let _ = SharedPool::<u8>::remove(&g.name);
+        let pool = SharedPool::<Obj>::create(&g.name, 8, fp(), opts().cache_size(cache)).unwrap();
+        let mut v = Vec::new();
+        match pool.get_bulk(&mut v, usize::MAX) {
+            Err(PoolError::Exhausted {
+                requested,
+                available,
+            }) => assert_eq!((requested, available), (usize::MAX, 8)),
+            other => panic!("cache {cache}: {other:?}"),
+        }
+        assert_eq!(v.capacity(), 0, "nothing allocated");
+        match pool.get_bulk(&mut v, 9) {
+            Err(PoolError::Exhausted {
+                requested,
+                available,
+            }) => assert_eq!((requested, available), (9, 8), "cache {cache}"),
+            other => panic!("cache {cache}: {other:?}"),
+        }
+        assert!(v.is_empty());
+        pool.get_bulk(&mut v, 3).unwrap();
+        match pool.get_bulk(&mut v, 6) {
+            Err(PoolError::Exhausted {
+                requested,
+                available,
+            }) => assert_eq!((requested, available), (6, 5), "cache {cache}"),
+            other => panic!("cache {cache}: {other:?}"),
+        }
+        assert_eq!(v.len(), 3);
+        assert_eq!(pool.get_burst(&mut v, usize::MAX), 5);
+        pool.put_bulk(&mut v);
+        assert!(pool.audit().is_consistent());
+    }
+}
+
+/// Issue 10 item 8: the default cache size never makes a small pool invalid; a size the user
+/// set is still checked.
+#[test]
+fn default_cache_size_fits_small_pools() {
+    let g = Names::new("smalldefault");
+    for cap in [1u32, 2, 8, 31, 32, 33] {
+        let _ = SharedPool::<u8>::remove(&g.name);
+        let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), SharedOptions::new())
+            .unwrap_or_else(|e| panic!("capacity {cap}: {e}"));
+        assert_eq!(pool.cache_size(), cap.min(32));
+        let mut v = Vec::new();
+        pool.get_bulk(&mut v, cap as usize).unwrap();
+        pool.put_bulk(&mut v);
+        drop(pool);
+    }
+    let _ = SharedPool::<u8>::remove(&g.name);
+    let r = SharedPool::<Obj>::create(&g.name, 8, fp(), SharedOptions::new().cache_size(32));
+    assert!(matches!(r, Err(PoolError::InvalidConfig { .. })), "{r:?}");
 }

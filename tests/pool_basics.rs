@@ -6,12 +6,10 @@ idxpool::brand!(Basic);
 
 #[test]
 fn get_put_and_access() {
-    let pool = PoolBuilder::<u64>::with_init(100, |i, slot| {
-        slot.write(i as u64 * 10);
-    })
-    .cache_size(8)
-    .build::<Basic>()
-    .unwrap();
+    let pool = PoolBuilder::<u64>::with_init(100, |i, slot| slot.write(i as u64 * 10))
+        .cache_size(8)
+        .build::<Basic>()
+        .unwrap();
     assert_eq!(pool.capacity(), 100);
     assert_eq!(pool.available(), 100);
     let mut h = pool.get().unwrap();

@@ -117,13 +117,11 @@ fn objects_are_dropped_once_with_the_pool() {
             DROPS.fetch_add(1, Ordering::Relaxed);
         }
     }
-    PoolBuilder::<Counted>::with_init(100, |i, slot| {
-        slot.write(Counted(i as u64));
-    })
-    .scoped(|pool| {
-        let h = pool.get().unwrap();
-        pool.put(h);
-    })
-    .unwrap();
+    PoolBuilder::<Counted>::with_fn(100, |i| Counted(i as u64))
+        .scoped(|pool| {
+            let h = pool.get().unwrap();
+            pool.put(h);
+        })
+        .unwrap();
     assert_eq!(DROPS.load(Ordering::Relaxed), 100);
 }

@@ -1410,15 +1410,9 @@ impl<T: Obj, B: NamedBrand> Drop for ScanPool<T, B> {
     }
 }
 
+/// Free 2 MiB hugetlb pages (the per-size sysfs counter, right whatever the default size).
 fn hugepages_free() -> String {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("HugePages_Free"))
-                .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
-        })
-        .unwrap_or_else(|| "?".into())
+    idxpool::region::free_hugepages_2m().map_or_else(|| "?".into(), |n| n.to_string())
 }
 
 /// Builds the three scan pools of `T` over `bytes`; skipped ones come back as (name, reason).
@@ -1438,7 +1432,7 @@ fn scan_pools<T: Obj>(bytes: usize) -> ScanSet {
             .map(|p| Box::new(p) as Box<dyn ScanRun>)
             .map_err(|e| {
                 format!(
-                    "{e} (HugePages_Free was {free_before}; needs {} 2 MiB pages: \
+                    "{e} (free 2 MiB hugepages were {free_before}; needs {} 2 MiB pages: \
                      echo 600 > /proc/sys/vm/nr_hugepages as root)",
                     bytes.div_ceil(2 << 20)
                 )

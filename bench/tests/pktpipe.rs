@@ -200,10 +200,7 @@ fn configs() -> Vec<Config> {
 }
 
 fn builder() -> PoolBuilder<'static, Mbuf> {
-    PoolBuilder::<Mbuf>::with_init(512, |_, s| {
-        s.write(Mbuf::empty());
-    })
-    .cache_size(32)
+    PoolBuilder::<Mbuf>::with_init(512, |_, s| s.write(Mbuf::empty())).cache_size(32)
 }
 
 #[test]

@@ -32,7 +32,7 @@ impl<T: Pod> SharedPool<T> {
     /// When `chan` is out of range, or this attachment does not hold the object.
     pub fn send(&self, chan: u32, h: SharedHandle<T>) {
         let ring = self.chan(chan);
-        let e = h.into_raw();
+        let e = self.check_handle(&h, "send");
         self.release_to_channel(e);
         self.enqueue_all(ring, &[e]);
     }
@@ -44,6 +44,9 @@ impl<T: Pod> SharedPool<T> {
     /// As [`SharedPool::send`].
     pub fn send_bulk(&self, chan: u32, v: &mut Vec<SharedHandle<T>>) {
         let ring = self.chan(chan);
+        for h in v.iter() {
+            self.check_handle(h, "send");
+        }
         let idx: Vec<u32> = v.drain(..).map(SharedHandle::into_raw).collect();
         for &e in &idx {
             self.release_to_channel(e);
@@ -72,7 +75,7 @@ impl<T: Pod> SharedPool<T> {
             // SAFETY: dequeue_burst wrote one entry.
             let e = unsafe { b[0].assume_init() };
             if self.claim(e, IN_CHANNEL) {
-                return Some(SharedHandle::new(e));
+                return Some(SharedHandle::new(e, self.serial));
             }
         }
     }
@@ -93,7 +96,7 @@ impl<T: Pod> SharedPool<T> {
                 // SAFETY: the first n entries were written by dequeue_burst.
                 let e = unsafe { b.assume_init() };
                 if self.claim(e, IN_CHANNEL) {
-                    out.push(SharedHandle::new(e));
+                    out.push(SharedHandle::new(e, self.serial));
                     total += 1;
                 }
             }

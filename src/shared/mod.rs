@@ -4,7 +4,8 @@
 //! mounted, else `/dev/shm`): header, common ring, handle channels, per-process caches, a
 //! per-object owner table and the objects. Nothing in the region is a pointer: every section is
 //! found by an offset from the region start, and every object by its index
-//! (`objects + index x stride`). A [`SharedHandle`] is that 4-byte index, so it names the same
+//! (`objects + index x stride`). A [`SharedHandle`] is that index (plus the serial of the
+//! attachment that minted it), so it names the same
 //! object in every process that maps the region, wherever the mapping landed. DPDK cannot
 //! offer this: its secondary processes must map the hugepages at the primary's virtual
 //! addresses because its rings and caches hold pointers.
@@ -37,9 +38,14 @@
 //!   the ring or a cache), in a channel, or held by one *attachment* (one [`SharedPool`] value
 //!   in one process). `get`/`recv` claim the word with a compare-and-swap, `put`/`send` release
 //!   it; [`SharedPool::get_mut`] and [`SharedPool::get_ref`] check that the word names the
-//!   calling attachment and panic otherwise. Within a process, handles are not `Clone`, so safe
-//!   code cannot hold two `&mut T` to one object; [`SharedHandle::from_raw`] is `unsafe` for
-//!   that reason.
+//!   calling attachment and panic otherwise.
+//! * **A handle is accepted only by the attachment that minted it**: it carries that
+//!   attachment's process-local serial (unique for the life of the process), checked on every
+//!   access next to the owner word. So a handle of another region (whose index may be held by
+//!   this attachment too), of another attachment, or of an attachment that is gone (whose
+//!   objects [`SharedPool::reclaim_in_use_of_dead`] may have handed out again) panics. Handles
+//!   are not `Clone` and each claim mints one handle, so safe code cannot hold two `&mut T` to
+//!   one object; [`SharedHandle::from_raw`] is `unsafe` for that reason.
 //! * **A [`SharedPool`] value is one attachment with one cache**: it is `Send` but not `Sync`.
 //!   Threads that want their own cache attach separately (each takes a process slot). Do not
 //!   use an attachment in a child created by `fork` (it would share the parent's slot and
@@ -101,24 +107,33 @@ pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
 
 use crate::builder::StrideMode;
 
-/// The 4-byte, position-independent handle of a [`SharedPool`] object: `index + 1` as a
-/// `NonZeroU32` (so `Option<SharedHandle<T>>` is 4 bytes too).
+/// The position-independent handle of a [`SharedPool`] object: the object's index (the same in
+/// every process and every mapping of the region) plus the serial of the attachment that minted
+/// it (8 bytes; `Option<SharedHandle<T>>` is 8 bytes too).
 ///
-/// It owns its object like a `Box` (not `Clone`, not `Copy`); it names the same object in
-/// every process and every mapping of the region. Dropping it instead of putting it back leaks
-/// the object until its attachment is gone and [`SharedPool::reclaim_in_use_of_dead`] runs.
-#[repr(transparent)]
+/// It owns its object like a `Box` (not `Clone`, not `Copy`). It is accepted only by the
+/// attachment (the [`SharedPool`] value) that minted it: every access checks both the serial
+/// and the region's owner table, so a handle of another region, of another attachment of the
+/// same region, or of an attachment that is gone (whose objects
+/// [`SharedPool::reclaim_in_use_of_dead`] may have handed out again) panics instead of
+/// reaching an object someone else holds. To move an object to another attachment or process,
+/// [`SharedPool::send`] it (the receiver mints its own handle). Dropping a handle instead of
+/// putting it back leaks the object until its attachment is gone and
+/// [`SharedPool::reclaim_in_use_of_dead`] runs.
 #[must_use = "dropping a handle leaks its object; put it back into its pool"]
 pub struct SharedHandle<T> {
     entry: NonZeroU32,
+    /// Process-local serial of the minting attachment (`SharedPool::serial`), never 0.
+    serial: u32,
     _object: PhantomData<fn() -> T>,
 }
 
 impl<T> SharedHandle<T> {
     #[inline(always)]
-    pub(crate) fn new(index: u32) -> Self {
+    pub(crate) fn new(index: u32, serial: u32) -> Self {
         SharedHandle {
             entry: NonZeroU32::new(index.wrapping_add(1)).unwrap_or(NonZeroU32::MAX),
+            serial,
             _object: PhantomData,
         }
     }
@@ -129,6 +144,12 @@ impl<T> SharedHandle<T> {
         self.entry.get() - 1
     }
 
+    /// Serial of the attachment that minted the handle (process-local).
+    #[inline(always)]
+    pub(crate) fn serial(&self) -> u32 {
+        self.serial
+    }
+
     /// Gives up the handle and returns the object's index, e.g. to store it in an object or in
     /// a foreign queue. The object stays held by this attachment (per the owner table) until a
     /// handle rebuilt with [`SharedHandle::from_raw`] is put back or sent.
@@ -137,16 +158,16 @@ impl<T> SharedHandle<T> {
         self.index()
     }
 
-    /// Rebuilds a handle from [`SharedHandle::into_raw`].
+    /// Rebuilds a handle of attachment `pool` from [`SharedHandle::into_raw`].
     ///
     /// # Safety
-    /// `index` must come from `into_raw` of a handle of the same region, and this must be the
-    /// only handle rebuilt from that call. The pool checks the owner table on access (a handle
-    /// of an object this attachment does not hold panics), but two handles to one object in
-    /// one attachment would give two `&mut T`.
+    /// `index` must come from `into_raw` of a handle minted by `pool`, and this must be the
+    /// only handle rebuilt from that call. The pool checks the owner table on access (an
+    /// object `pool` does not hold panics), but two handles to one object held by `pool`
+    /// would give two `&mut T`.
     #[inline]
-    pub unsafe fn from_raw(index: u32) -> Self {
-        Self::new(index)
+    pub unsafe fn from_raw(pool: &SharedPool<T>, index: u32) -> Self {
+        Self::new(index, pool.serial)
     }
 }
 
@@ -158,7 +179,7 @@ impl<T> fmt::Debug for SharedHandle<T> {
 
 impl<T> PartialEq for SharedHandle<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.entry == other.entry
+        self.entry == other.entry && self.serial == other.serial
     }
 }
 impl<T> Eq for SharedHandle<T> {}
@@ -166,7 +187,8 @@ impl<T> Eq for SharedHandle<T> {}
 /// Options of [`SharedPool::create`].
 #[derive(Clone, Debug)]
 pub struct SharedOptions {
-    pub(crate) cache_size: u32,
+    /// `None`: the default, `min(32, capacity)`.
+    pub(crate) cache_size: Option<u32>,
     pub(crate) max_processes: u32,
     pub(crate) channels: u32,
     pub(crate) backing: SharedBackingPolicy,
@@ -178,7 +200,7 @@ pub struct SharedOptions {
 impl Default for SharedOptions {
     fn default() -> Self {
         SharedOptions {
-            cache_size: 32,
+            cache_size: None,
             max_processes: 16,
             channels: 1,
             backing: SharedBackingPolicy::Auto,
@@ -190,7 +212,7 @@ impl Default for SharedOptions {
 }
 
 impl SharedOptions {
-    /// Defaults: cache 32 per process, 16 process slots, 1 channel, automatic backing, mode
+    /// Defaults: cache `min(32, capacity)` per process, 16 process slots, 1 channel, automatic backing, mode
     /// 0600, unlink when the creator drops the pool, automatic stride.
     pub fn new() -> Self {
         Self::default()
@@ -199,8 +221,11 @@ impl SharedOptions {
     /// Per-process cache size in objects (0..=512, at most the capacity; 0 = no cache). The
     /// cache follows DPDK 26.07: a full cache flushes its coldest half to the common ring, an
     /// empty one refills half.
+    ///
+    /// Unset, the cache holds `min(32, capacity)` objects; a size set here that the capacity
+    /// cannot take is an error of [`SharedPool::create`].
     pub fn cache_size(mut self, n: u32) -> Self {
-        self.cache_size = n;
+        self.cache_size = Some(n);
         self
     }
 

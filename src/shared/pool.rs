@@ -42,6 +42,9 @@ pub struct SharedPool<T> {
     /// Our holder id in the owner table.
     pub(crate) me: u32,
     pub(crate) ident: ProcessId,
+    /// Process-local serial of this attachment, stamped into every handle it mints (never 0,
+    /// never reused in this process): see [`SharedPool::check_held`].
+    pub(crate) serial: u32,
     path: PathBuf,
     file: File,
     backing: SharedBacking,
@@ -85,7 +88,7 @@ impl<T: Pod> SharedPool<T> {
             obj_align: std::mem::align_of::<T>() as u64,
             stride,
             capacity,
-            cache_size: opts.cache_size,
+            cache_size: opts.cache_size.unwrap_or(capacity.min(32)),
             max_procs: opts.max_processes,
             channels: opts.channels,
         };
@@ -310,6 +313,7 @@ impl<T: Pod> SharedPool<T> {
             slot: u32::MAX,
             me: 0,
             ident,
+            serial: next_serial()?,
             path,
             file,
             backing,
@@ -348,6 +352,18 @@ impl<T: Pod> SharedPool<T> {
             slots: self.params.max_procs,
         })
     }
+}
+
+/// The next attachment serial of this process: 1, 2, ... Never reused, so a handle of an
+/// attachment that is gone matches no attachment of this process.
+fn next_serial() -> Result<u32, PoolError> {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    NEXT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+        .map_err(|_| {
+            PoolError::config(
+                "this process has used up its 2^32 - 1 shared-pool attachment serials",
+            )
+        })
 }
 
 fn is_exists(e: &PoolError) -> bool {
@@ -441,6 +457,29 @@ impl<T> SharedPool<T> {
              (corrupted region or a broken from_raw / repair_lost contract)",
             v.len()
         );
+    }
+
+    /// Panics unless handle `h` was minted by this attachment and this attachment holds its
+    /// object.
+    ///
+    /// Two checks, both needed (issue 10): the serial ties the handle to the attachment that
+    /// minted it (a handle of another region, of another attachment, or of an attachment that
+    /// is gone never matches: serials are unique in the process), and the owner word proves
+    /// the object is still ours (not reclaimed, not sent). Between them, the only way to two
+    /// `&mut T` is an `unsafe` contract broken (`from_raw`, `repair_lost`, `reset_channel`).
+    #[inline]
+    pub(crate) fn check_handle(&self, h: &SharedHandle<T>, what: &str) -> u32 {
+        let i = h.index();
+        assert!(
+            h.serial() == self.serial,
+            "idxpool shared: {what} of object {i} with a handle minted by attachment serial {}, \
+             not this attachment's {} (a handle of another pool or attachment, or of one that \
+             is gone)",
+            h.serial(),
+            self.serial
+        );
+        self.check_held(i, what);
+        i
     }
 
     /// Panics unless this attachment holds object `i`.
@@ -570,10 +609,10 @@ impl<T: Pod> SharedPool<T> {
     #[inline]
     pub fn get(&self) -> Result<SharedHandle<T>, PoolError> {
         match self.take_one() {
-            Some(e) => Ok(SharedHandle::new(e)),
+            Some(e) => Ok(SharedHandle::new(e, self.serial)),
             None => Err(PoolError::Exhausted {
                 requested: 1,
-                available: self.ring.count(),
+                available: self.reachable(),
             }),
         }
     }
@@ -581,21 +620,28 @@ impl<T: Pod> SharedPool<T> {
     /// Appends exactly `n` handles to `out`, or none (bulk).
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`] when fewer than `n` could be taken; those taken go back.
+    /// [`PoolError::Exhausted`] when fewer than `n` could be taken (at once, without
+    /// allocating, when `n` exceeds the capacity); those taken go back. `available` counts
+    /// what this attachment could reach afterwards: its cache plus the common ring.
     pub fn get_bulk(&self, out: &mut Vec<SharedHandle<T>>, n: usize) -> Result<(), PoolError> {
+        if n > self.params.capacity as usize {
+            return Err(PoolError::Exhausted {
+                requested: n,
+                available: self.reachable(),
+            });
+        }
         let start = out.len();
         out.reserve(n);
         for _ in 0..n {
             match self.take_one() {
-                Some(e) => out.push(SharedHandle::new(e)),
+                Some(e) => out.push(SharedHandle::new(e, self.serial)),
                 None => {
-                    let got = out.len() - start;
                     for h in out.drain(start..) {
                         self.give_one(h.into_raw());
                     }
                     return Err(PoolError::Exhausted {
                         requested: n,
-                        available: got + self.ring.count(),
+                        available: self.reachable(),
                     });
                 }
             }
@@ -603,12 +649,18 @@ impl<T: Pod> SharedPool<T> {
         Ok(())
     }
 
+    /// Objects this attachment could take now: its cache plus the common ring (a snapshot,
+    /// at most the capacity).
+    fn reachable(&self) -> usize {
+        (self.cache_count() + self.ring.count()).min(self.params.capacity as usize)
+    }
+
     /// Appends up to `n` handles to `out` (burst); returns how many.
     pub fn get_burst(&self, out: &mut Vec<SharedHandle<T>>, n: usize) -> usize {
         let mut k = 0;
         while k < n {
             match self.take_one() {
-                Some(e) => out.push(SharedHandle::new(e)),
+                Some(e) => out.push(SharedHandle::new(e, self.serial)),
                 None => break,
             }
             k += 1;
@@ -619,12 +671,12 @@ impl<T: Pod> SharedPool<T> {
     /// Returns an object to the pool.
     ///
     /// # Panics
-    /// When the owner table says this attachment does not hold the object (a handle rebuilt
-    /// by `from_raw` in the wrong place, or an object already reclaimed).
+    /// When the handle was minted by another attachment (of this or another pool, or one that
+    /// is gone), or the owner table says this attachment does not hold the object (a handle
+    /// rebuilt by `from_raw` in the wrong place).
     #[inline]
     pub fn put(&self, h: SharedHandle<T>) {
-        let e = h.into_raw();
-        self.check_held(e, "put");
+        let e = self.check_handle(&h, "put");
         self.give_one(e);
     }
 
@@ -641,16 +693,17 @@ impl<T: Pod> SharedPool<T> {
     /// The object of a handle this attachment holds.
     ///
     /// # Panics
-    /// When the owner table does not name this attachment as the holder.
+    /// When the handle was minted by another attachment, or the owner table does not name
+    /// this attachment as the holder.
     #[inline]
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
-        let i = h.index();
-        self.check_held(i, "get_mut");
+        let i = self.check_handle(h, "get_mut");
         // i < capacity; the object lies at objects + i * stride inside the mapping, aligned
         // (stride and the section offset are multiples of align_of::<T>() <= the page
         // alignment of the mapping).
-        // SAFETY: (above) the owner table names us and the handle is borrowed mutably, so no
-        // other reference to the object exists in this process; T: Pod, so any bytes another
+        // SAFETY: (above) the handle was minted by this attachment, the owner table names us,
+        // and the handle is borrowed mutably; handles are not Clone and this attachment mints
+        // one handle per claim, so no other reference to the object exists in this process; T: Pod, so any bytes another
         // process wrote are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
@@ -661,8 +714,7 @@ impl<T: Pod> SharedPool<T> {
     /// As [`SharedPool::get_mut`].
     #[inline]
     pub fn get_ref<'a>(&'a self, h: &'a SharedHandle<T>) -> &'a T {
-        let i = h.index();
-        self.check_held(i, "get_ref");
+        let i = self.check_handle(h, "get_ref");
         // SAFETY: as in get_mut; the handle is borrowed shared, so no &mut to it exists.
         unsafe { &*self.obj_ptr(i) }
     }

@@ -263,7 +263,10 @@ impl<T> SharedPool<T> {
     ///
     /// Explicit, because only the caller knows that no live process still works on those
     /// objects (e.g. the dead process had written an index into another object before dying;
-    /// using that index after this call is a logic error, caught by the owner check).
+    /// using that index after this call is a logic error). A handle of the gone attachment
+    /// that is still around in this process is refused by every attachment (its serial matches
+    /// none), and an index rebuilt with the `unsafe` [`super::SharedHandle::from_raw`] is
+    /// refused by the owner check unless the object was handed to that very attachment again.
     pub fn reclaim_in_use_of_dead(&self) -> usize {
         self.reclaim_dead();
         let mut back = Vec::new();

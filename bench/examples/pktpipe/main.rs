@@ -315,11 +315,9 @@ fn main() {
     }
 
     let builder = || {
-        PoolBuilder::<Mbuf>::with_init(args.mbufs, |_, slot| {
-            slot.write(Mbuf::empty());
-        })
-        .cache_size(args.cache)
-        .name("mbufs")
+        PoolBuilder::<Mbuf>::with_init(args.mbufs, |_, slot| slot.write(Mbuf::empty()))
+            .cache_size(args.cache)
+            .name("mbufs")
     };
     let res = builder().scoped(|ipool| {
         builder().scoped(|ipool2| {

@@ -1,0 +1,473 @@
+//! DPDK 22.11's `mempool_perf_autotest`, ported: the index pool against its pointer twin, with
+//! the run's own noise floor (A/A) and a one-glance verdict.
+//!
+//! Per thread, repeat: get `n_keep` objects in chunks of `n_get_bulk`, then put them all back in
+//! chunks of `n_put_bulk`. The rate is objects got-and-put per second, summed over threads
+//! (DPDK's `rate_persec`). DPDK's matrix: cache 512 and no cache; 1 and 2 threads;
+//! `n_get_bulk`, `n_put_bulk` in {1, 4, 8, 32}; `n_keep` in {32, 128, 512}; `constant_n` 0 and 1
+//! (1 = the bulk size is a compile-time constant, only where get == put). On top of DPDK's
+//! matrix: `touch` 0 and 1 (1 = each object is written through `&mut T` right after the get, the
+//! real use, where the index pays its index -> address conversion).
+//!
+//! Both pools run the very same generic code (over `idxpool::repr::Repr`); only the entry type
+//! differs (4-byte index vs 8-byte pointer). Each cell runs three contenders interleaved: the
+//! index pool (A), the pointer pool (B) and the index pool again (A', the A/A pair), in the
+//! order A B A' then A' B A (which cancels a linear drift), for `--reps` repetitions, after one
+//! untimed warm-up run of each pool; the medians are reported. A'/A is the run-to-run noise of
+//! this very run: the verdict counts only differences larger than it. Pool creation and first
+//! touch are never timed (pools are prefaulted and live across the cells of a group).
+//!
+//! Modes (times hold on a loaded 2-core machine: a time budget shortens the runs of the cells
+//! left when the run falls behind; `--cell-ms` fixes the run length instead):
+//!
+//! ```sh
+//! cargo run --release -p idxpool-bench --example mempool_perf                 # 48 cells, about 2 min
+//! cargo run --release -p idxpool-bench --example mempool_perf -- --quick      # 24 cells, about 30 s
+//! cargo run --release -p idxpool-bench --example mempool_perf -- --full       # DPDK's 480 cells, about 20 min
+//! cargo run --release -p idxpool-bench --example mempool_perf -- --full --filter "cache=512 cores=1" --csv out.csv
+//! ```
+//!
+//! Output: on stdout the run's context (pinning, load average), each pool's backing, then one
+//! table row per cell as soon as it is measured, and last the geomean line and the verdict
+//! (`verdict: index pool faster in X of N cells (...); geomean ...; run-to-run noise (A/A)
+//! +-Y%`). Ctrl-C stops after the current measurement and still prints the summary of the
+//! cells measured. A progress bar goes to stderr when it is a terminal. `--csv PATH` also
+//! writes three rows per cell (index, pointer, index-aa), and a chart of the change per cell
+//! next to it (same path, `.svg`).
+//!
+//! Differences from DPDK's test, none of which favours one pool over the other: threads are
+//! not pinned by default (`--pin`); the put phase returns the chunks last-got-first (DPDK puts
+//! them in get order); the pool size, `threads x (512 + 512) minus 1`, uses the cell's thread
+//! count (DPDK uses the EAL's lcore count); cells with cache 0 run once, under the first
+//! policy, when several policies are swept (the policy does not apply); objects have no
+//! header, so with `--stride auto` they sit 2048 bytes apart (DPDK's 64-byte header makes its
+//! stride 2112 bytes: `--stride 2112` reproduces that).
+//!
+//! On a machine shared with other work, `--clock cpu` measures rates against each thread's
+//! CPU time instead of wall time, which removes most of the noise of being descheduled.
+
+mod matrix;
+mod report;
+mod workload;
+
+use std::error::Error;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use idxpool::Brand;
+use idxpool::{FlushPolicy, GenericPool, Index, Pointer, PoolBuilder, PoolError, StrideMode};
+use idxpool_bench::clock::Clock;
+use idxpool_bench::pin::{context_line, PinMode, Pinning};
+use idxpool_bench::report::{change_chart, create_csv, svg_path, write_csv};
+use idxpool_bench::run::{self, human, install_ctrlc, interrupted, progress_bar, Budget};
+use idxpool_bench::stats::median;
+use indicatif::ProgressBar;
+
+use matrix::{build_matrix, default_cores, parse_policies, plan, Cell, MatrixSpec};
+use report::{csv_rows, CellResult, Stream, CSV_HEADER};
+use workload::{run_cell, Obj};
+
+/// Time budget of the default mode.
+const DEFAULT_BUDGET: Duration = Duration::from_secs(120);
+/// Time budget of `--quick`.
+const QUICK_BUDGET: Duration = Duration::from_secs(30);
+/// Time budget of `--full`.
+const FULL_BUDGET: Duration = Duration::from_secs(20 * 60);
+/// Shortest and longest timed run under a budget.
+const MIN_RUN: Duration = Duration::from_millis(10);
+const MAX_RUN: Duration = Duration::from_millis(500);
+
+/// Index pool vs pointer pool on DPDK's mempool_perf_autotest matrix, with an A/A noise floor.
+///
+/// Measures objects got-and-put per second (DPDK's rate_persec) of idxpool's index pool and
+/// its pointer twin, interleaved, plus the index pool a second time (A/A) for the run's own
+/// noise; prints one row per cell as it is measured, then a one-glance verdict.
+/// Takes about 2 minutes by default (48 cells), 30 s with --quick, 20 min with --full (DPDK's
+/// 480 cells), after the build; Ctrl-C prints the summary of what was measured.
+#[derive(Parser, Debug)]
+#[command(name = "mempool_perf", verbatim_doc_comment)]
+struct Args {
+    /// About 30 s: 24 cells (cache 512, get = put in {1, 4, 32}, n_keep 32 and 512,
+    /// constant_n 0, touch 0/1, 1 and 2 threads), 3 reps.
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// About 20 min: DPDK's whole matrix (480 cells on 2 cores: cache 512 and 0, every bulk
+    /// pair, n_keep 32/128/512, constant_n 0/1, touch 0/1).
+    #[arg(long)]
+    full: bool,
+    /// Time budget in seconds [default: 120; --quick 30; --full 1200]. The runs of the cells
+    /// left get shorter when the run falls behind (down to 10 ms), so that it ends on time.
+    #[arg(long)]
+    budget: Option<u64>,
+    /// Fixed length of one timed run, in milliseconds, instead of a time budget (the run then
+    /// takes as long as it takes; the estimate is printed first).
+    #[arg(long)]
+    cell_ms: Option<u64>,
+    /// Timed runs per contender per cell; the median is reported [default: 5; --quick 3].
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Write three rows per cell (index, pointer, index-aa) to this CSV file, and a chart next
+    /// to it (.svg).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Run only cells whose label contains this string (e.g. "cache=512 cores=1 get=32"), or
+    /// whose label holds every whitespace-separated word of it (e.g. "keep=512 touch=1").
+    /// Labels look like "policy=dpdk2607 cache=512 cores=1 get=32 put=32 keep=512 const=0
+    /// touch=1". Combine with --full to pick from the whole matrix.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Thread counts, comma-separated [default: 1 and every available core up to 2].
+    #[arg(long, value_delimiter = ',')]
+    cores: Option<Vec<usize>>,
+    /// Flush policy of the caches: classic, dpdk2607, aligned, or all [default: the crate's
+    /// FlushPolicy::DEFAULT].
+    #[arg(long)]
+    policy: Option<String>,
+    /// Time base of the rates: `wall` (DPDK's: elapsed time, right on dedicated cores) or `cpu`
+    /// (each thread's own CPU time: robust when other processes share the cores, as it leaves
+    /// out the time a thread waits to be scheduled). Runs last their length of wall time either
+    /// way.
+    #[arg(long, value_enum, default_value_t = Clock::Wall)]
+    clock: Clock,
+    /// Object placement of both pools: `auto` (the crate's StrideMode::Auto: 2048 bytes for
+    /// these objects) or a stride in bytes, a multiple of 64 >= 2048 (e.g. 2112: 33 cache
+    /// lines, so that objects spread over every cache set, as DPDK's object header and
+    /// padding do).
+    #[arg(long, default_value = "auto", value_parser = parse_stride)]
+    stride: StrideMode,
+    /// Pin worker thread i to the i-th allowed CPU: off (default), on, or auto (only when those
+    /// CPUs are idle now). On a shared machine pinning can make a run far slower.
+    #[arg(long, value_enum, default_value_t = PinMode::Off)]
+    pin: PinMode,
+}
+
+/// Parses `--stride`.
+fn parse_stride(s: &str) -> Result<StrideMode, String> {
+    if s == "auto" {
+        return Ok(StrideMode::Auto);
+    }
+    let b: usize = s
+        .parse()
+        .map_err(|_| format!("expected auto or a number of bytes, got {s:?}"))?;
+    StrideMode::Bytes(b)
+        .stride_for(std::mem::size_of::<Obj>(), std::mem::align_of::<Obj>())
+        .map(StrideMode::Bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// How long the timed runs of a cell last.
+#[derive(Clone, Copy, Debug)]
+enum RunLength {
+    /// `--cell-ms`.
+    Fixed(Duration),
+    /// A share of the time budget.
+    Budgeted,
+}
+
+/// Everything a run needs while it measures.
+struct Ctx {
+    reps: usize,
+    clock: Clock,
+    stride: StrideMode,
+    pinning: Pinning,
+    length: RunLength,
+    budget: Budget,
+    stream: Stream,
+    bar: ProgressBar,
+    backing_printed: bool,
+}
+
+impl Ctx {
+    /// Prints `text` on stdout without tearing the progress bar.
+    fn print(&self, text: &str) {
+        self.bar.suspend(|| {
+            let mut out = io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        });
+    }
+
+    /// The length of each timed run of the next cell (warm-ups last a fifth of it).
+    fn run_length(&self) -> Duration {
+        match self.length {
+            RunLength::Fixed(d) => d,
+            RunLength::Budgeted => run::run_length(
+                self.budget.next_slot(),
+                runs_per_cell(self.reps),
+                MIN_RUN,
+                MAX_RUN,
+            ),
+        }
+    }
+}
+
+/// Timed-run equivalents per cell: 3 contenders x reps, plus 2 warm-ups of a fifth.
+fn runs_per_cell(reps: usize) -> f64 {
+    3.0 * reps as f64 + 0.4
+}
+
+/// Warm-up length for a run length.
+fn warm_length(run: Duration) -> Duration {
+    (run / 5).clamp(Duration::from_millis(2), Duration::from_millis(50))
+}
+
+/// Runs the cells of one (policy, cache, cores) group on a pair of pools that live for the
+/// whole group, with one persistent cache per thread per pool. Stops early (Ok) on Ctrl-C.
+fn run_group<B1: Brand, B2: Brand>(
+    ip: &GenericPool<Obj, B1, Index>,
+    pp: &GenericPool<Obj, B2, Pointer>,
+    policy: FlushPolicy,
+    cells: &[Cell],
+    ctx: &mut Ctx,
+) -> Result<(), PoolError> {
+    let threads = cells[0].cores;
+    let mut ic: Vec<_> = (0..threads).map(|_| ip.local_cache()).collect();
+    let mut pc: Vec<_> = (0..threads).map(|_| pp.local_cache()).collect();
+    let (clock, pin) = (ctx.clock, ctx.pinning.clone());
+    for cell in cells {
+        if interrupted() {
+            return Ok(());
+        }
+        let run = ctx.run_length();
+        let warm = warm_length(run);
+        run_cell(&mut ic, cell, warm, clock, &pin)?;
+        run_cell(&mut pc, cell, warm, clock, &pin)?;
+        let mut a = Vec::with_capacity(ctx.reps);
+        let mut b = Vec::with_capacity(ctx.reps);
+        let mut a2 = Vec::with_capacity(ctx.reps);
+        // A B A' then A' B A: a load drift during the cell hits all three alike.
+        for rep in 0..ctx.reps {
+            if interrupted() {
+                return Ok(());
+            }
+            if rep % 2 == 0 {
+                a.push(run_cell(&mut ic, cell, run, clock, &pin)?);
+                b.push(run_cell(&mut pc, cell, run, clock, &pin)?);
+                a2.push(run_cell(&mut ic, cell, run, clock, &pin)?);
+            } else {
+                a2.push(run_cell(&mut ic, cell, run, clock, &pin)?);
+                b.push(run_cell(&mut pc, cell, run, clock, &pin)?);
+                a.push(run_cell(&mut ic, cell, run, clock, &pin)?);
+            }
+        }
+        let r = CellResult {
+            policy,
+            cell: *cell,
+            index: median(&a),
+            pointer: median(&b),
+            index_aa: median(&a2),
+        };
+        ctx.budget.unit_done();
+        ctx.bar.inc(1);
+        let text = ctx.stream.push(r);
+        ctx.print(&text);
+    }
+    Ok(())
+}
+
+/// Builds the pool pair of a group (fresh brands, prefaulted) and runs its cells; prints the
+/// pools' backing before the first group's rows.
+fn run_pools(policy: FlushPolicy, cells: &[Cell], ctx: &mut Ctx) -> Result<(), PoolError> {
+    let c0 = cells[0];
+    let stride = ctx.stride;
+    let builder = || {
+        PoolBuilder::<Obj>::zeroed(c0.pool_size())
+            .cache_size(c0.cache)
+            .policy(policy)
+            .stride(stride)
+            .prefault(true)
+    };
+    let nested = builder().scoped(|ip| {
+        builder().scoped_ptr(|pp| {
+            if !ctx.backing_printed {
+                ctx.backing_printed = true;
+                ctx.print(&format!(
+                    "backing: index pool {}, stride {} B; pointer pool {}, stride {} B\n",
+                    ip.backing(),
+                    ip.stride(),
+                    pp.backing(),
+                    pp.stride()
+                ));
+            }
+            run_group(&ip, &pp, policy, cells, ctx)
+        })
+    });
+    nested??
+}
+
+fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = args
+        .cores
+        .clone()
+        .unwrap_or_else(|| default_cores(available));
+    if cores.is_empty() || cores.contains(&0) {
+        return Err("--cores needs thread counts >= 1".into());
+    }
+    if let Some(&c) = cores.iter().find(|&&c| c > available) {
+        eprintln!("warning: {c} threads on {available} available cores: they will time-share");
+    }
+    let policies = parse_policies(args.policy.as_deref())?;
+    let (spec, mode, budget) = if args.full {
+        (MatrixSpec::full(&cores), "--full", FULL_BUDGET)
+    } else if args.quick {
+        (MatrixSpec::quick(&cores), "--quick", QUICK_BUDGET)
+    } else {
+        (MatrixSpec::standard(&cores), "default", DEFAULT_BUDGET)
+    };
+    let budget = args.budget.map_or(budget, Duration::from_secs);
+    let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
+    if reps == 0 || args.cell_ms == Some(0) || budget.is_zero() {
+        return Err("--reps, --cell-ms and --budget must be at least 1".into());
+    }
+    let todo = plan(&build_matrix(&spec), &policies, args.filter.as_deref());
+    if todo.is_empty() {
+        return Err(format!(
+            "no cell matches --filter {:?}{}",
+            args.filter.unwrap_or_default(),
+            if args.full {
+                ""
+            } else {
+                " (add --full to pick from DPDK's whole matrix)"
+            }
+        )
+        .into());
+    }
+    // Open the CSV now, so that a bad path fails before the run rather than after it.
+    let csv = match &args.csv {
+        Some(path) => Some((path.clone(), create_csv(path)?)),
+        None => None,
+    };
+    let (length, expected) = match args.cell_ms {
+        Some(ms) => {
+            let run = Duration::from_millis(ms);
+            let per_cell = run.mul_f64(3.0 * reps as f64) + 2 * warm_length(run);
+            (RunLength::Fixed(run), per_cell * todo.len() as u32)
+        }
+        None => (RunLength::Budgeted, budget),
+    };
+    let threads = cores.iter().copied().max().unwrap_or(1);
+    let pinning = Pinning::decide(args.pin, threads);
+    install_ctrlc();
+    println!("mempool_perf: {}", context_line(&pinning));
+    println!(
+        "mempool_perf ({mode}): {} cells x 3 contenders (index, pointer, index again for A/A) x {} reps{}: about {}; Ctrl-C prints the summary so far",
+        todo.len(),
+        reps,
+        match args.cell_ms {
+            Some(ms) => format!(" x {ms} ms"),
+            None => format!(", time budget {}", human(budget)),
+        },
+        human(expected)
+    );
+    println!(
+        "objects of {} B, median of {} reps, {} clock; change = index vs pointer rate, A/A = index pool vs itself",
+        std::mem::size_of::<Obj>(),
+        reps,
+        args.clock.describe()
+    );
+    let with_policy = policies.len() > 1;
+    let mut ctx = Ctx {
+        reps,
+        clock: args.clock,
+        stride: args.stride,
+        pinning,
+        length,
+        budget: Budget::new(budget, todo.len()),
+        stream: Stream::new(with_policy),
+        bar: progress_bar(todo.len() as u64, !args.quick, "cells"),
+        backing_printed: false,
+    };
+    let mut i = 0;
+    while i < todo.len() && !interrupted() {
+        let (policy, c0) = todo[i];
+        let mut j = i;
+        while j < todo.len()
+            && todo[j].0 == policy
+            && todo[j].1.cache == c0.cache
+            && todo[j].1.cores == c0.cores
+        {
+            j += 1;
+        }
+        let cells: Vec<Cell> = todo[i..j].iter().map(|&(_, c)| c).collect();
+        run_pools(policy, &cells, &mut ctx)?;
+        i = j;
+    }
+    ctx.bar.finish_and_clear();
+    let elapsed = ctx.budget.elapsed();
+
+    let mut out = io::stdout().lock();
+    if let Some((path, file)) = csv {
+        let results = ctx.stream.results();
+        write_csv(file, CSV_HEADER, csv_rows(results))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let svg = svg_path(&path);
+        change_chart(
+            &svg,
+            "idxpool mempool_perf: index vs pointer pool, change % per cell (median)",
+            "index rate vs pointer rate, %",
+            &ctx.stream.chart_rows(),
+            3.0,
+        )
+        .map_err(|e| format!("writing {}: {e}", svg.display()))?;
+        eprintln!("wrote {} and {}", path.display(), svg.display());
+    }
+    write!(out, "{}", ctx.stream.summary(todo.len()))?;
+    writeln!(out, "measured in {}", human(elapsed))?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mempool_perf: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stride_parses() {
+        assert_eq!(parse_stride("auto"), Ok(StrideMode::Auto));
+        assert_eq!(parse_stride("2112"), Ok(StrideMode::Bytes(2112)));
+        assert!(parse_stride("1024").is_err());
+        assert!(parse_stride("x").is_err());
+    }
+
+    #[test]
+    fn args_parse_modes() {
+        let a = Args::try_parse_from(["mempool_perf", "--quick"]).unwrap();
+        assert!(a.quick && !a.full);
+        assert_eq!(a.pin, PinMode::Off);
+        assert!(Args::try_parse_from(["mempool_perf", "--quick", "--full"]).is_err());
+        let f = Args::try_parse_from(["mempool_perf", "--full", "--budget", "60"]).unwrap();
+        assert_eq!(f.budget, Some(60));
+    }
+
+    #[test]
+    fn budgeted_runs_fit_the_default_budget() {
+        // 48 cells in 120 s: each run gets its share, within the clamp.
+        let b = Budget::new(DEFAULT_BUDGET, 48);
+        let run = run::run_length(
+            b.slot_at(Duration::ZERO),
+            runs_per_cell(5),
+            MIN_RUN,
+            MAX_RUN,
+        );
+        assert!(run > MIN_RUN && run < MAX_RUN, "{run:?}");
+        let per_cell = run.mul_f64(runs_per_cell(5));
+        assert!(per_cell * 48 <= DEFAULT_BUDGET);
+        assert_eq!(
+            warm_length(Duration::from_millis(100)),
+            Duration::from_millis(20)
+        );
+    }
+}

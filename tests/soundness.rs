@@ -1,0 +1,285 @@
+//! Soundness and robustness regressions of issue 10, each the attack or bad input that broke the
+//! core pool, now rejected (run under Miri by scripts/miri.sh).
+//!
+//! The cases that must not compile are trybuild cases in tests/ui/ (run by tests/trybuild.rs):
+//! * variance (issue case 1): `variance_pool.rs` is the exact attack (`&Pool<&'static str>`
+//!   coerced to `&Pool<&'s str>`, a short-lived `&str` written through it, read back through
+//!   the original as a dangling `&'static str`); `variance_pool_fn.rs`,
+//!   `variance_local_cache.rs`, `variance_resolver.rs`, `variance_handle_ring.rs`,
+//!   `variance_handle.rs`, `variance_ring.rs` show the coercion refused for every generic type
+//!   that holds or hands out `T` (or entries);
+//! * uninitialised objects (issue case 2): `init_without_write.rs` is the issue's
+//!   `PoolBuilder::<&'static u64>::with_init(1, |_, _slot| {})`, `init_token_reuse.rs` and
+//!   `init_token_forged.rs` try to return a proof that is not this object's.
+//!
+//! Here, at run time: the same operations used legally stay Miri-clean, and the bad inputs of
+//! cases 5 (max_threads), 8 (defaults vs policy), 9 (panicking drop) and 10 (audit during
+//! thread exits) get their typed error or correct result.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+use idxpool::{
+    Backing, BackingPolicy, FlushPolicy, HandleRing, PoolBuilder, PoolError, CACHE_MAX_SIZE,
+    MAX_THREADS_LIMIT,
+};
+
+fn heap<T>(b: PoolBuilder<'_, T>) -> PoolBuilder<'_, T> {
+    b.backing(BackingPolicy::Require(Backing::Heap))
+        .max_threads(4)
+}
+
+// ---- case 1: variance (the legal form of the attack stays fine) ------------------------------
+
+/// The attack's operations with the one lifetime the pool's type allows: a `&'static str`
+/// written and read back through every access path (pool, local cache, resolver, handle ring).
+#[test]
+fn references_in_objects_keep_their_lifetime() {
+    static WORDS: [&str; 3] = ["alpha", "beta", "gamma"];
+    idxpool::brand!(Strs);
+    let pool = heap(PoolBuilder::<&'static str>::with_default(4))
+        .build::<Strs>()
+        .unwrap();
+    let mut h = pool.get().unwrap();
+    *pool.get_mut(&mut h) = WORDS[0];
+    pool.put(h);
+    {
+        let mut c = pool.local_cache();
+        let mut h = c.get().unwrap();
+        let r = pool.resolver();
+        *r.get_mut(&mut h) = WORDS[1];
+        assert_eq!(*c.get_ref(&h), "beta");
+        let (mut tx, mut rx) =
+            HandleRing::new(&pool, 2, idxpool::handle_ring::Zeroing::Immediate).unwrap();
+        tx.produce(h).unwrap();
+        let mut h = rx.consume().unwrap();
+        *c.get_mut(&mut h) = WORDS[2];
+        c.put(h);
+    }
+    let mut all = Vec::new();
+    pool.get_bulk(&mut all, 4).unwrap();
+    let mut words: Vec<&'static str> = all.iter().map(|h| *pool.get_ref(h)).collect();
+    words.sort_unstable();
+    assert_eq!(words, ["", "", "alpha", "gamma"]); // "beta" was overwritten via the ring
+    pool.put_bulk(&mut all);
+}
+
+// ---- case 2: initialisation guaranteed by the types ------------------------------------------
+
+/// The issue's `&'static u64` pool, built with the two safe initialisers: every object is a
+/// valid reference (the empty in-place initialiser does not compile: tests/ui).
+#[test]
+fn safe_initialisers_initialise_every_object() {
+    static N: [u64; 3] = [7, 8, 9];
+    let by_value = heap(PoolBuilder::<&'static u64>::with_fn(3, |i| &N[i as usize]));
+    let in_place = heap(PoolBuilder::<&'static u64>::with_init(3, |i, slot| {
+        slot.write(&N[i as usize])
+    }));
+    for b in [by_value, in_place] {
+        b.scoped(|pool| {
+            let mut v = Vec::new();
+            pool.get_bulk(&mut v, 3).unwrap();
+            let mut got: Vec<u64> = v.iter().map(|h| **pool.get_ref(h)).collect();
+            got.sort_unstable();
+            assert_eq!(got, [7, 8, 9]);
+            pool.put_bulk(&mut v);
+        })
+        .unwrap();
+    }
+}
+
+/// The in-place form through the raw pointer (the `unsafe` escape hatch) for a large object
+/// written field by field.
+#[test]
+fn in_place_init_through_the_raw_pointer() {
+    struct Big {
+        id: u32,
+        data: [u8; 4096],
+    }
+    heap(PoolBuilder::<Big>::with_init(2, |i, mut slot| {
+        let p = slot.as_mut_ptr();
+        // SAFETY: p is valid for writes of a Big; both fields are written before assume_init.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).id).write(i);
+            std::ptr::addr_of_mut!((*p).data).write_bytes(0xab, 1);
+            slot.assume_init()
+        }
+    }))
+    .scoped(|pool| {
+        let mut v = Vec::new();
+        pool.get_bulk(&mut v, 2).unwrap();
+        for h in &v {
+            let b = pool.get_ref(h);
+            assert!(b.id < 2);
+            assert!(b.data.iter().all(|&x| x == 0xab));
+        }
+        pool.put_bulk(&mut v);
+    })
+    .unwrap();
+}
+
+// ---- case 5 (builder part): sizes from user input --------------------------------------------
+
+fn invalid_config<T>(b: PoolBuilder<'_, T>) -> String {
+    match b.scoped(|_| ()) {
+        Err(PoolError::InvalidConfig { reason }) => reason,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+}
+
+/// `max_threads(usize::MAX)` panicked ("capacity overflow") and `max_threads(1 << 40)` aborted
+/// the process (the slot array was collected without a fallible reserve): both are now an
+/// immediate `InvalidConfig`, before anything is allocated.
+#[test]
+fn huge_max_threads_is_invalid_config_without_allocating() {
+    for n in [usize::MAX, 1 << 40, MAX_THREADS_LIMIT + 1] {
+        let reason = invalid_config(PoolBuilder::<u64>::with_default(8).max_threads(n));
+        assert!(reason.contains("max_threads"), "{reason}");
+    }
+}
+
+/// The largest accepted `max_threads` builds (16 MiB of slots: skipped under Miri).
+#[test]
+#[cfg_attr(miri, ignore = "allocates and initialises 2^20 slots")]
+fn max_threads_limit_itself_builds() {
+    PoolBuilder::<u64>::with_default(8)
+        .max_threads(MAX_THREADS_LIMIT)
+        .scoped(|pool| {
+            let h = pool.get().unwrap();
+            pool.put(h);
+        })
+        .unwrap();
+}
+
+// ---- case 8: a default never makes a valid request invalid -----------------------------------
+
+/// `with_default(cap).policy(Classic)` was refused for every capacity below 768, because the
+/// default cache size (512) broke Classic's 1.5x rule. The default is now clamped to what the
+/// chosen policy accepts; every policy builds at every small capacity.
+#[test]
+fn default_cache_size_fits_every_policy_and_capacity() {
+    let caps: &[u32] = if cfg!(miri) {
+        &[1, 2, 3, 7, 100, 767, 768, 1000]
+    } else {
+        &[
+            1, 2, 3, 4, 5, 7, 8, 31, 32, 100, 341, 342, 511, 512, 513, 767, 768, 769, 1000,
+        ]
+    };
+    for &cap in caps {
+        for policy in [
+            FlushPolicy::Classic,
+            FlushPolicy::Dpdk2607,
+            FlushPolicy::SizeAligned,
+        ] {
+            heap(PoolBuilder::<u64>::with_default(cap))
+                .policy(policy)
+                .scoped(|pool| {
+                    let cs = pool.cache_size();
+                    assert!(
+                        (1..=CACHE_MAX_SIZE).contains(&cs),
+                        "{policy} cap {cap}: {cs}"
+                    );
+                    policy.validate(cs, cap).unwrap();
+                    // The largest such size: one more would be refused (or exceeds 512).
+                    assert!(cs == CACHE_MAX_SIZE || policy.validate(cs + 1, cap).is_err());
+                    let mut v = Vec::new();
+                    pool.get_bulk(&mut v, cap as usize).unwrap();
+                    pool.put_bulk(&mut v);
+                })
+                .unwrap_or_else(|e| panic!("{policy} cap {cap}: {e}"));
+        }
+    }
+}
+
+/// A cache size the user set keeps its error.
+#[test]
+fn explicit_cache_size_is_still_checked() {
+    let reason = invalid_config(
+        PoolBuilder::<u64>::with_default(100)
+            .policy(FlushPolicy::Classic)
+            .cache_size(100),
+    );
+    assert!(reason.contains("cache size 100"), "{reason}");
+}
+
+// ---- case 9: a panicking T::drop during the pool's drop --------------------------------------
+
+static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+struct PanicsOnDrop(u32);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        DROPPED.fetch_add(1, SeqCst);
+        if self.0 == 2 {
+            panic!("drop of object {} failed", self.0);
+        }
+    }
+}
+
+/// 3 of 6 objects were dropped when object 2's destructor panicked; now every object is
+/// dropped (as `Vec` does), the panic reaches the caller, and the brand is retired or released
+/// as for any drop.
+#[test]
+fn panicking_drop_still_drops_every_other_object() {
+    idxpool::brand!(DropPanics);
+    DROPPED.store(0, SeqCst);
+    let pool = heap(PoolBuilder::<PanicsOnDrop>::with_fn(6, PanicsOnDrop))
+        .build::<DropPanics>()
+        .unwrap();
+    let r = catch_unwind(AssertUnwindSafe(move || drop(pool)));
+    let msg = r.expect_err("the drop panic propagates");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("object 2"), "{msg}");
+    assert_eq!(DROPPED.load(SeqCst), 6, "every object dropped once");
+    // The brand was released (every object was home) before the objects were dropped.
+    let again = heap(PoolBuilder::<PanicsOnDrop>::with_fn(1, |_| PanicsOnDrop(0)))
+        .build::<DropPanics>()
+        .expect("brand released");
+    drop(again);
+}
+
+// ---- case 10: audit during thread-exit flushes -----------------------------------------------
+
+/// Scoped threads fill their implicit caches and exit; the scope ends without joins, so their
+/// TLS destructors flush the caches while the main thread audits in a loop. The audit locked
+/// one thread slot at a time and reported "object named twice" (a cache read, then flushed
+/// into the ring, then the ring read) about 1 run in 300-2000; it now holds every slot lock
+/// and the registry lock for the whole snapshot. Bounded: fixed rounds, fixed audits each.
+#[test]
+fn audit_is_consistent_while_threads_exit() {
+    idxpool::brand!(AuditExits);
+    let (rounds, threads, audits) = if cfg!(miri) {
+        (3, 2, 20)
+    } else {
+        (200, 4, 200)
+    };
+    let cap = 512;
+    let mut pool = PoolBuilder::<u64>::with_default(cap)
+        .cache_size(64)
+        .max_threads(64)
+        .build::<AuditExits>()
+        .unwrap();
+    for round in 0..rounds {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let pool = &pool;
+                s.spawn(move || {
+                    let mut v = Vec::new();
+                    pool.get_bulk(&mut v, 40 + t).unwrap();
+                    pool.put_bulk(&mut v);
+                });
+            }
+        });
+        for k in 0..audits {
+            let rep = pool
+                .audit()
+                .unwrap_or_else(|e| panic!("round {round}, audit {k}: {e}"));
+            assert_eq!(rep.in_use, 0);
+            assert_eq!(rep.in_ring + rep.in_caches, cap as usize);
+            if rep.in_caches == 0 {
+                break; // every exiting thread has flushed
+            }
+        }
+    }
+}
