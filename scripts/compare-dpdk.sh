@@ -9,8 +9,9 @@
 # then a verdict line (geomeans, cells won, issue 16's targets). The DPDK C side stays one
 # process (EAL initialised once, cells fed on its stdin); idxpool runs once per cell and round.
 #
-# Default: DPDK 22.11's matrix, cache 512, 1 and 2 cores (120 cells), 2 rounds of 0.5 s (DPDK)
-# and 3 x 100 ms per pool (idxpool): about 6 minutes on 2 cores, plus the builds.
+# Default: DPDK 22.11's matrix, cache 512, 1 and 2 cores (120 cells), 2 rounds of 0.4 s (DPDK)
+# and 3 x 80 ms per contender (idxpool: index, pointer, index again for A/A, and the floors, bare
+# LIFO arrays of u32 and u64): about 7 minutes on 2 cores, plus the builds.
 #
 # Usage: scripts/compare-dpdk.sh [options] [-- extra mempool_perf args]
 #   --cores LIST       core counts, e.g. 1,2 [1 and 2, up to the CPUs available]
@@ -19,11 +20,12 @@
 #                      --matrix 2607; the C side still runs the installed DPDK's cache code
 #   --filter WORDS     only cells whose DPDK key holds every word, e.g. "n_keep=512 constant_n=0"
 #   --rounds N         DPDK/idxpool alternations per cell [2]
-#   --seconds S        DPDK C seconds per cell per round (the autotest's TIME_S) [0.5]
-#   --cell-ms MS       idxpool --cell-ms [100]
+#   --seconds S        DPDK C seconds per cell per round (the autotest's TIME_S) [0.4]
+#   --cell-ms MS       idxpool --cell-ms [80]
 #   --reps N           idxpool --reps per round [3]
 #   --clock wall|cpu   wall: rates per elapsed second (DPDK's own); cpu: per second of each
 #                      thread's CPU time, both sides (robust when other work shares the CPUs) [wall]
+#   --no-floor         skip the floor contenders (mempool_perf --floor)
 #   --policy NAME      idxpool flush policy [the crate's default; dpdk2607 with --matrix 2607]
 #   --pin              DPDK lcores pinned one per CPU (-l 0-N, as dpdk-test); default: every
 #                      lcore floats over all the CPUs (--lcores '(0-N)@(0-CPUS)'), as
@@ -49,8 +51,9 @@ cache="512"
 matrix="2211"
 filter=""
 rounds=2
-seconds=0.5
-cell_ms=100
+seconds=0.4
+cell_ms=80
+floor=(--floor)
 reps=3
 clock="wall"
 policy=""
@@ -73,6 +76,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=${2:?--reps needs a count}; shift 2 ;;
     --clock) clock=${2:?--clock needs wall or cpu}; shift 2 ;;
     --policy) policy=${2:?--policy needs a name}; shift 2 ;;
+    --no-floor) floor=(); shift ;;
     --pin) pin=1; shift ;;
     --huge) huge=1; shift ;;
     --install-dpdk) install=1; shift ;;
@@ -150,13 +154,14 @@ else
   [ "${#cells[@]}" -gt 0 ] || die "no cell selected (see: $harness ${eal[*]} -- ${sel[*]} --list)"
   policy_args=()
   [ -n "$policy" ] && policy_args=(--policy "$policy")
-  matrix_args=()
+  matrix_args=(--full)
   [ "$matrix" = 2607 ] && matrix_args=(--matrix 2607)
   est=$(awk -v n="${#cells[@]}" -v r="$rounds" -v s="$seconds" -v ms="$cell_ms" -v reps="$reps" \
-    'BEGIN { printf "%.0f", n * r * (s + 0.1 + 3 * (reps + 1) * ms / 1000) / 60 + 0.5 }')
+    -v k="$(( ${#floor[@]} ? 5 : 3 ))" \
+    'BEGIN { printf "%.0f", n * r * (s + 0.1 + k * (reps + 0.3) * ms / 1000) / 60 + 0.5 }')
   echo "compare-dpdk: ${#cells[@]} cells x $rounds rounds (DPDK $dpdk_version C: ${seconds}s, idxpool: $reps x ${cell_ms}ms per pool), clock $clock, ~$est min" >&2
   echo "compare-dpdk: DPDK C: $harness ${eal[*]} -- --matrix $matrix --seconds $seconds --clock $clock --stdin" >&2
-  echo "compare-dpdk: idxpool: $perf_bin --full --cores N --filter CELL --cell-ms $cell_ms --reps $reps --clock $clock --stride 2112 ${matrix_args[*]} ${policy_args[*]} ${extra[*]}" >&2
+  echo "compare-dpdk: idxpool: $perf_bin --cores N --filter CELL --cell-ms $cell_ms --reps $reps --clock $clock --stride 2112 ${floor[*]} ${matrix_args[*]} ${policy_args[*]} ${extra[*]}" >&2
 
   # ---- run, interleaved per cell ----------------------------------------------------------------
   dpdk_log="$out/dpdk.log"
@@ -193,8 +198,8 @@ else
       done
       [[ $line == *rate_persec=* ]] || die "the DPDK harness stopped (see $out/dpdk.stderr)"
       echo "$line" >>"$dpdk_log"
-      (cd "$repo" && "$perf_bin" --full --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
-        --clock "$clock" --stride 2112 "${matrix_args[@]}" "${policy_args[@]}" "${extra[@]}" --csv "$tmp" \
+      (cd "$repo" && "$perf_bin" --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
+        --clock "$clock" --stride 2112 "${floor[@]}" "${matrix_args[@]}" "${policy_args[@]}" "${extra[@]}" --csv "$tmp" \
         >"$out/idxpool.txt" 2>"$out/idxpool.stderr") ||
         { cat "$out/idxpool.stderr" >&2; die "mempool_perf failed on $label"; }
       if [ ! -s "$idx_csv" ]; then head -n1 "$tmp" >"$idx_csv"; fi

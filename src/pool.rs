@@ -554,6 +554,10 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
         let free = self.core.ring.count() + self.core.registry.held_by_threads();
+        let cap = self.geometry.capacity as usize;
+        if free < cap {
+            crate::leaks::report(&self.name, cap - free, self.geometry.capacity);
+        }
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
         }
