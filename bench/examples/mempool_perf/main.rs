@@ -422,6 +422,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
 fn main() -> ExitCode {
     match run(Args::parse()) {
+        // 130: interrupted by Ctrl-C (after the summary of what was measured), as a shell does.
+        Ok(()) if interrupted() => ExitCode::from(130),
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mempool_perf: error: {e}");
