@@ -4,7 +4,7 @@
 # Runs `dpdk-test` (Debian/Ubuntu package dpdk-dev, DPDK 22.11) with
 #   DPDK_TEST=mempool_perf_autotest dpdk-test -l <lcores> --no-pci --no-huge -m 512
 # (or, with --huge, on 2 MiB hugepages in --in-memory mode, leaving no hugetlbfs files), then
-#   cargo run --release -p idxpool-bench --example mempool_perf -- --full --cores 1,..,N --filter touch=0 --csv ...
+#   cargo run --release -p idxpool-bench --example mempool_perf -- --full --clock wall --cores 1,..,N --filter touch=0 --csv ...
 # pinned to the same CPUs with taskset, and joins both per cell (DPDK does not touch objects,
 # so only touch=0 cells are compared):
 #   cell | dpdk | idxpool index | idxpool pointer | index/dpdk | pointer/dpdk | index/pointer
@@ -143,7 +143,7 @@ if [ -z "$idx_csv" ]; then
   # DPDK's whole matrix (--full), or mempool_perf's --quick subset; rows of the A/A repeat
   # (pool "index-aa") are ignored by the join below.
   ex=(cargo run --quiet --release -p idxpool-bench --example mempool_perf -- --cores "$core_counts"
-      --filter "$filter" --csv "$idx_csv" "${quick:---full}" "${extra[@]}")
+      --clock wall --filter "$filter" --csv "$idx_csv" "${quick:---full}" "${extra[@]}")
   echo "compare-dpdk: running ${pin[*]} ${ex[*]}" >&2
   (cd "$repo" && "${pin[@]}" "${ex[@]}" >"$out/idxpool.txt") ||
     die "mempool_perf failed (see above)"
