@@ -341,6 +341,48 @@ impl<'a, T> PoolBuilder<'a, T> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
     }
 
+    /// As [`PoolBuilder::build`], with the entry representation `R` chosen by the caller
+    /// ([`crate::repr`]: `Offset`, `Index` or `Pointer`).
+    ///
+    /// ```
+    /// use idxpool::repr::Offset;
+    /// idxpool::brand!(Frames);
+    /// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64)
+    ///     .build_repr::<Frames, Offset>()
+    ///     .unwrap();
+    /// assert_eq!(pool.repr_name(), "offset");
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PoolBuilder::build`], plus the representation's limits
+    /// ([`PoolError::ReprLimit`], [`PoolError::InvalidConfig`] for a stride it cannot name).
+    pub fn build_repr<B: NamedBrand, R: Repr>(self) -> Result<GenericPool<T, B, R>, PoolError> {
+        self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
+    }
+
+    /// As [`PoolBuilder::scoped`], with the entry representation `R` chosen by the caller
+    /// (`builder.scoped_repr::<Offset, _>(|pool| ..)`).
+    ///
+    /// # Errors
+    /// As [`PoolBuilder::build_repr`]; `f` is not called.
+    pub fn scoped_repr<R: Repr, Out>(
+        self,
+        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, R>) -> Out,
+    ) -> Result<Out, PoolError> {
+        Ok(f(self.build_generic(None)?))
+    }
+
+    /// As [`PoolBuilder::build_unchecked`], with the entry representation `R` chosen by the
+    /// caller.
+    ///
+    /// # Safety
+    /// As [`PoolBuilder::build_unchecked`].
+    pub unsafe fn build_unchecked_repr<R: Repr>(
+        self,
+    ) -> Result<GenericPool<T, Unchecked, R>, PoolError> {
+        self.build_generic(None)
+    }
+
     /// Creates an index pool with a fresh brand and passes it to `f`; the pool is dropped when
     /// `f` returns. Handles cannot leave `f`. Any number of scoped pools may coexist.
     ///
@@ -417,7 +459,14 @@ impl<'a, T> PoolBuilder<'a, T> {
             None => DEFAULT_CACHE_SIZE.min(max_cache_size(self.policy, self.capacity)),
         };
         self.policy.validate(cache_size, self.capacity)?;
-        let stride = self.stride.stride_for(size, align)?;
+        let mut stride = self.stride.stride_for(size, align)?;
+        if self.stride == StrideMode::Auto {
+            // Auto also satisfies the representation (offset entries: multiples of 8).
+            stride = stride
+                .checked_next_multiple_of(R::STRIDE_MULTIPLE)
+                .ok_or_else(|| PoolError::overflow("stride rounding"))?;
+        }
+        R::check_layout(stride, self.capacity)?;
         let len = stride.checked_mul(self.capacity as usize).ok_or_else(|| {
             PoolError::overflow(format!("{} objects x stride {stride}", self.capacity))
         })?;

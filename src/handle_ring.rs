@@ -81,7 +81,7 @@ use crate::brand::Brand;
 use crate::error::PoolError;
 use crate::handle::GenericHandle;
 use crate::pool::GenericPool;
-use crate::repr::{Index, ObjPtr, Pointer, Repr};
+use crate::repr::{Index, ObjPtr, Offset, Pointer, Repr};
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 
 /// Cache-line size assumed by the batch rule (`SMP_CACHE_BYTES` on x86-64 and most arm64).
@@ -114,6 +114,7 @@ impl Zeroing {
 mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::repr::Index {}
+    impl Sealed for crate::repr::Offset {}
     impl Sealed for crate::repr::Pointer {}
 }
 
@@ -139,6 +140,27 @@ pub trait SlotRepr: Repr + sealed::Sealed {
 }
 
 impl SlotRepr for Index {
+    type Slot = AtomicU32;
+    #[inline(always)]
+    fn empty() -> AtomicU32 {
+        AtomicU32::new(0)
+    }
+    #[inline(always)]
+    fn load(slot: &AtomicU32, order: Ordering) -> Option<NonZeroU32> {
+        NonZeroU32::new(slot.load(order))
+    }
+    #[inline(always)]
+    fn store(slot: &AtomicU32, e: NonZeroU32, order: Ordering) {
+        slot.store(e.get(), order)
+    }
+    #[inline(always)]
+    fn clear(slot: &AtomicU32, order: Ordering) {
+        slot.store(0, order)
+    }
+}
+
+// Offset entries are NonZeroU32 as Index entries: same slots, 0 = empty.
+impl SlotRepr for Offset {
     type Slot = AtomicU32;
     #[inline(always)]
     fn empty() -> AtomicU32 {

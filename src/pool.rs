@@ -302,7 +302,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         &self.name
     }
 
-    /// `"index"` or `"pointer"`.
+    /// The entry representation: `"offset"`, `"index"` or `"pointer"`.
     pub fn repr_name(&self) -> &'static str {
         R::NAME
     }
@@ -1055,6 +1055,10 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
             }
         }
         drop(guards);
+        let cap = self.geometry.capacity as usize;
+        if free < cap {
+            crate::leaks::report(&self.name, cap - free, self.geometry.capacity);
+        }
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
         }

@@ -1,13 +1,22 @@
 //! Entry representations: what the caches and the common ring store for a free object.
 //!
-//! The pool is one generic algorithm over [`Repr`]; [`Index`] stores 4-byte indices (the point
-//! of this crate), [`Pointer`] stores 8-byte object pointers as DPDK's rte_mempool does (the
-//! baseline, see [`crate::ptr`]). Only the representation differs between the two, so a
-//! benchmark of one against the other isolates it.
+//! The pool is one generic algorithm over [`Repr`]. Three representations exist:
+//!
+//! | repr | entry | handle -> address | limit |
+//! |---|---|---|---|
+//! | [`Offset`] | 4 bytes: `byte offset / 8 + 1` | `[base - 8 + entry * 8]`: folds into the store's addressing mode | last object must start below 32 GiB ([`OFFSET_MAX_OBJECT_OFFSET`]); stride a multiple of 8 |
+//! | [`Index`] | 4 bytes: `index + 1` | `base - stride + entry * stride`: a multiply by the run-time stride | `capacity <= u32::MAX` |
+//! | [`Pointer`] | 8 bytes: the address (DPDK's rte_mempool) | none | none |
+//!
+//! Only the representation differs between pools of one `T`, so a benchmark of one against
+//! another isolates it (the pointer twin [`crate::ptr`] is the baseline). What each costs in the
+//! allocate-convert-write-free loop: BENCHMARKS.md, "Handle to `&mut T`".
 
 use std::fmt;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
+
+use crate::error::PoolError;
 
 /// Where object `i` lives: `base + i * stride`.
 #[derive(Clone, Copy, Debug)]
@@ -16,6 +25,9 @@ pub struct Geometry {
     pub(crate) base: NonNull<u8>,
     /// `base - stride` (wrapping), so that object of 1-based slot `s` is at `base0 + s * stride`.
     pub(crate) base0: *mut u8,
+    /// `base - OFFSET_SCALE` (wrapping), so that the object of offset entry `e` is at
+    /// `obase0 + e * OFFSET_SCALE` (one addressing mode).
+    pub(crate) obase0: *mut u8,
     /// Bytes between consecutive objects.
     pub(crate) stride: usize,
     /// Number of objects.
@@ -32,6 +44,7 @@ impl Geometry {
         Geometry {
             base,
             base0: base.as_ptr().wrapping_sub(stride),
+            obase0: base.as_ptr().wrapping_sub(OFFSET_SCALE),
             stride,
             capacity,
         }
@@ -56,7 +69,7 @@ pub unsafe trait Repr: 'static + Sized {
     /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
     /// `Option<Handle>` is as small as the handle.
     type Entry: Copy + Send + Sync + Eq + fmt::Debug + 'static;
-    /// Name used in reports: `"index"` or `"pointer"`.
+    /// Name used in reports: `"offset"`, `"index"` or `"pointer"`.
     const NAME: &'static str;
     /// Entry for object `index`.
     fn encode(g: &Geometry, index: u32) -> Self::Entry;
@@ -64,6 +77,92 @@ pub unsafe trait Repr: 'static + Sized {
     fn index(g: &Geometry, e: Self::Entry) -> u32;
     /// Object address of an entry.
     fn ptr(g: &Geometry, e: Self::Entry) -> *mut u8;
+    /// Strides this representation can name are multiples of this (1: any stride).
+    /// [`crate::StrideMode::Auto`] rounds up to it; other stride modes must already satisfy it.
+    const STRIDE_MULTIPLE: usize = 1;
+    /// Checks that every object of a pool of `capacity` objects at `stride` bytes has an entry.
+    ///
+    /// # Errors
+    /// [`PoolError::ReprLimit`] when the layout exceeds what the entry can name.
+    fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
+        let _ = (stride, capacity);
+        Ok(())
+    }
+}
+
+/// Offset entries store byte offsets divided by this (`1 << OFFSET_SHIFT`).
+pub const OFFSET_SCALE: usize = 1 << OFFSET_SHIFT;
+/// log2 of [`OFFSET_SCALE`]: the largest scale x86-64 addressing modes apply for free.
+pub const OFFSET_SHIFT: u32 = 3;
+/// Largest byte offset of an object's start that an [`Offset`] entry can name:
+/// `(u32::MAX - 1) * 8` (entries are `offset / 8 + 1`, and `0` is never an entry), just under
+/// 32 GiB. Every region of at most 32 GiB fits.
+pub const OFFSET_MAX_OBJECT_OFFSET: u64 = (u32::MAX as u64 - 1) * OFFSET_SCALE as u64;
+
+/// 4-byte entries holding the object's **scaled byte offset**: `(address - base) / 8 + 1` as a
+/// `NonZeroU32` (DPDK's `rte_ptr_compress` with shift 3; VPP's buffer indices). The object is at
+/// `obase0 + entry * 8` with `obase0 = base - 8` precomputed, so the conversion handle ->
+/// address is the store's own addressing mode (`mov %val, (%base, %entry, 8)` on x86-64,
+/// `str x, [base, entry, uxtw #3]` on arm64): no multiply by the run-time stride between the
+/// load of the handle and the store through it, as [`Index`] has (BENCHMARKS.md measures what
+/// that multiply costs in the allocate-write-free loop).
+///
+/// Limits, checked when the pool is built ([`PoolError::ReprLimit`], [`PoolError::InvalidConfig`]):
+/// the stride is a multiple of 8 ([`crate::StrideMode::Auto`] rounds objects under 8 bytes up
+/// to 8), and the last object starts at most [`OFFSET_MAX_OBJECT_OFFSET`] bytes (about 32 GiB)
+/// from the base. Larger pools use [`Index`] (any region, `capacity <= u32::MAX`).
+///
+/// The object index is still available ([`crate::GenericPool::index_of`]): `offset / stride`,
+/// a shift when the stride is a power of two, else a division.
+#[derive(Debug, Clone, Copy)]
+pub enum Offset {}
+
+// SAFETY: encode(i) = i * stride / 8 + 1 is injective for stride a multiple of 8 (the builder
+// checks it: STRIDE_MULTIPLE) and fits in u32 for every object (check_layout);
+// ptr(encode(i)) = base - 8 + (i * stride / 8 + 1) * 8 = base + i * stride, and
+// index(encode(i)) = i * stride / stride = i.
+unsafe impl Repr for Offset {
+    type Entry = NonZeroU32;
+    const NAME: &'static str = "offset";
+    const STRIDE_MULTIPLE: usize = OFFSET_SCALE;
+    #[inline(always)]
+    fn encode(g: &Geometry, index: u32) -> NonZeroU32 {
+        let scaled = (index as usize * g.stride) >> OFFSET_SHIFT;
+        debug_assert!(scaled < u32::MAX as usize, "checked by check_layout");
+        NonZeroU32::new((scaled as u32).wrapping_add(1)).expect("offset entry below u32::MAX")
+    }
+    #[inline(always)]
+    fn index(g: &Geometry, e: NonZeroU32) -> u32 {
+        let off = ((e.get() - 1) as usize) << OFFSET_SHIFT;
+        if g.stride.is_power_of_two() {
+            (off >> g.stride.trailing_zeros()) as u32
+        } else {
+            (off / g.stride) as u32
+        }
+    }
+    #[inline(always)]
+    fn ptr(g: &Geometry, e: NonZeroU32) -> *mut u8 {
+        g.obase0.wrapping_add((e.get() as usize) << OFFSET_SHIFT)
+    }
+    fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
+        if stride % OFFSET_SCALE != 0 {
+            return Err(PoolError::config(format!(
+                "stride {stride} is not a multiple of {OFFSET_SCALE}, which offset entries \
+                 (the default representation) need; use StrideMode::Auto or the Index \
+                 representation"
+            )));
+        }
+        let last = (capacity as u64).saturating_sub(1) * stride as u64;
+        if last > OFFSET_MAX_OBJECT_OFFSET {
+            return Err(PoolError::ReprLimit {
+                repr: Self::NAME,
+                capacity,
+                stride,
+                max_offset: OFFSET_MAX_OBJECT_OFFSET,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// 4-byte entries: `index + 1` as a `NonZeroU32`. The object is at `base0 + entry * stride`
@@ -149,6 +248,184 @@ mod tests {
         }
         assert_eq!(std::mem::size_of::<Option<NonZeroU32>>(), 4);
         assert_eq!(std::mem::size_of::<Option<ObjPtr>>(), 8);
+    }
+
+    /// A geometry over `buf` whose far objects are never dereferenced: wrapping pointer
+    /// arithmetic keeps the buffer's provenance (Miri, strict provenance).
+    fn far_geometry(buf: &mut [u8], stride: usize, capacity: u32) -> Geometry {
+        Geometry::new(NonNull::new(buf.as_mut_ptr()).unwrap(), stride, capacity)
+    }
+
+    fn round_trip<R: Repr>(g: &Geometry, i: u32) {
+        let e = R::encode(g, i);
+        assert_eq!(R::index(g, e), i, "{} index of entry {e:?}", R::NAME);
+        assert_eq!(
+            R::ptr(g, e),
+            g.ptr_of_index(i),
+            "{} address of index {i}",
+            R::NAME
+        );
+        assert_eq!(R::encode(g, R::index(g, e)), e);
+    }
+
+    #[test]
+    fn every_repr_round_trips_index_entry_address() {
+        let mut buf = vec![0u64; 64];
+        for stride in [8usize, 16, 24, 64, 192, 2112, 4096, 1 << 20] {
+            let g = far_geometry(bytemuck_bytes(&mut buf), stride, 1000);
+            for i in [0u32, 1, 2, 7, 500, 999] {
+                round_trip::<Index>(&g, i);
+                round_trip::<Offset>(&g, i);
+                round_trip::<Pointer>(&g, i);
+            }
+        }
+        // Index and Pointer take any stride, Offset multiples of 8 only.
+        for stride in [1usize, 3, 12, 100] {
+            let g = far_geometry(bytemuck_bytes(&mut buf), stride, 50);
+            for i in [0u32, 1, 49] {
+                round_trip::<Index>(&g, i);
+                round_trip::<Pointer>(&g, i);
+            }
+        }
+    }
+
+    fn bytemuck_bytes(v: &mut [u64]) -> &mut [u8] {
+        // SAFETY: u64 has no padding and any byte pattern is valid for u8.
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), v.len() * 8) }
+    }
+
+    #[test]
+    fn offset_entries_address_through_base_minus_8() {
+        let mut buf = vec![0u64; 64];
+        let g = far_geometry(bytemuck_bytes(&mut buf), 2112, 10);
+        let e = Offset::encode(&g, 3);
+        assert_eq!(e.get(), 3 * 2112 / 8 + 1, "entry = byte offset / 8 + 1");
+        assert_eq!(
+            Offset::ptr(&g, e),
+            g.base.as_ptr().wrapping_add(3 * 2112),
+            "obase0 + entry * 8"
+        );
+        // Power-of-two strides take the shift path of index().
+        let g = far_geometry(bytemuck_bytes(&mut buf), 4096, 10);
+        assert_eq!(Offset::index(&g, Offset::encode(&g, 9)), 9);
+    }
+
+    #[test]
+    fn capacity_limits_of_each_repr() {
+        // Offset: the last object may start at (u32::MAX - 1) * 8, not one scale step more.
+        assert!(
+            Offset::check_layout(8, u32::MAX).is_ok(),
+            "stride 8: every u32 index"
+        );
+        assert!(Offset::check_layout(16, 1 << 31).is_ok());
+        match Offset::check_layout(16, (1 << 31) + 1) {
+            Err(PoolError::ReprLimit {
+                repr: "offset",
+                capacity,
+                stride: 16,
+                max_offset,
+            }) => {
+                assert_eq!(capacity, (1 << 31) + 1);
+                assert_eq!(max_offset, OFFSET_MAX_OBJECT_OFFSET);
+            }
+            other => panic!("expected ReprLimit, got {other:?}"),
+        }
+        // 2112-byte objects: 16_268_815 fit (last start 34_359_737_280 <= max), one more not.
+        let cap = (OFFSET_MAX_OBJECT_OFFSET / 2112 + 1) as u32;
+        assert!(Offset::check_layout(2112, cap).is_ok());
+        assert!(matches!(
+            Offset::check_layout(2112, cap + 1),
+            Err(PoolError::ReprLimit { .. })
+        ));
+        // Strides Offset cannot name.
+        for stride in [1usize, 4, 12, 2100] {
+            assert!(matches!(
+                Offset::check_layout(stride, 10),
+                Err(PoolError::InvalidConfig { .. })
+            ));
+        }
+        // Index and Pointer: no limit beyond capacity <= u32::MAX (and the region's isize::MAX).
+        assert!(Index::check_layout(1 << 20, u32::MAX).is_ok());
+        assert!(Pointer::check_layout(1 << 20, u32::MAX).is_ok());
+        assert_eq!((Index::STRIDE_MULTIPLE, Pointer::STRIDE_MULTIPLE), (1, 1));
+        assert_eq!(Offset::STRIDE_MULTIPLE, 8);
+    }
+
+    #[test]
+    fn the_largest_offset_pool_names_its_last_object() {
+        let mut buf = vec![0u64; 64];
+        // Stride 8, capacity u32::MAX: the last entry is u32::MAX itself.
+        let g = far_geometry(bytemuck_bytes(&mut buf), 8, u32::MAX);
+        let last = u32::MAX - 1;
+        assert_eq!(Offset::encode(&g, last).get(), u32::MAX);
+        round_trip::<Offset>(&g, last);
+        round_trip::<Index>(&g, last);
+        // The largest 2112-stride pool.
+        let cap = (OFFSET_MAX_OBJECT_OFFSET / 2112 + 1) as u32;
+        let g = far_geometry(bytemuck_bytes(&mut buf), 2112, cap);
+        round_trip::<Offset>(&g, cap - 1);
+        round_trip::<Offset>(&g, 0);
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn config() -> ProptestConfig {
+            if cfg!(miri) {
+                ProptestConfig {
+                    cases: 8,
+                    failure_persistence: None,
+                    ..ProptestConfig::default()
+                }
+            } else {
+                ProptestConfig::with_cases(2000)
+            }
+        }
+
+        /// A stride (multiple of 8) and a capacity that offset entries can name.
+        fn layout() -> impl Strategy<Value = (usize, u32)> {
+            (1usize..=1 << 17).prop_flat_map(|units| {
+                let stride = units * 8;
+                let max_cap = (OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1).min(u32::MAX as u64);
+                (Just(stride), 1..=max_cap as u32)
+            })
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn every_repr_round_trips((stride, cap) in layout(), a in any::<u32>(), b in any::<u32>()) {
+                prop_assert!(Offset::check_layout(stride, cap).is_ok());
+                let mut buf = vec![0u64; 8];
+                let g = far_geometry(bytemuck_bytes(&mut buf), stride, cap);
+                let (i, j) = (a % cap, b % cap);
+                round_trip::<Offset>(&g, i);
+                round_trip::<Index>(&g, i);
+                round_trip::<Pointer>(&g, i);
+                // Distinct objects, distinct entries and addresses.
+                if i != j {
+                    prop_assert_ne!(Offset::encode(&g, i), Offset::encode(&g, j));
+                    prop_assert_ne!(Offset::ptr(&g, Offset::encode(&g, i)), Offset::ptr(&g, Offset::encode(&g, j)));
+                    prop_assert_ne!(Index::encode(&g, i), Index::encode(&g, j));
+                }
+            }
+
+            #[test]
+            fn offset_limit_is_exact(units in 1usize..=1 << 17) {
+                let stride = units * 8;
+                let max_cap = OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1;
+                if max_cap <= u32::MAX as u64 {
+                    prop_assert!(Offset::check_layout(stride, max_cap as u32).is_ok());
+                    let over = Offset::check_layout(stride, max_cap as u32 + 1);
+                    let limited = matches!(over, Err(PoolError::ReprLimit { .. }));
+                    prop_assert!(limited, "stride {}: {:?}", stride, over);
+                } else {
+                    prop_assert!(Offset::check_layout(stride, u32::MAX).is_ok());
+                }
+            }
+        }
     }
 }
 

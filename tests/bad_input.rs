@@ -11,7 +11,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use idxpool::{
-    Backing, BackingPolicy, FlushPolicy, Handle, PoolBuilder, PoolError, StrideMode, CACHE_MAX_SIZE,
+    Backing, BackingPolicy, FlushPolicy, Handle, Index, Offset, PoolBuilder, PoolError, StrideMode,
+    CACHE_MAX_SIZE,
 };
 
 /// Builds a scoped pool just to get the configuration error (the closure never runs).
@@ -153,6 +154,60 @@ fn huge_objects_times_huge_capacity_overflow() {
     let e = config_error(PoolBuilder::<[u8; 1 << 31]>::zeroed(u32::MAX).cache_size(0));
     assert!(matches!(e, PoolError::SizeOverflow { .. }), "{e:?}");
     assert!(e.to_string().contains("size overflow"));
+}
+
+// ---- ReprLimit (offset entries) ---------------------------------------------------------------
+
+#[test]
+fn offset_pools_beyond_32_gib_are_refused_before_mapping() {
+    // 10 M objects x 4160 bytes = 41.6 GB: the last object starts beyond 32 GiB, which an
+    // offset entry (byte offset / 8 in a u32) cannot name. Refused before any mmap.
+    let e = match PoolBuilder::<[u8; 4096]>::zeroed(10_000_000)
+        .cache_size(0)
+        .scoped_repr::<Offset, _>(|_| ())
+    {
+        Err(e) => e,
+        Ok(()) => panic!("a 41.6 GB offset pool was accepted"),
+    };
+    match &e {
+        PoolError::ReprLimit {
+            repr,
+            capacity,
+            stride,
+            max_offset,
+        } => {
+            assert_eq!(*repr, "offset");
+            assert_eq!(*capacity, 10_000_000);
+            assert_eq!(*stride, 4160);
+            assert_eq!(*max_offset, idxpool::repr::OFFSET_MAX_OBJECT_OFFSET);
+        }
+        other => panic!("expected ReprLimit, got {other:?}"),
+    }
+    assert!(e.to_string().contains("offset representation"), "{e}");
+}
+
+#[test]
+fn offset_entries_need_strides_that_are_multiples_of_8() {
+    let e = match PoolBuilder::<[u8; 12]>::zeroed(8)
+        .stride(StrideMode::Natural)
+        .scoped_repr::<Offset, _>(|_| ())
+    {
+        Err(e) => e,
+        Ok(()) => panic!("stride 12 accepted for offset entries"),
+    };
+    assert_invalid(e, "multiple of 8");
+    // The same layout is fine for index entries, and Auto rounds tiny objects up to 8 for
+    // offset entries only.
+    PoolBuilder::<[u8; 12]>::zeroed(8)
+        .stride(StrideMode::Natural)
+        .scoped_repr::<Index, _>(|p| assert_eq!(p.stride(), 12))
+        .unwrap();
+    PoolBuilder::<u8>::with_default(8)
+        .scoped_repr::<Offset, _>(|p| assert_eq!(p.stride(), 8))
+        .unwrap();
+    PoolBuilder::<u8>::with_default(8)
+        .scoped_repr::<Index, _>(|p| assert_eq!(p.stride(), 1))
+        .unwrap();
 }
 
 // ---- BackingUnavailable ----------------------------------------------------------------------

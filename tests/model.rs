@@ -410,6 +410,24 @@ proptest! {
             .scoped_ptr(|pool| run(pool, policy, size, &ops))
             .map_err(|e| TestCaseError::fail(format!("build: {e}")))??;
     }
+
+    #[test]
+    fn offset_pool_matches_model((policy, cap, size, ops) in config()) {
+        idxpool::PoolBuilder::<u64>::with_default(cap)
+            .cache_size(size)
+            .policy(policy)
+            .scoped_repr::<idxpool::Offset, _>(|pool| run(pool, policy, size, &ops))
+            .map_err(|e| TestCaseError::fail(format!("build: {e}")))??;
+    }
+
+    #[test]
+    fn index_pool_matches_model_explicitly((policy, cap, size, ops) in config()) {
+        idxpool::PoolBuilder::<u64>::with_default(cap)
+            .cache_size(size)
+            .policy(policy)
+            .scoped_repr::<idxpool::Index, _>(|pool| run(pool, policy, size, &ops))
+            .map_err(|e| TestCaseError::fail(format!("build: {e}")))??;
+    }
 }
 
 /// The failure mode DPDK once had: objects split between the cache and the ring, a bulk get

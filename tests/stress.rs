@@ -256,6 +256,28 @@ fn capacity_17_pointer_twin() {
 }
 
 #[test]
+fn capacity_17_offset_entries() {
+    for policy in FlushPolicy::ALL {
+        PoolBuilder::<Obj>::with_default(17)
+            .cache_size(4)
+            .policy(policy)
+            .scoped_repr::<idxpool::Offset, _>(|pool| run(pool, true, 5))
+            .unwrap();
+    }
+}
+
+#[test]
+fn capacity_17_index_entries() {
+    for policy in FlushPolicy::ALL {
+        PoolBuilder::<Obj>::with_default(17)
+            .cache_size(4)
+            .policy(policy)
+            .scoped_repr::<idxpool::Index, _>(|pool| run(pool, true, 5))
+            .unwrap();
+    }
+}
+
+#[test]
 fn more_threads_than_cache_slots() {
     // max_threads 2: most workers have no implicit cache slot and go straight to the ring,
     // mixed with the cached ones.
