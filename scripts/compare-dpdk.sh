@@ -207,7 +207,7 @@ else
     done
     printf 'compare-dpdk: [%d/%d] %s: DPDK %s, idxpool %s\n' "$i" "${#cells[@]}" "$label" \
       "$(tail -n1 "$dpdk_log" | sed 's/.*rate_persec= *//')" \
-      "$(tail -n +2 "$tmp" | cut -d, -f1,10 | tr '\n' ' ')" >&2
+      "$(tail -n +2 "$tmp" | awk -F, '{printf "%s %.0f ", $1, $NF / 1e6}')M" >&2
   done
   exec {dpdk_in}>&-
   wait "$DPDK_PID" 2>/dev/null || true
