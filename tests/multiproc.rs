@@ -153,6 +153,20 @@ fn child_entry() {
         "hold" => child_hold(&name),
         "churn" => child_churn(&name),
         "victim" => child_victim(&name),
+        "truncate" => child_truncate(&name),
+        "holdexit" => {
+            let pool = SharedPool::<Obj>::attach(&name, fp()).unwrap();
+            let mut v = Vec::new();
+            pool.get_bulk(&mut v, 6).unwrap();
+            let mut back: Vec<_> = v.drain(..3).collect();
+            pool.put_bulk(&mut back);
+            println!("MP:READY pid {} slot {}", std::process::id(), pool.slot());
+            std::mem::forget(v);
+            // Dies without detaching (no destructor runs). Not SIGKILL: as pid 1 of its own
+            // namespace it would ignore a signal it sends itself.
+            // SAFETY: _exit ends the process at once; nothing runs after it.
+            unsafe { libc::_exit(9) };
+        }
         "attach" => match SharedPool::<Obj>::attach(&name, fp()) {
             Ok(p) => println!("MP:OK slot {}", p.slot()),
             Err(PoolError::SharedFile { op, source, .. }) => {
@@ -312,6 +326,27 @@ fn child_victim(name: &str) {
     pool.reclaim_dead();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64);
     pool_workload(&pool, &mut rng, true, &|| false);
+}
+
+/// A misbehaving peer: tries to shrink the region file (`set_len(0)`), to re-create it with
+/// `O_TRUNC`, then replaces the name by an empty file. Prints what each attempt gave.
+fn child_truncate(name: &str) {
+    let path = std::path::Path::new("/dev/shm").join(name);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let shrink = f.set_len(0).map_err(|e| e.kind());
+    let otrunc = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .map(|_| ())
+        .map_err(|e| e.kind());
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"not a pool").unwrap();
+    println!("MP:TRUNC {shrink:?} {otrunc:?}");
 }
 
 /// Attaches and detaches in a loop, touching a few objects each time.
@@ -1101,4 +1136,103 @@ fn kill9_at_any_point_never_wedges_or_loses() {
     }
     println!("kills by point (0 = random moment): {by_point:?}");
     assert_eq!(by_point.iter().sum::<u32>(), kills);
+}
+
+/// Issue 15: a peer that truncates the region (or re-creates its file with `O_TRUNC`, or
+/// replaces the name) cannot crash the processes attached to it: the region is a sealed memfd,
+/// so both attempts fail with `EPERM`, and the others go on working on their mappings.
+#[test]
+fn truncation_by_a_peer_cannot_crash_the_others() {
+    let g = Names::new("truncate");
+    let o = opts().backing(SharedBackingPolicy::Require(SharedBacking::Shm));
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), o).unwrap();
+    assert!(pool.is_sealed());
+    let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    assert!(other.is_sealed());
+    let mut held = Vec::new();
+    pool.get_bulk(&mut held, 40).unwrap();
+    for (i, h) in held.iter_mut().enumerate() {
+        pool.get_mut(h).value = 1000 + i as u64;
+    }
+    let mut c = ChildGuard::spawn("truncate", &[(NAME, g.name.clone())]);
+    let l = c.line();
+    c.wait_success();
+    assert_eq!(
+        l, "TRUNC Err(PermissionDenied) Err(PermissionDenied)",
+        "the peer could shrink the region"
+    );
+    // Every page of the region is still there: touch all objects and every ring.
+    for (i, h) in held.iter_mut().enumerate() {
+        assert_eq!(pool.get_ref(h).value, 1000 + i as u64);
+    }
+    pool.send_bulk(0, &mut held);
+    let mut got = Vec::new();
+    assert_eq!(other.recv_burst(0, &mut got, 64), 40);
+    other.put_bulk(&mut got);
+    other.flush();
+    let mut all = Vec::new();
+    pool.get_bulk(&mut all, 64).unwrap();
+    for h in all.iter_mut() {
+        pool.get_mut(h).seq = 7;
+    }
+    pool.put_bulk(&mut all);
+    assert!(pool.audit().is_consistent());
+    // The name now belongs to the peer's file: new attaches get a typed error, not a crash.
+    assert!(SharedPool::<Obj>::attach(&g.name, fp()).is_err());
+}
+
+/// Issue 15 item 2: liveness across pid namespaces. A secondary in its own pid namespace (pid 1
+/// there, and `/proc` still the host's, so its recorded pid + start time name the *host's*
+/// init, which never dies) is killed; the survivor must still see it dead (its slot's
+/// `F_OFD_SETLK` lock is gone) and reclaim its slot, cache and held objects.
+#[test]
+fn death_in_another_pid_namespace_is_seen() {
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: unshare --pid needs root");
+        return;
+    }
+    let g = Names::new("pidns");
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), opts()).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "holdexit")
+        .env(NAME, &g.name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let Ok(mut child) = cmd.spawn() else {
+        println!("skipped: no unshare(1)");
+        return;
+    };
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("MP:") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let st = child.wait().unwrap();
+            println!("skipped: unshare --pid failed here ({st})");
+            return;
+        }
+    }
+    assert!(line.contains("MP:READY pid 1 "), "{line}");
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(9), "{st}");
+    let victim = pool
+        .processes()
+        .into_iter()
+        .find(|p| !p.is_self)
+        .expect("the victim's slot");
+    assert_eq!(victim.process.pid, 1, "its pid as seen in its namespace");
+    assert!(
+        !victim.alive,
+        "the victim is dead, whatever its pid names here"
+    );
+    let rep = pool.reclaim_dead();
+    assert_eq!(rep.slots_freed, 1, "{rep}");
+    assert_eq!(pool.reclaim_in_use_of_dead(), 3);
+    pool.flush();
+    assert!(pool.audit().is_consistent());
+    assert_eq!(pool.available(), 64);
 }

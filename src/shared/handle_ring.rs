@@ -56,12 +56,12 @@ impl<T: Pod> SharedPool<T> {
     /// When `chan` is out of range.
     pub fn recv(&self, chan: u32) -> Option<SharedHandle<T>> {
         let ring = self.chan(chan);
-        let mut one = Vec::with_capacity(1);
         loop {
-            if self.deq_held(ring, 1, IN_CHANNEL, &mut one) == 0 {
+            let mut one = None;
+            if self.deq_held(ring, 1, IN_CHANNEL, |e| one = Some(e)) == 0 {
                 return None;
             }
-            if let Some(e) = one.pop() {
+            if let Some(e) = one {
                 return Some(SharedHandle::new(e, self.serial));
             }
         }
@@ -74,14 +74,13 @@ impl<T: Pod> SharedPool<T> {
     /// When `chan` is out of range.
     pub fn recv_burst(&self, chan: u32, out: &mut Vec<SharedHandle<T>>, max: usize) -> usize {
         let ring = self.chan(chan);
-        let mut buf = Vec::new();
         let mut total = 0;
         while total < max {
             let want = (max - total).min(REC_BATCH as usize) as u32;
-            buf.clear();
-            let n = self.deq_held(ring, want, IN_CHANNEL, &mut buf);
-            total += buf.len();
-            out.extend(buf.iter().map(|&e| SharedHandle::new(e, self.serial)));
+            let n = self.deq_held(ring, want, IN_CHANNEL, |e| {
+                out.push(SharedHandle::new(e, self.serial));
+                total += 1;
+            });
             if n < want {
                 break;
             }
@@ -102,7 +101,7 @@ impl<T: Pod> SharedPool<T> {
         let mut total = 0;
         loop {
             back.clear();
-            let n = self.deq_held(ring, REC_BATCH, IN_CHANNEL, &mut back);
+            let n = self.deq_held(ring, REC_BATCH, IN_CHANNEL, |e| back.push(e));
             self.enq_held(&self.ring, &back, FREE);
             total += back.len();
             if n < REC_BATCH {

@@ -48,8 +48,10 @@ pub struct SharedPool<T> {
     /// Process-local serial of this attachment, stamped into every handle it mints (never 0,
     /// never reused in this process): see [`SharedPool::check_held`].
     pub(crate) serial: u32,
+    /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
+    ofd_locked: bool,
     path: PathBuf,
-    file: File,
+    pub(crate) file: File,
     backing: SharedBacking,
     page_size: u64,
     primary: bool,
@@ -74,8 +76,18 @@ impl<T: Pod> SharedPool<T> {
     /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
     /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
     /// created (`AlreadyExists` if the name is taken: remove a stale one with
-    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full) or
-    /// mapped.
+    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full),
+    /// sealed or mapped.
+    ///
+    /// # Backing
+    /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
+    /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
+    /// and `name` is a symbolic link to `/proc/<creator pid>/fd/<fd>`: attaching opens it like
+    /// a file, but nobody can truncate the region (issue 15; [`SharedPool::is_sealed`]). The
+    /// name works while the creator's pool lives, which the default `unlink_on_drop` implies.
+    /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
+    /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
+    /// regular file at `name`, which a peer with write access could truncate.
     pub fn create(
         name: &str,
         capacity: u32,
@@ -132,8 +144,16 @@ impl<T: Pod> SharedPool<T> {
             }
         };
         let mut last = None;
-        for (i, (path, _)) in order.iter().enumerate() {
-            match Self::create_at(path, &params, &sections, fingerprint, ident, &opts) {
+        for (i, (path, backing)) in order.iter().enumerate() {
+            match Self::create_at(
+                path,
+                *backing,
+                &params,
+                &sections,
+                fingerprint,
+                ident,
+                &opts,
+            ) {
                 Ok(pool) => return Ok(pool),
                 // Auto: a hugetlbfs that cannot hold the region falls back to /dev/shm.
                 Err(e) if i + 1 < order.len() && !is_exists(&e) => last = Some(e),
@@ -143,27 +163,47 @@ impl<T: Pod> SharedPool<T> {
         Err(last.unwrap_or_else(|| PoolError::config("no place for the shared region")))
     }
 
+    /// Creates the region for candidate `path`: a sealed memfd published as a link at `path`
+    /// when only this user may attach (mode without group/other bits, the default 0600) and
+    /// the name goes with the creator (`unlink_on_drop`, the default); else a regular file
+    /// built under a temporary name and linked at `path` (which a peer with write access
+    /// could truncate: see DESIGN.md, threat model).
     fn create_at(
         path: &Path,
+        backing: SharedBacking,
         params: &Params,
         sections: &Sections,
         fingerprint: u64,
         ident: ProcessId,
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
+        if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
+            let r = file::SealedRegion::create(
+                path,
+                sections.end,
+                opts.mode,
+                backing == SharedBacking::Hugetlbfs,
+            )?;
+            let map = map_file(&r.file, r.len, path)?;
+            let mut pool = Self::from_map(
+                map,
+                Self::new_header(params, sections, fingerprint, ident),
+                path.to_path_buf(),
+                r.file,
+                r.backing,
+                r.page,
+                ident,
+            )?;
+            pool.init_region();
+            file::publish_link(&pool.file, path)?;
+            pool.primary = true;
+            pool.unlink_on_drop = opts.unlink_on_drop;
+            pool.claim_slot()?;
+            return Ok(pool);
+        }
         let tmp = TempFile::create(path, sections.end, opts.mode)?;
         let map = map_file(&tmp.file, tmp.len, &tmp.tmp)?;
-        let header = Header {
-            magic: MAGIC,
-            version: VERSION,
-            header_size: size_of::<Header>() as u32,
-            fingerprint,
-            params: *params,
-            sections: *sections,
-            creator_pid: ident.pid,
-            _pad: 0,
-            creator_start: ident.start_time,
-        };
+        let header = Self::new_header(params, sections, fingerprint, ident);
         let mut pool = Self::from_map(
             map,
             header,
@@ -175,23 +215,47 @@ impl<T: Pod> SharedPool<T> {
             tmp.page,
             ident,
         )?;
-        // SAFETY: the region is ours alone until published: no other process can map it yet.
-        // The header is written at offset 0 of the mapping (page-aligned, large enough).
-        unsafe { pool.base.as_ptr().cast::<Header>().write(header) };
-        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
-        // process slots free with idle records, stats 0. The common ring gets every object.
-        for i in 0..params.capacity {
-            pool.ring.slot(i).store(i, Ordering::Relaxed);
-        }
-        pool.ring
-            .st()
-            .tail
-            .store(params.capacity, Ordering::Release);
+        pool.init_region();
         pool.file = tmp.publish(path)?;
         pool.primary = true;
         pool.unlink_on_drop = opts.unlink_on_drop;
         pool.claim_slot()?;
         Ok(pool)
+    }
+
+    fn new_header(
+        params: &Params,
+        sections: &Sections,
+        fingerprint: u64,
+        ident: ProcessId,
+    ) -> Header {
+        Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: size_of::<Header>() as u32,
+            fingerprint,
+            params: *params,
+            sections: *sections,
+            creator_pid: ident.pid,
+            _pad: 0,
+            creator_start: ident.start_time,
+        }
+    }
+
+    /// Writes the header and fills the common ring with every object, before publication.
+    fn init_region(&mut self) {
+        // SAFETY: the region is ours alone until published: no other process can map it yet.
+        // The header is written at offset 0 of the mapping (page-aligned, large enough).
+        unsafe { self.base.as_ptr().cast::<Header>().write(self.header) };
+        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
+        // process slots free with idle records, stats 0. The common ring gets every object.
+        for i in 0..self.params.capacity {
+            self.ring.slot(i).store(i, Ordering::Relaxed);
+        }
+        self.ring
+            .st()
+            .tail
+            .store(self.params.capacity, Ordering::Release);
     }
 
     /// Attaches to the existing region `name` (a secondary), at whatever address the kernel
@@ -305,6 +369,7 @@ impl<T: Pod> SharedPool<T> {
             me: 0,
             ident,
             serial: next_serial()?,
+            ofd_locked: false,
             path,
             file,
             backing,
@@ -316,12 +381,24 @@ impl<T: Pod> SharedPool<T> {
         })
     }
 
-    /// Takes a free process slot (CAS on its owner word), reclaiming dead processes' slots
-    /// once if none is free.
+    /// Takes a free process slot, reclaiming dead processes' slots once if none is free.
+    ///
+    /// Liveness lock first, owner word second (issue 15): the slot's `F_OFD_SETLK` byte lock
+    /// on this attachment's own open file description is held for the attachment's life, so
+    /// "owner word set and nobody holds the lock" proves the holder dead, in any pid namespace
+    /// and whatever became of its pid.
     fn claim_slot(&mut self) -> Result<(), PoolError> {
         let packed = self.ident.pack();
         for attempt in 0..2 {
             for (s, ps) in self.procs().iter().enumerate() {
+                if ps.owner.load(Ordering::Relaxed) != 0 {
+                    continue;
+                }
+                let locked = match file::lock_slot(&self.file, s as u32) {
+                    Ok(true) => true,
+                    Ok(false) => continue, // a live process holds it
+                    Err(_) => false,       // no OFD locks here: pid liveness only
+                };
                 if ps
                     .owner
                     .compare_exchange(0, packed, Ordering::SeqCst, Ordering::Relaxed)
@@ -330,10 +407,14 @@ impl<T: Pod> SharedPool<T> {
                     let gen = ps.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
                     ps.len.store(0, Ordering::Release);
                     ps.rec_state.store(REC_IDLE, Ordering::Release);
+                    self.ofd_locked = locked;
                     self.slot = s as u32;
                     self.me = holder_id(s as u32, gen);
                     self.stats().attaches.fetch_add(1, Ordering::Relaxed);
                     return Ok(());
+                }
+                if locked {
+                    file::unlock_slot(&self.file, s as u32);
                 }
             }
             if attempt == 0 {
@@ -427,6 +508,16 @@ impl<T> SharedPool<T> {
         &self.procs()[self.slot as usize]
     }
 
+    /// Whether the operator of slot `s`, whose owner word is `w`, lives: another open file
+    /// description holds the slot's liveness lock (any pid namespace); where the filesystem
+    /// has no OFD locks, the recorded pid and start time decide.
+    pub(crate) fn slot_alive(&self, s: u32, w: u64) -> bool {
+        match file::slot_locked_by_other(&self.file, s) {
+            Some(held) => held,
+            None => ProcessId::unpack(w).is_alive(),
+        }
+    }
+
     /// Claims object `e` for this attachment if its owner word is `from`; counts and rejects an
     /// out-of-range entry or an object held elsewhere (a duplicate entry: corruption).
     #[inline]
@@ -477,10 +568,16 @@ impl<T> SharedPool<T> {
     }
 
     /// Takes up to `max` (at most `REC_BATCH`) entries from `ring` whose owner word is `from`
-    /// and claims them for this attachment; appends the claimed indices to `out` (entries
-    /// out of range, held elsewhere or listed twice are dropped and counted). Returns how many
+    /// and claims them for this attachment; passes each claimed index to `out` (entries out
+    /// of range, held elsewhere or listed twice are dropped and counted). Returns how many
     /// entries left the ring (0: it was empty).
-    pub(crate) fn deq_held(&self, ring: &XRing, max: u32, from: u32, out: &mut Vec<u32>) -> u32 {
+    pub(crate) fn deq_held(
+        &self,
+        ring: &XRing,
+        max: u32,
+        from: u32,
+        mut out: impl FnMut(u32),
+    ) -> u32 {
         let (rs, id) = self.party();
         let n = self.with_ring(ring, rs, id, |p, t| {
             let n = max.min(REC_BATCH).min(t.count());
@@ -497,15 +594,14 @@ impl<T> SharedPool<T> {
             p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, &[]);
             n
         });
-        let start = out.len();
-        let rec = self.rec_entries(rs);
-        for r in &rec[..n as usize] {
+        let rec = &self.rec_entries(rs)[..n as usize];
+        for (k, r) in rec.iter().enumerate() {
             let e = r.load(Ordering::Relaxed);
             let ok = e < self.params.capacity
                 && self.owners()[e as usize].load(Ordering::Acquire) == self.me
-                && !out[start..].contains(&e);
+                && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e);
             if ok {
-                out.push(e);
+                out(e);
             } else {
                 self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
             }
@@ -579,13 +675,13 @@ impl<T> SharedPool<T> {
     fn take_one(&self) -> Option<u32> {
         let size = self.params.cache_size;
         if size == 0 {
-            let mut one = Vec::with_capacity(1);
             loop {
-                if self.deq_held(&self.ring, 1, FREE, &mut one) == 0 {
+                let mut one = None;
+                if self.deq_held(&self.ring, 1, FREE, |e| one = Some(e)) == 0 {
                     return None;
                 }
-                if let Some(e) = one.pop() {
-                    return Some(e);
+                if one.is_some() {
+                    return one;
                 }
             }
         }
@@ -841,6 +937,13 @@ impl<T> SharedPool<T> {
         self.page_size
     }
 
+    /// True when the region cannot shrink: it lives in a memfd sealed with `F_SEAL_SHRINK`
+    /// (the default for mode 0600; see [`SharedPool::create`]), so no peer can truncate it
+    /// under the others (which would make their next access fault with SIGBUS).
+    pub fn is_sealed(&self) -> bool {
+        file::seals(&self.file) & libc::F_SEAL_SHRINK != 0
+    }
+
     /// True for the attachment that created the region.
     pub fn is_primary(&self) -> bool {
         self.primary
@@ -956,6 +1059,9 @@ impl<T> Drop for SharedPool<T> {
             self.flush();
             // Objects still held by this attachment become orphans (reclaim_in_use_of_dead).
             self.my_slot().owner.store(0, Ordering::Release);
+            if self.ofd_locked {
+                file::unlock_slot(&self.file, self.slot);
+            }
         }
         if self.primary && self.unlink_on_drop && file::same_inode(&self.path, &self.file) {
             let _ = std::fs::remove_file(&self.path);
