@@ -178,6 +178,13 @@ impl<T: Pod> SharedPool<T> {
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
         if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
+            // hugetlbfs cannot hold a symbolic link (EINVAL): a huge-page memfd is named from
+            // /dev/shm, where attach looks next.
+            let link = match (backing, path.file_name()) {
+                (SharedBacking::Hugetlbfs, Some(f)) => Path::new(file::SHM_DIR).join(f),
+                _ => path.to_path_buf(),
+            };
+            let path = link.as_path();
             let r = file::SealedRegion::create(
                 path,
                 sections.end,
