@@ -16,6 +16,9 @@
 //! cargo bench -p idxpool-bench --bench handle_ring -- table 9 128     # 9 reps, ring of 128
 //! ```
 //!
+//! Threads are not pinned unless `PIN=on` (or `PIN=auto`: only when the two CPUs are idle) is
+//! in the environment; the first line says which, with the load average.
+//!
 //! Entries moved through the handle ring are handles made with `Handle::from_raw` over an
 //! `Unchecked` pool that is never touched, so only the queue is measured.
 
@@ -29,6 +32,9 @@ use crossbeam_queue::ArrayQueue;
 use idxpool::handle_ring::Zeroing;
 use idxpool::ring::{Ring, RingFlags};
 use idxpool::{Handle, HandleRing, Pool, PoolBuilder, Unchecked};
+use idxpool_bench::pin::{context_line, PinMode, Pinning};
+use idxpool_bench::spin;
+use idxpool_bench::stats::median;
 
 const CAP: usize = 1024;
 /// Busy-work iterations per entry on the slow side (about 1 ns each).
@@ -107,46 +113,35 @@ fn work(v: u32, n: u32) -> u32 {
     x
 }
 
-/// Busy-polls (the threads are pinned to distinct CPUs), yielding only after a long wait so
-/// that a preempted peer can run; with `PIN=0`, yields after 64 spins.
+/// The pinning of the two threads: `PIN=on` pins producer and consumer to the first two
+/// allowed CPUs, `PIN=auto` only when those are idle; unset or `off`, no pinning (on a shared
+/// machine a pinned thread waits for its busy CPU). Decided once, printed once.
+fn pinning() -> &'static Pinning {
+    static P: std::sync::OnceLock<Pinning> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let mode = match std::env::var("PIN").as_deref() {
+            Ok("on") | Ok("1") => PinMode::On,
+            Ok("auto") => PinMode::Auto,
+            _ => PinMode::Off,
+        };
+        let p = Pinning::decide(mode, 2);
+        eprintln!("handle_ring: {}", context_line(&p));
+        p
+    })
+}
+
+/// Busy-polls when pinned (long spins before yielding, as DPDK lcores), yields after 64
+/// spins otherwise.
 #[inline(always)]
 fn backoff(spins: &mut u32) {
     static LIMIT: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    let limit = *LIMIT.get_or_init(|| {
-        if std::env::var("PIN").is_ok_and(|v| v == "0") {
-            64
-        } else {
-            1 << 14
-        }
-    });
-    if *spins < limit {
-        std::hint::spin_loop();
-        *spins += 1;
-    } else {
-        std::thread::yield_now();
-    }
+    let limit = *LIMIT.get_or_init(|| spin::spin_limit(pinning().is_on()));
+    spin::backoff(spins, limit, spin::After::Yield);
 }
 
-/// Pins the calling thread to `cpu` (Linux; ignored elsewhere, on failure (no such CPU) or with
-/// `PIN=0` in the environment), so that producer and consumer run on distinct cores and really
-/// share cache lines.
-fn pin(cpu: usize) {
-    // No available_parallelism() check: it reads the calling thread's affinity, which a
-    // thread spawned by an already pinned thread inherits (1 CPU), and pinning to a CPU
-    // that does not exist simply fails.
-    if std::env::var("PIN").is_ok_and(|v| v == "0") {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    // SAFETY: cpu_set_t is plain data, zeroed is a valid empty set; pid 0 means the calling
-    // thread, and a failure only leaves the affinity unchanged.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cpu;
+/// Pins the calling thread as thread `i` when [`pinning`] says so.
+fn pin(i: usize) {
+    pinning().apply(i);
 }
 
 struct Sample {
@@ -340,7 +335,7 @@ fn table(reps: usize, cap: usize) {
                 "{:<12} {:<22} {:>10.2} {:>10.2} {:>10.2} {:>12.5} {:>12.5}",
                 "",
                 qs[k].name(),
-                v[v.len() / 2],
+                median(v),
                 v[0],
                 v[v.len() - 1],
                 full[k],

@@ -186,7 +186,7 @@ fn configs() -> Vec<Config> {
                 prefetch: free == FreeMode::Bulk,
                 zeroing,
                 ring_size: 64,
-                pin: false,
+                pin: None,
                 parse: true,
             });
         }

@@ -34,6 +34,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use idxpool::handle_ring::Zeroing;
 use idxpool::PoolBuilder;
+use idxpool_bench::pin::{context_line, PinMode, Pinning};
+use idxpool_bench::stats::median;
 use pipeline::{
     load_capture, run_pipeline, synthetic_frames, Config, Frame, FreeMode, Limit, Mbuf, Summary,
     IMIX, STANDARD_SIZES,
@@ -91,8 +93,17 @@ enum Compare {
     None,
 }
 
-/// l2fwd-like pipeline benchmark over idxpool (see the file's docs).
+/// l2fwd-like packet pipeline over an idxpool mbuf pool and a handle ring.
+///
+/// Measures packets per second (Mpps) and Gbit/s through an RX thread (allocates mbufs in
+/// bursts of 32, copies frames in, passes handles through a HandleRing) and a worker thread
+/// (parses headers, counts flows, swaps MACs, frees the burst), for two variants side by side
+/// (--compare: free mode, prefetch, ring zeroing, index vs pointer pool, or A/A), interleaved,
+/// median of --reps. Synthetic frames of 7 sizes + IMIX, or a capture (--pcap).
+/// Takes about 10 s with --quick (8 rows x 2 variants x 3 reps x 100 ms), about 25 s by
+/// default (5 reps x 250 ms); --pcap replays one row. Threads are not pinned unless --pin.
 #[derive(Parser, Debug)]
+#[command(verbatim_doc_comment)]
 struct Args {
     /// Replay a pcap or pcapng capture (Ethernet) instead of synthetic traffic.
     #[arg(long)]
@@ -122,7 +133,7 @@ struct Args {
     /// Which switch the two columns of the table differ in.
     #[arg(long, value_enum, default_value = "free")]
     compare: Compare,
-    /// Short run (< 30 s): 100 ms per measurement, 3 repetitions.
+    /// Short run (about 10 s): 100 ms per measurement, 3 repetitions.
     #[arg(long)]
     quick: bool,
     /// Milliseconds per measurement (default 250; 100 with --quick).
@@ -147,9 +158,11 @@ struct Args {
     /// Worker's per-packet work.
     #[arg(long, value_enum, default_value = "parse")]
     work: WorkArg,
-    /// Pin the RX thread to CPU 0 and the worker to CPU 1.
-    #[arg(long, value_enum, default_value = "on")]
-    pin: OnOff,
+    /// Pin the RX thread to the first allowed CPU and the worker to the second: off (default),
+    /// on, or auto (only when both CPUs are idle now). On a shared machine pinned threads wait
+    /// for their busy CPU: 100-500x slower was measured there.
+    #[arg(long, value_enum, default_value_t = PinMode::Off)]
+    pin: PinMode,
     /// Print every measurement.
     #[arg(long)]
     verbose: bool,
@@ -183,11 +196,6 @@ impl Variant {
             },
         }
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn print_summary(s: &Summary) {
@@ -225,6 +233,8 @@ fn main() {
                 .unwrap_or(if args.quick { 100 } else { 250 }),
         );
     let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 }).max(1);
+    let pinning = Pinning::decide(args.pin, 2);
+    println!("pktpipe: {}", context_line(&pinning));
     let base = Variant {
         cfg: Config {
             free: match args.free {
@@ -237,7 +247,10 @@ fn main() {
                 RingArg::Nobatch => Zeroing::Immediate,
             },
             ring_size: args.ring_size,
-            pin: args.pin == OnOff::On,
+            pin: match (pinning.cpu_for(0), pinning.cpu_for(1)) {
+                (Some(a), Some(b)) => Some([a, b]),
+                _ => None,
+            },
             parse: args.work == WorkArg::Parse,
         },
         pool: args.pool,
@@ -428,8 +441,8 @@ fn main() {
                             idle[k] += s.worker_idle;
                         }
                     }
-                    let m: Vec<f64> = mpps.iter_mut().map(|v| median(v)).collect();
-                    let g: Vec<f64> = gbps.iter_mut().map(|v| median(v)).collect();
+                    let m: Vec<f64> = mpps.iter().map(|v| median(v)).collect();
+                    let g: Vec<f64> = gbps.iter().map(|v| median(v)).collect();
                     if variants.len() == 2 {
                         println!(
                             "{:>10} | {:>14.3} | {:>14.3} | {:>+6.1}% | {:>10.2} | {:>10.2} | {}/{}",

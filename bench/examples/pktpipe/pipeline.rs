@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use idxpool::handle_ring::{GenericHandleRing, SlotRepr, Zeroing};
 use idxpool::{Brand, GenericPool};
+use idxpool_bench::{pin, spin};
 
 /// Packets per RX allocation, ring transfer and TX free (DPDK's usual burst).
 pub const BURST: usize = 32;
@@ -408,8 +409,9 @@ pub struct Config {
     pub zeroing: Zeroing,
     /// Ring slots.
     pub ring_size: usize,
-    /// Pin RX to CPU 0 and the worker to CPU 1 (Linux, two or more CPUs).
-    pub pin: bool,
+    /// Pin RX to the first CPU and the worker to the second (None: not pinned, the default;
+    /// see `idxpool_bench::pin`).
+    pub pin: Option<[usize; 2]>,
     /// Parse headers and count flows (true), or only swap MACs and count packets and bytes
     /// (false: DPDK l2fwd's per-packet work, where per-packet overheads such as the free path
     /// weigh most).
@@ -423,7 +425,7 @@ impl Default for Config {
             prefetch: false,
             zeroing: Zeroing::Batched,
             ring_size: 1024,
-            pin: false,
+            pin: None,
             parse: true,
         }
     }
@@ -504,29 +506,7 @@ impl Summary {
 /// Pinned threads poll like DPDK lcores: they spin much longer before yielding.
 #[inline]
 fn wait(spins: &mut u32, pinned: bool) {
-    if *spins < if pinned { 1 << 14 } else { 64 } {
-        std::hint::spin_loop();
-        *spins += 1;
-    } else {
-        std::thread::yield_now();
-    }
-}
-
-/// Pins the calling thread to `cpu` (Linux; elsewhere, or on failure (no such CPU), nothing
-/// happens).
-fn pin(cpu: usize) {
-    // No available_parallelism() check: it reads the calling thread's affinity, which a
-    // thread spawned by a pinned thread inherits; pinning to a missing CPU simply fails.
-    #[cfg(target_os = "linux")]
-    // SAFETY: cpu_set_t is plain data, zeroed is a valid empty set; pid 0 means the calling
-    // thread, and a failure only leaves the affinity unchanged.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cpu;
+    spin::backoff(spins, spin::spin_limit(pinned), spin::After::Yield);
 }
 
 /// Prefetches the first two cache lines of an mbuf: its metadata and the packet headers.
@@ -614,8 +594,8 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
     let ((rx_waits, rx_pool_empty), mut summary) = std::thread::scope(|s| {
         let done = &done;
         let rx_thread = s.spawn(move || {
-            if cfg.pin {
-                pin(0);
+            if let Some([cpu, _]) = cfg.pin {
+                pin::pin_current(cpu);
             }
             let total = match limit {
                 Limit::Loops(n) => Some(n * frames.len() as u64),
@@ -641,7 +621,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                 let mut spins = 0;
                 while pool.get_bulk(&mut burst, n).is_err() {
                     empty += 1;
-                    wait(&mut spins, cfg.pin);
+                    wait(&mut spins, cfg.pin.is_some());
                 }
                 for h in burst.iter_mut() {
                     let f = &frames[fi];
@@ -661,7 +641,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                 while !burst.is_empty() {
                     if tx.produce_burst(&mut burst) == 0 {
                         waits += 1;
-                        wait(&mut spins, cfg.pin);
+                        wait(&mut spins, cfg.pin.is_some());
                     }
                 }
             }
@@ -671,8 +651,8 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
         });
         let rx_ref = &mut rx;
         let worker = s.spawn(move || {
-            if cfg.pin {
-                pin(1);
+            if let Some([_, cpu]) = cfg.pin {
+                pin::pin_current(cpu);
             }
             let mut sum = Summary::default();
             let mut burst = Vec::with_capacity(BURST);
@@ -682,7 +662,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                     // Release/Acquire on `done`: every produce happened before it.
                     if !done.load(Ordering::Acquire) {
                         sum.worker_idle += 1;
-                        wait(&mut spins, cfg.pin);
+                        wait(&mut spins, cfg.pin.is_some());
                         continue;
                     }
                     if rx_ref.consume_burst(&mut burst, BURST) == 0 {
