@@ -1,210 +1,223 @@
 #!/usr/bin/env bash
-# Compare DPDK's own mempool_perf_autotest with idxpool's port of it, cell by cell.
+# DPDK's C mempool against idxpool, cell by cell, on this machine, in minutes (issue 16).
 #
-# Runs `dpdk-test` (Debian/Ubuntu package dpdk-dev, DPDK 22.11) with
-#   DPDK_TEST=mempool_perf_autotest dpdk-test -l <lcores> --no-pci --no-huge -m 512
-# (or, with --huge, on 2 MiB hugepages in --in-memory mode, leaving no hugetlbfs files), then
-#   cargo run --release -p idxpool-bench --example mempool_perf -- --full --cores 1,..,N --filter touch=0 --csv ...
-# pinned to the same CPUs with taskset, and joins both per cell (DPDK does not touch objects,
-# so only touch=0 cells are compared):
-#   cell | dpdk | idxpool index | idxpool pointer | index/dpdk | pointer/dpdk | index/pointer
+# Builds bench/dpdk/mempool_perf.c (DPDK's mempool_perf_autotest loop, reproduced exactly, with
+# the cells and the seconds on its command line) against the installed dpdk-dev, then runs, per
+# cell, interleaved: DPDK C, idxpool (index pool and pointer twin, mempool_perf), DPDK C,
+# idxpool, ... (--rounds times), and joins them (bench/examples/dpdk_join.rs):
+#   cell | DPDK C | index | pointer | index/DPDK | ptr/DPDK | A/A C | A/A idx | [floors]
+# then a verdict line (geomeans, cells won, issue 16's targets). The DPDK C side stays one
+# process (EAL initialised once, cells fed on its stdin); idxpool runs once per cell and round.
 #
-# Time: DPDK's test is fixed at 5 s per cell and runs 9 passes of 60 cells (no cache, default
-# per-lcore cache, user-owned cache; each with 1, 2 and all cores): about 45 minutes for
-# -l 0-1. Use --timeout to stop it early: the cells it printed are still compared (the first
-# pass is the no-cache one). The "dpdk" column takes the user-owned-cache pass when present
-# (idxpool's example uses an explicit LocalCache, the same thing), else the per-lcore cache
-# pass; repeated cells (e.g. "2 cores" and "all cores" on a 2-core machine) are averaged.
+# Default: DPDK 22.11's matrix, cache 512, 1 and 2 cores (120 cells), 2 rounds of 0.4 s (DPDK)
+# and 3 x 80 ms per contender (idxpool: index, pointer, index again for A/A, and the floors, bare
+# LIFO arrays of u32 and u64): about 7 minutes on 2 cores, plus the builds.
 #
 # Usage: scripts/compare-dpdk.sh [options] [-- extra mempool_perf args]
-#   --lcores LIST      CPUs for both sides, DPDK -l syntax "0-1" or "0,1" (default 0-1)
-#   --timeout SECS     stop dpdk-test after SECS seconds (default: run it to the end)
-#   --dpdk-log FILE    do not run dpdk-test: parse this saved output instead
-#   --idxpool-csv FILE do not run the example: use this CSV (from mempool_perf --csv)
-#   --out DIR          where logs, CSVs and the joined table go (default target/compare-dpdk)
-#   --huge             give DPDK 512 MiB of reserved 2 MiB hugepages (--in-memory) instead of
-#                      --no-huge; needs 256 free pages (see README.md, "Hugepages")
-#   --filter STR       mempool_perf --filter (default "touch=0"; words must all match, e.g.
-#                      "cache=512 cores=1 touch=0")
-#   --quick            pass --quick to mempool_perf (its subset; fewer cells joined)
+#   --cores LIST       core counts, e.g. 1,2 [1 and 2, up to the CPUs available]
+#   --cache LIST       0 and/or 512 [512]
+#   --matrix 2211|2607 DPDK version of the cell list [2211]; 2607 needs mempool_perf's
+#                      --matrix 2607; the C side still runs the installed DPDK's cache code
+#   --filter WORDS     only cells whose DPDK key holds every word, e.g. "n_keep=512 constant_n=0"
+#   --rounds N         DPDK/idxpool alternations per cell [2]
+#   --seconds S        DPDK C seconds per cell per round (the autotest's TIME_S) [0.4]
+#   --cell-ms MS       idxpool --cell-ms [80]
+#   --reps N           idxpool --reps per round [3]
+#   --clock wall|cpu   wall: rates per elapsed second (DPDK's own); cpu: per second of each
+#                      thread's CPU time, both sides (robust when other work shares the CPUs) [wall]
+#   --no-floor         skip the floor contenders (mempool_perf --floor)
+#   --policy NAME      idxpool flush policy [the crate's default; dpdk2607 with --matrix 2607]
+#   --pin              DPDK lcores pinned one per CPU (-l 0-N, as dpdk-test); default: every
+#                      lcore floats over all the CPUs (--lcores '(0-N)@(0-CPUS)'), as
+#                      idxpool's threads do (never pinned)
+#   --huge             DPDK memory on reserved 2 MiB hugepages (--in-memory); default --no-huge
+#   --install-dpdk     apt-get install -y dpdk-dev when pkg-config cannot find libdpdk (root)
+#   --out DIR          logs, CSV and table [target/compare-dpdk]
+#   --dpdk-log FILE    join only: DPDK lines from this file (harness or dpdk-test output)
+#   --idxpool-csv FILE join only: idxpool rows from this CSV (mempool_perf --csv)
 #   -h, --help         this text
-#
-# Exit status: 0 on success; 2 when dpdk-test is absent (and no --dpdk-log given) or on bad
-# arguments; 1 when a run fails or nothing could be joined.
+# Output: $out/dpdk.log, $out/idxpool.csv, $out/compare.txt (the table and the verdict).
+# Exit status: 0 on success; 2 on bad arguments or when DPDK (dpdk-dev) is missing; 1 when a
+# run fails or nothing could be joined.
 set -euo pipefail
 
-die() { echo "compare-dpdk: $*" >&2; exit "${2:-1}"; }
+die() { echo "compare-dpdk: $1" >&2; exit "${2:-1}"; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-lcores="0-1"
-timeout_s=""
+navail=$(nproc 2>/dev/null || echo 1)
+cores=""
+cache="512"
+matrix="2211"
+filter=""
+rounds=2
+seconds=0.4
+cell_ms=80
+floor=(--floor)
+reps=3
+clock="wall"
+policy=""
+pin=""
+huge=""
+install=""
+out="$repo/target/compare-dpdk"
 dpdk_log=""
 idx_csv=""
-out="$repo/target/compare-dpdk"
-quick=""
-huge=""
-filter="touch=0"
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --lcores) lcores=${2:?--lcores needs a value}; shift 2 ;;
-    --timeout) timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
+    --cores) cores=${2:?--cores needs a list}; shift 2 ;;
+    --cache) cache=${2:?--cache needs a list}; shift 2 ;;
+    --matrix) matrix=${2:?--matrix needs 2211 or 2607}; shift 2 ;;
+    --filter) filter=${2:?--filter needs words}; shift 2 ;;
+    --rounds) rounds=${2:?--rounds needs a count}; shift 2 ;;
+    --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
+    --cell-ms) cell_ms=${2:?--cell-ms needs milliseconds}; shift 2 ;;
+    --reps) reps=${2:?--reps needs a count}; shift 2 ;;
+    --clock) clock=${2:?--clock needs wall or cpu}; shift 2 ;;
+    --policy) policy=${2:?--policy needs a name}; shift 2 ;;
+    --no-floor) floor=(); shift ;;
+    --pin) pin=1; shift ;;
+    --huge) huge=1; shift ;;
+    --install-dpdk) install=1; shift ;;
+    --out) out=${2:?--out needs a directory}; shift 2 ;;
     --dpdk-log) dpdk_log=${2:?--dpdk-log needs a file}; shift 2 ;;
     --idxpool-csv) idx_csv=${2:?--idxpool-csv needs a file}; shift 2 ;;
-    --out) out=${2:?--out needs a directory}; shift 2 ;;
-    --quick) quick="--quick"; shift ;;
-    --huge) huge=1; shift ;;
-    --filter) filter=${2:?--filter needs a value}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; die "unknown argument: $1" 2 ;;
   esac
 done
+[[ $matrix == 2211 || $matrix == 2607 ]] || die "--matrix is 2211 or 2607" 2
+[[ $clock == wall || $clock == cpu ]] || die "--clock is wall or cpu" 2
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "bad --rounds $rounds" 2
+[[ $reps =~ ^[1-9][0-9]*$ ]] || die "bad --reps $reps" 2
+[[ $cell_ms =~ ^[1-9][0-9]*$ ]] || die "bad --cell-ms $cell_ms" 2
+[[ $seconds =~ ^[0-9]*\.?[0-9]+$ ]] || die "bad --seconds $seconds" 2
+[[ $cache =~ ^(0|512)(,(0|512))?$ ]] || die "--cache takes 0 and/or 512" 2
+if [ -z "$cores" ]; then
+  cores=1
+  [ "$navail" -ge 2 ] && cores=1,2
+fi
+[[ $cores =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "bad --cores $cores" 2
+maxcores=$(tr ',' '\n' <<<"$cores" | sort -n | tail -n1)
+[ -z "$policy" ] && [ "$matrix" = 2607 ] && policy=dpdk2607
 mkdir -p "$out"
 
-# CPUs of the lcore list, e.g. "0-1" -> 0 1 ; "0,2-3" -> 0 2 3.
-cpus=()
-IFS=',' read -r -a parts <<<"$lcores"
-for p in "${parts[@]}"; do
-  if [[ $p =~ ^([0-9]+)-([0-9]+)$ ]]; then
-    for ((c = BASH_REMATCH[1]; c <= BASH_REMATCH[2]; c++)); do cpus+=("$c"); done
-  elif [[ $p =~ ^[0-9]+$ ]]; then
-    cpus+=("$p")
-  else
-    die "bad --lcores $lcores (expected e.g. 0-1 or 0,1)" 2
+join_bin="$repo/target/release/examples/dpdk_join"
+perf_bin="$repo/target/release/examples/mempool_perf"
+title="DPDK C: bench/dpdk/mempool_perf.c"
+if [ -n "$dpdk_log" ] || [ -n "$idx_csv" ]; then
+  [ -n "$dpdk_log" ] && [ -n "$idx_csv" ] || die "--dpdk-log and --idxpool-csv go together" 2
+  title="DPDK: $dpdk_log"
+else
+  # ---- build ------------------------------------------------------------------------------------
+  if ! pkg-config --exists libdpdk 2>/dev/null; then
+    if [ -n "$install" ] && command -v apt-get >/dev/null; then
+      echo "compare-dpdk: installing dpdk-dev (apt-get)" >&2
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >&2 ||
+        die "apt-get install dpdk-dev failed" 2
+    else
+      die "DPDK not found (pkg-config libdpdk). As root on Debian/Ubuntu: apt-get install -y dpdk-dev (or pass --install-dpdk)" 2
+    fi
   fi
-done
-ncpu=${#cpus[@]}
-[ "$ncpu" -ge 1 ] || die "empty --lcores" 2
-# DPDK measures 1 core, 2 cores and all lcores; idxpool gets the same counts.
-core_counts="1"
-[ "$ncpu" -ge 2 ] && core_counts="1,2"
-[ "$ncpu" -gt 2 ] && core_counts="1,2,$ncpu"
+  command -v cc >/dev/null || die "no C compiler (cc)" 2
+  dpdk_version=$(pkg-config --modversion libdpdk)
+  harness="$repo/target/dpdk/mempool_perf"
+  mkdir -p "$(dirname "$harness")"
+  # shellcheck disable=SC2046 # pkg-config's flags are words
+  cc -O3 -march=native -o "$harness" "$repo/bench/dpdk/mempool_perf.c" \
+    $(pkg-config --cflags --libs libdpdk) || die "building bench/dpdk/mempool_perf.c failed"
+  (cd "$repo" && cargo build --quiet --release -p idxpool-bench --example mempool_perf --example dpdk_join) ||
+    die "cargo build failed"
 
-# ---- 1. DPDK ----------------------------------------------------------------------------------
-if [ -z "$dpdk_log" ]; then
-  dpdk_bin=${DPDK_TEST_BIN:-$(command -v dpdk-test || true)}
-  if [ -z "$dpdk_bin" ] || [ ! -x "$dpdk_bin" ]; then
-    cat >&2 <<'EOF'
-compare-dpdk: dpdk-test not found.
-  It ships with DPDK's test application: on Debian/Ubuntu, as root,
-      apt-get install -y dpdk-dev        # DPDK 22.11 on Debian 12, provides /usr/bin/dpdk-test
-  or point DPDK_TEST_BIN at a dpdk-test binary, or pass --dpdk-log FILE with the saved output
-  of `DPDK_TEST=mempool_perf_autotest dpdk-test -l 0-1 --no-pci --no-huge -m 512`.
-EOF
-    exit 2
+  # ---- EAL arguments ----------------------------------------------------------------------------
+  [ "$maxcores" -le "$navail" ] || echo "compare-dpdk: warning: $maxcores lcores on $navail CPUs: they time-share" >&2
+  last=$((maxcores - 1))
+  lastcpu=$((navail - 1))
+  if [ -n "$pin" ]; then
+    lc=(-l "0-$last")
+  else
+    lc=(--lcores "(0-$last)@(0-$lastcpu)")
   fi
+  mem=(--no-huge -m 512)
+  [ "$matrix" = 2607 ] && mem=(--no-huge -m $((512 + 300 * maxcores)))
   if [ -n "$huge" ]; then
-    free_huge=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
-    [ "${free_huge:-0}" -ge 256 ] ||
-      die "--huge needs 256 free 2 MiB hugepages, /proc/meminfo says ${free_huge:-0}" 2
-    # --in-memory: no files in hugetlbfs, so an interrupted run leaks no hugepage.
-    mem_args=(--in-memory -m 512)
-    mem_desc="2 MiB hugepages, --in-memory ($free_huge free)"
-  else
-    mem_args=(--no-huge -m 512)
-    mem_desc="--no-huge (4 KiB pages)"
+    free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
+    [ "${free:-0}" -ge 256 ] || die "--huge needs 256 free 2 MiB hugepages (have ${free:-0})" 2
+    mem=(--in-memory -m 512)
   fi
+  eal=("${lc[@]}" --no-pci --no-telemetry --no-shconf --file-prefix "idxpool-cmp-$$" "${mem[@]}" --log-level=error)
+  sel=(--matrix "$matrix" --cache "$cache" --cores "$cores")
+  [ -n "$filter" ] && sel+=(--filter "$filter")
+  mapfile -t cells < <("$harness" "${eal[@]}" -- "${sel[@]}" --list 2>/dev/null | grep -v '^EAL' | sed 's/ *$//')
+  [ "${#cells[@]}" -gt 0 ] || die "no cell selected (see: $harness ${eal[*]} -- ${sel[*]} --list)"
+  policy_args=()
+  [ -n "$policy" ] && policy_args=(--policy "$policy")
+  matrix_args=(--full)
+  [ "$matrix" = 2607 ] && matrix_args=(--matrix 2607)
+  est=$(awk -v n="${#cells[@]}" -v r="$rounds" -v s="$seconds" -v ms="$cell_ms" -v reps="$reps" \
+    -v k="$(( ${#floor[@]} ? 5 : 3 ))" \
+    'BEGIN { printf "%.0f", n * r * (s + 0.1 + k * (reps + 0.3) * ms / 1000) / 60 + 0.5 }')
+  echo "compare-dpdk: ${#cells[@]} cells x $rounds rounds (DPDK $dpdk_version C: ${seconds}s, idxpool: $reps x ${cell_ms}ms per pool), clock $clock, ~$est min" >&2
+  echo "compare-dpdk: DPDK C: $harness ${eal[*]} -- --matrix $matrix --seconds $seconds --clock $clock --stdin" >&2
+  echo "compare-dpdk: idxpool: $perf_bin --cores N --filter CELL --cell-ms $cell_ms --reps $reps --clock $clock --stride 2112 ${floor[*]} ${matrix_args[*]} ${policy_args[*]} ${extra[*]}" >&2
+
+  # ---- run, interleaved per cell ----------------------------------------------------------------
   dpdk_log="$out/dpdk.log"
-  cmd=(env DPDK_TEST=mempool_perf_autotest stdbuf -oL -eL "$dpdk_bin" -l "$lcores" --no-pci
-       --no-telemetry --file-prefix "idxpool-cmp-$$" "${mem_args[@]}")
-  echo "compare-dpdk: running DPDK's mempool_perf_autotest on lcores $lcores, $mem_desc" >&2
-  echo "compare-dpdk:   ${cmd[*]}" >&2
-  if [ -n "$timeout_s" ]; then
-    echo "compare-dpdk:   stopping it after ${timeout_s}s (full run: ~45 min on 2 lcores)" >&2
-    cmd=(timeout -s INT "$timeout_s" "${cmd[@]}")
-  else
-    echo "compare-dpdk:   5 s per cell, 9 passes of 60 cells: ~45 min on 2 lcores" >&2
-  fi
-  set +e
-  "${cmd[@]}" </dev/null >"$dpdk_log" 2>&1
-  rc=$?
-  set -e
-  if [ "$rc" -ne 0 ] && ! { [ -n "$timeout_s" ] && [ "$rc" -eq 124 ]; }; then
-    tail -n 20 "$dpdk_log" >&2
-    die "dpdk-test failed with status $rc (log: $dpdk_log)"
-  fi
-fi
-[ -r "$dpdk_log" ] || die "cannot read DPDK log $dpdk_log" 2
-ndpdk=$(grep -c '^mempool_autotest ' "$dpdk_log" || true)
-[ "$ndpdk" -gt 0 ] || die "no 'mempool_autotest cache=...' line in $dpdk_log"
-echo "compare-dpdk: $ndpdk DPDK result lines in $dpdk_log" >&2
-
-# ---- 2. idxpool ---------------------------------------------------------------------------------
-if [ -z "$idx_csv" ]; then
   idx_csv="$out/idxpool.csv"
-  command -v cargo >/dev/null || die "cargo not found"
-  pin=()
-  if command -v taskset >/dev/null; then
-    pin=(taskset -c "$(IFS=,; echo "${cpus[*]}")")
-  fi
-  (cd "$repo" && cargo build --release -p idxpool-bench --example mempool_perf >&2)
-  # DPDK's whole matrix (--full), or mempool_perf's --quick subset; rows of the A/A repeat
-  # (pool "index-aa") are ignored by the join below.
-  ex=(cargo run --quiet --release -p idxpool-bench --example mempool_perf -- --cores "$core_counts"
-      --filter "$filter" --csv "$idx_csv" "${quick:---full}" "${extra[@]}")
-  echo "compare-dpdk: running ${pin[*]} ${ex[*]}" >&2
-  (cd "$repo" && "${pin[@]}" "${ex[@]}" >"$out/idxpool.txt") ||
-    die "mempool_perf failed (see above)"
+  : >"$dpdk_log"
+  : >"$idx_csv"
+  coproc DPDK { stdbuf -oL "$harness" "${eal[@]}" -- --matrix "$matrix" --seconds "$seconds" \
+    --clock "$clock" --stdin 2>"$out/dpdk.stderr"; }
+  dpdk_in=${DPDK[1]}
+  dpdk_out=${DPDK[0]}
+  # the harness's banner
+  IFS= read -r -t 120 banner <&"$dpdk_out" || die "the DPDK harness did not start (see $out/dpdk.stderr)"
+  echo "$banner" | tee -a "$dpdk_log" >&2
+  tmp="$out/cell.csv"
+  i=0
+  for cell in "${cells[@]}"; do
+    i=$((i + 1))
+    # cell key -> mempool_perf label words
+    eval "$(sed 's/= */=/g; s/\([a-z_]*\)=\([0-9]*\)/k_\1=\2;/g' <<<"$cell")"
+    if [ "${k_n_max_bulk:-0}" != 0 ]; then
+      label="cache=$k_cache cores=$k_cores keep=$k_n_keep max=$k_n_max_bulk touch=0"
+    else
+      label="cache=$k_cache cores=$k_cores get=$k_n_get_bulk put=$k_n_put_bulk keep=$k_n_keep const=$k_constant_n touch=0"
+    fi
+    unset k_n_max_bulk
+    for ((r = 1; r <= rounds; r++)); do
+      echo "$cell" >&"$dpdk_in"
+      line=""
+      while IFS= read -r -t 600 line <&"$dpdk_out"; do
+        case "$line" in
+          mempool_autotest*rate_persec=*) break ;;
+          "mempool_perf: cell failed"*|*"not full"*|*"test failed"*) die "DPDK harness: $line (see $out/dpdk.stderr)" ;;
+        esac
+      done
+      [[ $line == *rate_persec=* ]] || die "the DPDK harness stopped (see $out/dpdk.stderr)"
+      echo "$line" >>"$dpdk_log"
+      (cd "$repo" && "$perf_bin" --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
+        --clock "$clock" --stride 2112 "${floor[@]}" "${matrix_args[@]}" "${policy_args[@]}" "${extra[@]}" --csv "$tmp" \
+        >"$out/idxpool.txt" 2>"$out/idxpool.stderr") ||
+        { cat "$out/idxpool.stderr" >&2; die "mempool_perf failed on $label"; }
+      if [ ! -s "$idx_csv" ]; then head -n1 "$tmp" >"$idx_csv"; fi
+      tail -n +2 "$tmp" >>"$idx_csv"
+    done
+    printf 'compare-dpdk: [%d/%d] %s: DPDK %s, idxpool %s\n' "$i" "${#cells[@]}" "$label" \
+      "$(tail -n1 "$dpdk_log" | sed 's/.*rate_persec= *//')" \
+      "$(tail -n +2 "$tmp" | cut -d, -f1,10 | tr '\n' ' ')" >&2
+  done
+  exec {dpdk_in}>&-
+  wait "$DPDK_PID" 2>/dev/null || true
+  title="DPDK $dpdk_version C (bench/dpdk/mempool_perf.c, --matrix $matrix, the installed librte_mempool), $rounds rounds of ${seconds}s; clock $clock"
+  [ "$matrix" = 2607 ] && title="$title; DPDK 26.07's cells on DPDK $dpdk_version's cache algorithm"
 fi
-[ -r "$idx_csv" ] || die "cannot read $idx_csv" 2
-head -n1 "$idx_csv" | grep -q '^pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,rate_per_sec$' ||
-  die "$idx_csv does not have mempool_perf's CSV header"
 
-# ---- 3. join --------------------------------------------------------------------------------------
+# ---- join ---------------------------------------------------------------------------------------
+[ -x "$join_bin" ] || (cd "$repo" && cargo build --quiet --release -p idxpool-bench --example dpdk_join) ||
+  die "cargo build of dpdk_join failed"
 table="$out/compare.txt"
-awk -v dpdk="$dpdk_log" -v idx="$idx_csv" '
-function key(cache, cores, g, p, k, c) {
-  return sprintf("cache=%s cores=%s get=%s put=%s keep=%s const=%s", cache, cores, g, p, k, c)
-}
-BEGIN {
-  # DPDK: "start performance test (without cache|with cache|with user-owned cache)" sections,
-  # then lines "mempool_autotest cache=512 cores=1 n_get_bulk=32 ... rate_persec=N".
-  mode = "default"
-  while ((getline line < dpdk) > 0) {
-    if (line ~ /start performance test/) {
-      if (line ~ /user-owned/) mode = "user"
-      else if (line ~ /without cache/) mode = "none"
-      else mode = "default"
-      continue
-    }
-    if (line !~ /^mempool_autotest /) continue
-    delete f
-    n = split(line, tok, " ")
-    for (i = 2; i <= n; i++) { split(tok[i], kv, "="); f[kv[1]] = kv[2] }
-    if (!("rate_persec" in f)) continue
-    k = key(f["cache"], f["cores"], f["n_get_bulk"], f["n_put_bulk"], f["n_keep"], f["constant_n"])
-    sum[mode, k] += f["rate_persec"]; cnt[mode, k]++
-    if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
-  }
-  # idxpool CSV: pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,rate
-  getline hdr < idx
-  while ((getline line < idx) > 0) {
-    split(line, c, ",")
-    if (c[9] != 0) continue
-    k = key(c[3], c[4], c[5], c[6], c[7], c[8])
-    if (c[1] == "index") irate[k] = c[10]; else if (c[1] == "pointer") prate[k] = c[10]; else continue
-    pol[k] = c[2]
-  }
-  printf "%-52s %5s %10s %10s %10s %11s %12s %13s\n", "cell (DPDK 22.11 mempool_perf_autotest)", \
-    "dpdk", "dpdk M/s", "index M/s", "pointer M/s", "index/dpdk", "pointer/dpdk", "index/pointer"
-  joined = 0
-  for (j = 1; j <= nk; j++) {
-    k = order[j]
-    if (!(k in irate) || !(k in prate)) continue
-    m = (("user", k) in cnt) ? "user" : ((("default", k) in cnt) ? "default" : "none")
-    d = sum[m, k] / cnt[m, k]
-    if (d <= 0 || prate[k] <= 0) continue
-    printf "%-52s %5s %10.2f %10.2f %10.2f %11.3f %12.3f %13.3f\n", k, m, d / 1e6, \
-      irate[k] / 1e6, prate[k] / 1e6, irate[k] / d, prate[k] / d, irate[k] / prate[k]
-    li += log(irate[k] / d); lp += log(prate[k] / d); joined++
-  }
-  if (joined == 0) {
-    print "no cell in common (DPDK log cells vs idxpool CSV cells)" > "/dev/stderr"
-    exit 1
-  }
-  printf "geomean over %d cells: index/dpdk = %.3f, pointer/dpdk = %.3f\n", joined, \
-    exp(li / joined), exp(lp / joined)
-}' | tee "$table"
+"$join_bin" --dpdk "$dpdk_log" --idxpool "$idx_csv" --title "$title" | tee "$table"
 echo "compare-dpdk: table written to $table" >&2

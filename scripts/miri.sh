@@ -4,7 +4,7 @@
 # data-race detector, bad input, debug checks), with small sizes.
 #
 # Usage: scripts/miri.sh [extra cargo-miri-test args]     (about 5.5 min warm, 9 min cold)
-#        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks only)
+#        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks + runtime_pools)
 # Needs: rustup component add --toolchain nightly miri rust-src
 #
 # Under cfg(miri) the region uses the heap backing (Miri interprets no mmap flags but
@@ -23,12 +23,13 @@ cargo +nightly miri test --lib "$@" -- \
   --skip shared:: \
   --skip every_policy_conserves_and_respects_its_limit
 if [ "${MIRI_QUICK:-0}" = 1 ]; then
-  # CI subset: the multi-threaded stress (data races), the debug checks and the soundness
-  # regressions of issue 10, ~1.5 min warm.
-  cargo +nightly miri test "$@" --test stress --test debug_checks --test soundness
+  # CI subset: the multi-threaded stress (data races), the debug checks, the soundness
+  # regressions of issue 10 and the run-time pools of issue 11, ~1.5 min warm.
+  cargo +nightly miri test "$@" --test stress --test debug_checks --test soundness \
+    --test runtime_pools
 else
   cargo +nightly miri test "$@" \
     --test model --test stress --test bad_input --test debug_checks --test pool_basics \
-    --test soundness
+    --test soundness --test runtime_pools
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

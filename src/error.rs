@@ -103,6 +103,19 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
+    /// A handle of one run-time pool ([`crate::DynPool`]) was given to another pool (or to a
+    /// pool after its own was dropped). Both pools are named: `'name' (#id)`.
+    #[error("handle of pool {handle_pool} given to pool {pool}")]
+    ForeignHandle {
+        /// The pool that minted the handle (`(dropped)` when it no longer exists).
+        handle_pool: String,
+        /// The pool it was given to.
+        pool: String,
+    },
+    /// Every run-time pool id (a `u32`, never reused) was used: more than 4 294 967 294
+    /// [`crate::DynPool`]s were created in this process.
+    #[error("run-time pool ids exhausted ({0} pools created in this process)")]
+    PoolIdsExhausted(u32),
     /// The pool's layout exceeds what its entry representation can name: with [`crate::repr::Offset`]
     /// entries (the default), the last object must start at most `max_offset` bytes (just
     /// under 32 GiB) from the base. Use fewer or smaller objects, or the

@@ -43,9 +43,12 @@ pub mod audit;
 pub mod brand;
 mod builder;
 pub mod cache;
+pub mod dynamic;
 pub mod error;
+mod guard;
 pub mod handle;
 pub mod handle_ring;
+pub mod leaks;
 mod local;
 mod pool;
 pub mod region;
@@ -64,7 +67,9 @@ pub use builder::{
     DEFAULT_MAX_THREADS, MAX_THREADS_LIMIT,
 };
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
+pub use dynamic::{DynHandle, DynLocalCache, DynPool, DynPooled, DynResolver};
 pub use error::PoolError;
+pub use guard::Pooled;
 pub use handle::{GenericHandle, Handle};
 pub use handle_ring::HandleRing;
 pub use local::LocalCache;

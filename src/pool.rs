@@ -1057,6 +1057,10 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
             }
         }
         drop(guards);
+        let cap = self.geometry.capacity as usize;
+        if free < cap {
+            crate::leaks::report(&self.name, cap - free, self.geometry.capacity);
+        }
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
         }

@@ -257,18 +257,6 @@ impl<E: Copy> Ring<E> {
         (if n > self.capacity { 0 } else { n }) as usize
     }
 
-    /// `[prod.head, prod.tail, cons.head, cons.tail]` (a snapshot), for audits of rings that
-    /// live in shared regions: head != tail on a quiescent ring means an operation never ended.
-    pub(crate) fn counters(&self) -> [u32; 4] {
-        let st = self.st();
-        [
-            st.prod.head.load(Ordering::Acquire),
-            st.prod.tail.load(Ordering::Acquire),
-            st.cons.head.load(Ordering::Acquire),
-            st.cons.tail.load(Ordering::Acquire),
-        ]
-    }
-
     /// Free slots (a snapshot).
     #[inline]
     pub fn free_count(&self) -> usize {

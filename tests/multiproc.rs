@@ -152,6 +152,8 @@ fn child_entry() {
         "echo" => child_echo(&name),
         "hold" => child_hold(&name),
         "churn" => child_churn(&name),
+        "victim" => child_victim(&name),
+        "truncate" => child_truncate(&name),
         "attach" => match SharedPool::<Obj>::attach(&name, fp()) {
             Ok(p) => println!("MP:OK slot {}", p.slot()),
             Err(PoolError::SharedFile { op, source, .. }) => {
@@ -226,6 +228,112 @@ fn child_hold(name: &str) {
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A small xorshift generator (no dependency needed for test randomness).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Every kind of operation, in a random mix, on the common ring and channels 0 and 1, with a
+/// few objects always held, until killed (by the parent, or by an armed kill point).
+fn pool_workload(pool: &SharedPool<Obj>, rng: &mut Rng, reclaim: bool, stop: &dyn Fn() -> bool) {
+    let mut held: Vec<SharedHandle<Obj>> = Vec::new();
+    let mut v = Vec::new();
+    let mut i = 0u64;
+    while !stop() {
+        i += 1;
+        match rng.below(8) {
+            0 => {
+                if pool.get_bulk(&mut v, 1 + rng.below(12) as usize).is_ok() {
+                    for h in v.iter_mut() {
+                        pool.get_mut(h).seq = i as u32;
+                    }
+                    pool.put_bulk(&mut v);
+                }
+            }
+            1 => {
+                if let Ok(h) = pool.get() {
+                    held.push(h);
+                }
+            }
+            2 => {
+                if let Some(h) = held.pop() {
+                    pool.put(h);
+                }
+            }
+            3 => {
+                pool.get_burst(&mut v, 1 + rng.below(6) as usize);
+                pool.send_bulk(rng.below(2) as u32, &mut v);
+            }
+            4 => {
+                pool.recv_burst(rng.below(2) as u32, &mut v, 1 + rng.below(8) as usize);
+                pool.put_bulk(&mut v);
+            }
+            5 => {
+                if let Some(h) = pool.recv(0) {
+                    held.push(h);
+                }
+            }
+            6 => pool.flush(),
+            _ => {
+                if reclaim && i % 64 == 0 {
+                    pool.reclaim_dead();
+                }
+            }
+        }
+        while held.len() > 8 {
+            let h = held.remove(0);
+            pool.put(h);
+        }
+    }
+    pool.put_bulk(&mut held);
+}
+
+/// The kill test's victim: attaches, arms a kill point if asked, reclaims dead slots (so a
+/// kill inside reclaim is possible), then works until killed.
+fn child_victim(name: &str) {
+    let pool = SharedPool::<Obj>::attach(name, fp()).unwrap();
+    let point: u32 = std::env::var("IDXPOOL_MP_POINT").unwrap().parse().unwrap();
+    let nth: u32 = std::env::var("IDXPOOL_MP_NTH").unwrap().parse().unwrap();
+    println!("MP:READY");
+    if point > 0 {
+        idxpool::shared::arm_kill_point(point, nth);
+    }
+    pool.reclaim_dead();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64);
+    pool_workload(&pool, &mut rng, true, &|| false);
+}
+
+/// A misbehaving peer: tries to shrink the region file (`set_len(0)`), to re-create it with
+/// `O_TRUNC`, then replaces the name by an empty file. Prints what each attempt gave.
+fn child_truncate(name: &str) {
+    let path = std::path::Path::new("/dev/shm").join(name);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let shrink = f.set_len(0).map_err(|e| e.kind());
+    let otrunc = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .map(|_| ())
+        .map_err(|e| e.kind());
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"not a pool").unwrap();
+    println!("MP:TRUNC {shrink:?} {otrunc:?}");
 }
 
 /// Attaches and detaches in a loop, touching a few objects each time.
@@ -886,4 +994,176 @@ fn default_cache_size_fits_small_pools() {
     let _ = SharedPool::<u8>::remove(&g.name);
     let r = SharedPool::<Obj>::create(&g.name, 8, fp(), SharedOptions::new().cache_size(32));
     assert!(matches!(r, Err(PoolError::InvalidConfig { .. })), "{r:?}");
+}
+
+// ---- issue 15: kill -9 at any instruction ----
+
+/// Issue 15: SIGKILLs a secondary again and again while a survivor in this process keeps
+/// working on the same rings: at random moments (random delays) and at every deterministic
+/// kill point inside the ring and cache operations (`kill_point`, armed in the victim at a
+/// random hit count). After each kill: the survivor must finish (never wait forever on the
+/// dead process's ring lock), and after `reclaim_in_use_of_dead` the audit must be clean with
+/// every object in exactly one place, nothing lost (no `repair_lost`), nothing duplicated.
+/// 1,008 kills in a release build (`IDXPOOL_KILLS` overrides), 27 in a debug build.
+#[test]
+fn kill9_at_any_point_never_wedges_or_loses() {
+    use idxpool::shared::kill_point;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+
+    let kills: u32 = std::env::var("IDXPOOL_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) { 27 } else { 1008 });
+    let g = Names::new("kill9any");
+    let cap = 96u32;
+    let pool = SharedPool::<Obj>::create(
+        &g.name,
+        cap,
+        fp(),
+        SharedOptions::new()
+            .cache_size(8)
+            .channels(2)
+            .max_processes(6),
+    )
+    .unwrap();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ std::process::id() as u64);
+    let mut by_point = [0u32; kill_point::COUNT as usize];
+    for k in 0..kills {
+        let point = k % kill_point::COUNT; // 0 = a random moment
+        if point == kill_point::RECLAIM {
+            // A dead slot for the victim to reclaim (and be killed inside of).
+            let mut c = ChildGuard::spawn("hold", &[(NAME, g.name.clone())]);
+            assert!(c.line().starts_with("READY"));
+            c.child.kill().unwrap();
+            c.child.wait().unwrap();
+        }
+        // The survivor: another attachment in this process, working until told to stop.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = mpsc::channel();
+        let survivor = {
+            let (stop, name, seed) = (stop.clone(), g.name.clone(), rng.next());
+            std::thread::spawn(move || {
+                let p = SharedPool::<Obj>::attach(&name, fp()).unwrap();
+                // No reclaim here: the victim of the RECLAIM point must find the dead slot.
+                pool_workload(&p, &mut Rng(seed | 1), false, &|| {
+                    stop.load(Ordering::Relaxed)
+                });
+                drop(p);
+                let _ = done_tx.send(());
+            })
+        };
+        // The reclaim point is passed once per dead slot: there is one.
+        let nth = if point == kill_point::RECLAIM {
+            1
+        } else {
+            1 + rng.below(40) as u32
+        };
+        let mut c = ChildGuard::spawn(
+            "victim",
+            &[
+                (NAME, g.name.clone()),
+                ("IDXPOOL_MP_POINT", point.to_string()),
+                ("IDXPOOL_MP_NTH", nth.to_string()),
+            ],
+        );
+        assert_eq!(c.line(), "READY");
+        if point == 0 {
+            std::thread::sleep(Duration::from_micros(rng.below(3000)));
+            c.child.kill().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = c.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kill {k}: point {point} not reached"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(st.signal(), Some(libc::SIGKILL), "kill {k}: victim {st}");
+        by_point[point as usize] += 1;
+        stop.store(true, Ordering::Relaxed);
+        done_rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "kill {k} (point {point}): the survivor did not finish: {}",
+                    pool.audit()
+                )
+            });
+        survivor.join().unwrap();
+        pool.reclaim_in_use_of_dead();
+        pool.reset_channel(0);
+        pool.reset_channel(1);
+        pool.flush();
+        let a = pool.audit();
+        assert!(
+            a.is_consistent() && a.in_ring == cap as usize,
+            "kill {k} (point {point}, nth {nth}): {a}"
+        );
+        assert_eq!(pool.available(), cap as usize, "kill {k}");
+        assert_eq!(pool.corrupt_entries(), 0, "kill {k}: {a}");
+        assert!(
+            pool.processes().len() == 1,
+            "kill {k}: {:?}",
+            pool.processes()
+        );
+        // Every object exactly once in the ring: take them all, check the indices.
+        let mut all = Vec::new();
+        pool.get_bulk(&mut all, cap as usize).unwrap();
+        let mut idx: Vec<u32> = all.iter().map(|h| h.index()).collect();
+        idx.sort_unstable();
+        assert_eq!(idx, (0..cap).collect::<Vec<_>>(), "kill {k}");
+        pool.put_bulk(&mut all);
+        pool.flush();
+    }
+    println!("kills by point (0 = random moment): {by_point:?}");
+    assert_eq!(by_point.iter().sum::<u32>(), kills);
+}
+
+/// Issue 15: a peer that truncates the region (or re-creates its file with `O_TRUNC`, or
+/// replaces the name) cannot crash the processes attached to it: the region is a sealed memfd,
+/// so both attempts fail with `EPERM`, and the others go on working on their mappings.
+#[test]
+fn truncation_by_a_peer_cannot_crash_the_others() {
+    let g = Names::new("truncate");
+    let o = opts().backing(SharedBackingPolicy::Require(SharedBacking::Shm));
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), o).unwrap();
+    assert!(pool.is_sealed());
+    let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    assert!(other.is_sealed());
+    let mut held = Vec::new();
+    pool.get_bulk(&mut held, 40).unwrap();
+    for (i, h) in held.iter_mut().enumerate() {
+        pool.get_mut(h).value = 1000 + i as u64;
+    }
+    let mut c = ChildGuard::spawn("truncate", &[(NAME, g.name.clone())]);
+    let l = c.line();
+    c.wait_success();
+    assert_eq!(
+        l, "TRUNC Err(PermissionDenied) Err(PermissionDenied)",
+        "the peer could shrink the region"
+    );
+    // Every page of the region is still there: touch all objects and every ring.
+    for (i, h) in held.iter_mut().enumerate() {
+        assert_eq!(pool.get_ref(h).value, 1000 + i as u64);
+    }
+    pool.send_bulk(0, &mut held);
+    let mut got = Vec::new();
+    assert_eq!(other.recv_burst(0, &mut got, 64), 40);
+    other.put_bulk(&mut got);
+    other.flush();
+    let mut all = Vec::new();
+    pool.get_bulk(&mut all, 64).unwrap();
+    for h in all.iter_mut() {
+        pool.get_mut(h).seq = 7;
+    }
+    pool.put_bulk(&mut all);
+    assert!(pool.audit().is_consistent());
+    // The name now belongs to the peer's file: new attaches get a typed error, not a crash.
+    assert!(SharedPool::<Obj>::attach(&g.name, fp()).is_err());
 }

@@ -249,3 +249,99 @@ pub(crate) fn same_inode(path: &Path, file: &File) -> bool {
         _ => false,
     }
 }
+
+/// A new region in a sealed memfd (issue 15: a peer cannot shrink it under the others).
+///
+/// `memfd_create(MFD_ALLOW_SEALING [| MFD_HUGETLB])`, mode set with `fchmod`, sized to `len`
+/// rounded up to the page, pages reserved with `fallocate`, then sealed with `F_SEAL_SHRINK |
+/// F_SEAL_GROW | F_SEAL_SEAL`: from then on `ftruncate` (and `open(O_TRUNC)`) fails with
+/// `EPERM` for everyone, the seals cannot be removed, and no access to the mapping can fault
+/// with SIGBUS because the file shrank. The name is published as a symbolic link to
+/// `/proc/<pid>/fd/<fd>` ([`publish_link`]).
+pub(crate) struct SealedRegion {
+    pub(crate) file: File,
+    pub(crate) len: u64,
+    pub(crate) backing: SharedBacking,
+    pub(crate) page: u64,
+}
+
+impl SealedRegion {
+    pub(crate) fn create(
+        final_path: &Path,
+        len: u64,
+        mode: u32,
+        huge: bool,
+    ) -> Result<SealedRegion, PoolError> {
+        let base = final_path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cname = std::ffi::CString::new(format!("idxpool:{base}"))
+            .map_err(|_| PoolError::config("shared pool name contains NUL"))?;
+        let mut flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        if huge {
+            flags |= libc::MFD_HUGETLB;
+        }
+        // SAFETY: a NUL-terminated name and valid flags; returns a new fd or -1.
+        let fd = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(file_err(
+                final_path,
+                "memfd_create",
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: fd is a new, open descriptor that nothing else owns.
+        let file = unsafe { <File as std::os::unix::io::FromRawFd>::from_raw_fd(fd) };
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| file_err(final_path, "chmod", e))?;
+        let (backing, page) = fs_info(&file).map_err(|e| file_err(final_path, "statfs", e))?;
+        let page = page.max(4096);
+        let len = len
+            .checked_next_multiple_of(page)
+            .ok_or_else(|| PoolError::overflow("shared region length"))?;
+        file.set_len(len)
+            .map_err(|e| file_err(final_path, "truncate", e))?;
+        let off_len =
+            libc::off_t::try_from(len).map_err(|_| PoolError::overflow("shared region length"))?;
+        // SAFETY: plain syscall on an open fd.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, off_len) };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                return Err(file_err(final_path, "reserve pages (fallocate)", e));
+            }
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: plain fcntl on an open memfd created with MFD_ALLOW_SEALING.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(file_err(
+                final_path,
+                "seal (F_ADD_SEALS)",
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(SealedRegion {
+            file,
+            len,
+            backing,
+            page,
+        })
+    }
+}
+
+/// Publishes the sealed region `file` under `final_path`: a symbolic link to
+/// `/proc/<pid>/fd/<fd>`, which `open` follows into the memfd (a new open file description,
+/// checked against the memfd's mode and the kernel's ptrace access rules: same user). Fails
+/// with `AlreadyExists` if the name is taken (`symlink` is atomic).
+pub(crate) fn publish_link(file: &File, final_path: &Path) -> Result<(), PoolError> {
+    let target = format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd());
+    std::os::unix::fs::symlink(target, final_path).map_err(|e| file_err(final_path, "create", e))
+}
+
+/// The seals of `file` (`F_GET_SEALS`), 0 when it cannot have any.
+pub(crate) fn seals(file: &File) -> i32 {
+    // SAFETY: plain fcntl on an open fd.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    r.max(0)
+}

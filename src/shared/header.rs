@@ -9,17 +9,20 @@
 use std::mem::{align_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
+use super::xring::{XRingState, REC_BATCH};
 use crate::error::PoolError;
-use crate::ring::{Ring, RingFlags, RingState};
 
 /// `"IDXPSHRD"` in little-endian byte order.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"IDXPSHRD");
 /// Format version of the region; bump on any change of the layout below.
-pub(crate) const VERSION: u32 = 1;
-/// Alignment of every section: the ring state's (crossbeam `CachePadded`, 128 bytes on x86-64
-/// and arm64), so producer and consumer counters never share a cache line pair.
+///
+/// Version 2 (issue 15): recoverable rings (`XRingState`: lock, head, tail), redo records in
+/// the process slots and a records section.
+pub(crate) const VERSION: u32 = 2;
+/// Alignment of every section: the ring state's (128 bytes), so states of different rings
+/// never share a cache line pair.
 pub(crate) const SECTION_ALIGN: u64 = {
-    let a = align_of::<RingState>();
+    let a = align_of::<XRingState>();
     if a > 128 {
         a as u64
     } else {
@@ -35,13 +38,6 @@ pub(crate) const MAX_PROCESSES: u32 = 128;
 pub(crate) const MAX_CHANNELS: u32 = 64;
 /// Largest pool capacity (the rings' slot counts stay within 2^31).
 pub(crate) const MAX_CAPACITY: u32 = 1 << 31;
-
-/// The ring flags of every ring in a region: multi-producer, multi-consumer, exact capacity.
-pub(crate) const RING_FLAGS: RingFlags = RingFlags {
-    single_producer: false,
-    single_consumer: false,
-    exact_size: true,
-};
 
 /// What the layout is computed from. Plain integers, no padding holes.
 #[repr(C)]
@@ -85,6 +81,12 @@ pub(crate) struct Sections {
     pub chan_stride: u64,
     /// `max_procs` [`ProcSlot`]s.
     pub procs: u64,
+    /// `max_procs` record entry arrays of `rec_cap` u32 entries, `rec_stride` bytes apart.
+    pub records: u64,
+    /// Entries of a record array: `max(cache_size, REC_BATCH)`.
+    pub rec_cap: u64,
+    /// Bytes between consecutive record arrays.
+    pub rec_stride: u64,
     /// `max_procs` cache arrays of `cache_size` u32 entries, `cache_stride` bytes apart.
     pub caches: u64,
     /// Bytes between consecutive cache arrays.
@@ -135,12 +137,15 @@ pub(crate) struct RegionStats {
     pub reclaimed_in_use: AtomicU64,
     /// Objects returned by `repair_lost`.
     pub repaired_lost: AtomicU64,
+    /// Ring locks taken from dead operators (their prepared operation completed).
+    pub completed_ops: AtomicU64,
     /// Successful attaches (including the creator's).
     pub attaches: AtomicU64,
 }
 
-/// One process slot: who holds it and its cache length. 128 bytes, so slots of different
-/// processes never share a cache line.
+/// One process slot: who holds it, its cache length, and the redo record of the ring
+/// operation its operator (the holder, or the reclaimer of a dead holder) has in flight (see
+/// `xring`). 128 bytes, so slots of different processes never share a cache line.
 #[repr(C, align(128))]
 pub(crate) struct ProcSlot {
     /// 0 = free; else the packed identity of the holder (see `owner::ProcessId::pack`), with
@@ -148,8 +153,31 @@ pub(crate) struct ProcSlot {
     pub owner: AtomicU64,
     /// Bumped by each claim; the holder id of the attachment is `(gen, slot)`.
     pub gen: AtomicU32,
-    /// Entries in this slot's cache (written by the holder only).
+    /// Entries in this slot's cache (written by the holder only, or its reclaimer, or the
+    /// completer of their prepared record).
     pub len: AtomicU32,
+    /// Bumped by each takeover of the slot by a reclaimer (part of reclaimer lock ids).
+    pub reclaim_seq: AtomicU32,
+    /// `REC_IDLE` or `REC_PREPARED`.
+    pub rec_state: AtomicU32,
+    /// Lock id the record was prepared under.
+    pub rec_lock: AtomicU64,
+    /// Ring id (0 common, 1 + c channel c).
+    pub rec_ring: AtomicU32,
+    /// Operation kind (`xring::K_*`).
+    pub rec_kind: AtomicU32,
+    /// Ring index before the operation (tail for enqueues, head for dequeues).
+    pub rec_pos: AtomicU32,
+    /// Entries moved.
+    pub rec_n: AtomicU32,
+    /// Cache length before the operation (cache kinds).
+    pub rec_len: AtomicU32,
+    /// Cache slot concerned (cache kinds).
+    pub rec_slot: AtomicU32,
+    /// Owner word set (held enqueue) or expected (held dequeue).
+    pub rec_mark: AtomicU32,
+    /// New holder id (held dequeue).
+    pub rec_holder: AtomicU32,
 }
 
 fn round_up(v: u64, to: u64) -> Result<u64, PoolError> {
@@ -223,10 +251,10 @@ impl Params {
         let mut off = round_up(size_of::<Header>() as u64, a)?;
         let stats = off;
         off = round_up(add(off, size_of::<RegionStats>() as u64)?, a)?;
-        let state_stride = round_up(size_of::<RingState>() as u64, a)?;
+        let state_stride = round_up(size_of::<XRingState>() as u64, a)?;
         let ring_state = off;
         off = add(off, state_stride)?;
-        let ring_slot_count = Ring::<u32>::slot_count(self.capacity, RING_FLAGS)? as u64;
+        let ring_slot_count = (self.capacity as u64).next_power_of_two();
         let slots_bytes = round_up(mul(ring_slot_count, 4)?, a)?;
         let ring_slots = off;
         off = add(off, slots_bytes)?;
@@ -240,6 +268,10 @@ impl Params {
             off,
             mul(size_of::<ProcSlot>() as u64, self.max_procs as u64)?,
         )?;
+        let rec_cap = (self.cache_size.max(REC_BATCH)) as u64;
+        let rec_stride = round_up(mul(rec_cap, 4)?, 64)?;
+        let records = off;
+        off = round_up(add(off, mul(rec_stride, self.max_procs as u64)?)?, a)?;
         let cache_stride = round_up(mul(self.cache_size as u64, 4)?, 64)?;
         let caches = off;
         off = round_up(add(off, mul(cache_stride, self.max_procs as u64)?)?, a)?;
@@ -263,6 +295,9 @@ impl Params {
             state_stride,
             chan_stride,
             procs,
+            records,
+            rec_cap,
+            rec_stride,
             caches,
             cache_stride,
             owners,
@@ -323,7 +358,7 @@ impl Header {
         }
         let want = p.layout()?;
         let got = &self.sections;
-        let fields: [(&'static str, u64, u64); 14] = [
+        let fields: [(&'static str, u64, u64); 17] = [
             ("stats_offset", want.stats, got.stats),
             ("ring_state_offset", want.ring_state, got.ring_state),
             ("ring_slots_offset", want.ring_slots, got.ring_slots),
@@ -333,6 +368,9 @@ impl Header {
             ("state_stride", want.state_stride, got.state_stride),
             ("chan_stride", want.chan_stride, got.chan_stride),
             ("procs_offset", want.procs, got.procs),
+            ("records_offset", want.records, got.records),
+            ("rec_cap", want.rec_cap, got.rec_cap),
+            ("rec_stride", want.rec_stride, got.rec_stride),
             ("caches_offset", want.caches, got.caches),
             ("cache_stride", want.cache_stride, got.cache_stride),
             ("owners_offset", want.owners, got.owners),
@@ -379,6 +417,7 @@ mod tests {
             s.chan_states,
             s.chan_slots,
             s.procs,
+            s.records,
             s.caches,
             s.owners,
             s.objects,
@@ -428,7 +467,7 @@ mod tests {
         bad.sections.owners += 128;
         assert_eq!(field(bad.validate(len, 24, 8, 7)), "owners_offset");
         let mut bad = h;
-        bad.version = 2;
+        bad.version = 1; // the format before issue 15
         assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
     }
 }

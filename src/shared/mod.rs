@@ -57,34 +57,26 @@
 //!   copied out of the header and validated once at attach, and every index read from shared
 //!   memory (ring, cache, channel) is range-checked before use; out-of-range entries and
 //!   entries naming an already-held object are dropped and counted
-//!   ([`SharedPool::corrupt_entries`]). Corrupted ring counters can make ring operations
-//!   spin forever (a hang, not memory unsafety), and a corrupted owner table can make two
-//!   processes believe they hold the same object (a data race on `Pod` bytes between two
-//!   processes).
+//!   ([`SharedPool::corrupt_entries`]). Corrupt ring indices or records are contained and
+//!   counted; a forged ring lock naming a live process makes that ring's users wait while it
+//!   lives, and a corrupted owner table can make two processes believe they hold the same
+//!   object (a data race on `Pod` bytes between two processes).
 //!
 //! # Recovery after a process dies (see [`SharedPool::reclaim_dead`])
 //!
-//! Every step of get, put, flush, refill, send and receive is ordered so that a process killed
-//! at any instruction leaves each object in **at most one** place: objects can be lost in
-//! flight, never duplicated.
+//! A process killed at any instruction costs the others at most its own work, never the pool:
 //!
-//! * Recoverable: the dead process's slot and its cached objects ([`SharedPool::reclaim_dead`]);
-//!   the objects it held ([`SharedPool::reclaim_in_use_of_dead`], explicit because the caller
-//!   must know that no live process still works on them through an index it was given);
-//!   a channel that only the dead process used on one side, even if it died inside a send or
-//!   receive on it (the `unsafe` [`SharedPool::reset_channel`]); objects it had taken out of a
-//!   ring, cache or channel but not yet recorded (found by [`SharedPool::audit`], returned by
-//!   the `unsafe` [`SharedPool::repair_lost`], which needs every other process to be idle).
-//! * Not recoverable: a process killed *inside* an operation on a ring that live processes
-//!   share (after reserving a stretch of the ring by moving its head, before publishing by
-//!   moving its tail: a window of tens of nanoseconds per operation) leaves that ring's head
-//!   != tail forever. Every later operation on that side of the ring reserves after the dead
-//!   one and waits for the tail to reach its reservation, which never happens: those processes
-//!   spin (yielding) forever. For the common ring this wedges the pool, which must be
-//!   recreated; for a shared channel, that channel. [`SharedAudit::stuck_rings`] reports it.
-//!   Only the cache refill/flush of a process touches the common ring (once per half a cache
-//!   of gets or puts), so giving each process its own channels (see `examples/multiproc.rs`)
-//!   makes the fatal window rare. DPDK's multi-process rings have the same limit.
+//! * Every ring operation (cache refill and flush, cache-less get and put, send, receive) runs
+//!   under the ring's lock and first writes a redo record into the process's slot; a process
+//!   that finds the lock held by a dead process takes it over and completes the dead one's
+//!   operation before its own. Nobody waits on a dead process, and nothing is lost or
+//!   duplicated (see the `xring` module and DESIGN.md, "Recovery semantics").
+//! * [`SharedPool::reclaim_dead`] frees the dead process's slot and returns its cached objects;
+//!   [`SharedPool::reclaim_in_use_of_dead`] returns the objects it held (explicit, because the
+//!   caller must know that no live process still works on them through an index it was given);
+//!   [`SharedPool::reset_channel`] returns the messages waiting in a channel (e.g. the dead
+//!   process's inbox). [`SharedPool::audit`] checks that every object is in exactly one place;
+//!   the `unsafe` [`SharedPool::repair_lost`] is left for damage done by corruption.
 //!
 //! The module is Linux-only: liveness is read from `/proc/<pid>/stat`, and all processes must
 //! share one pid namespace.
@@ -95,6 +87,7 @@ mod header;
 mod owner;
 mod pool;
 mod recovery;
+mod xring;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -104,6 +97,8 @@ pub use file::{SharedBacking, SharedBackingPolicy};
 pub use owner::ProcessId;
 pub use pool::SharedPool;
 pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
+#[doc(hidden)]
+pub use xring::{arm_kill_point, kill_point};
 
 use crate::builder::StrideMode;
 

@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::marker::PhantomData;
-use std::mem::{size_of, MaybeUninit};
+use std::mem::size_of;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,11 +11,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use bytemuck::Pod;
 
 use super::file::{self, SharedBacking, SharedBackingPolicy, TempFile};
-use super::header::{Header, Params, ProcSlot, RegionStats, Sections, MAGIC, RING_FLAGS, VERSION};
+use super::header::{Header, Params, ProcSlot, RegionStats, Sections, MAGIC, VERSION};
 use super::owner::{holder_id, ProcessId, FREE};
+use super::xring::{
+    kill_hook, kill_point, lock_id, XRing, K_DEQ_CACHE, K_DEQ_HELD, K_ENQ_CACHE, K_ENQ_HELD,
+    REC_BATCH, REC_IDLE,
+};
 use super::{SharedHandle, SharedOptions};
 use crate::error::PoolError;
-use crate::ring::{Ring, RingState};
 
 /// A fixed-size pool of `T` shared by several processes through a named region.
 ///
@@ -35,8 +38,8 @@ pub struct SharedPool<T> {
     pub(crate) header: Header,
     pub(crate) params: Params,
     pub(crate) sections: Sections,
-    pub(crate) ring: Ring<u32>,
-    pub(crate) chans: Vec<Ring<u32>>,
+    pub(crate) ring: XRing,
+    pub(crate) chans: Vec<XRing>,
     /// Our process slot (`u32::MAX` until claimed).
     pub(crate) slot: u32,
     /// Our holder id in the owner table.
@@ -71,8 +74,18 @@ impl<T: Pod> SharedPool<T> {
     /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
     /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
     /// created (`AlreadyExists` if the name is taken: remove a stale one with
-    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full) or
-    /// mapped.
+    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full),
+    /// sealed or mapped.
+    ///
+    /// # Backing
+    /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
+    /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
+    /// and `name` is a symbolic link to `/proc/<creator pid>/fd/<fd>`: attaching opens it like
+    /// a file, but nobody can truncate the region (issue 15; [`SharedPool::is_sealed`]). The
+    /// name works while the creator's pool lives, which the default `unlink_on_drop` implies.
+    /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
+    /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
+    /// regular file at `name`, which a peer with write access could truncate.
     pub fn create(
         name: &str,
         capacity: u32,
@@ -129,8 +142,16 @@ impl<T: Pod> SharedPool<T> {
             }
         };
         let mut last = None;
-        for (i, (path, _)) in order.iter().enumerate() {
-            match Self::create_at(path, &params, &sections, fingerprint, ident, &opts) {
+        for (i, (path, backing)) in order.iter().enumerate() {
+            match Self::create_at(
+                path,
+                *backing,
+                &params,
+                &sections,
+                fingerprint,
+                ident,
+                &opts,
+            ) {
                 Ok(pool) => return Ok(pool),
                 // Auto: a hugetlbfs that cannot hold the region falls back to /dev/shm.
                 Err(e) if i + 1 < order.len() && !is_exists(&e) => last = Some(e),
@@ -140,27 +161,47 @@ impl<T: Pod> SharedPool<T> {
         Err(last.unwrap_or_else(|| PoolError::config("no place for the shared region")))
     }
 
+    /// Creates the region for candidate `path`: a sealed memfd published as a link at `path`
+    /// when only this user may attach (mode without group/other bits, the default 0600) and
+    /// the name goes with the creator (`unlink_on_drop`, the default); else a regular file
+    /// built under a temporary name and linked at `path` (which a peer with write access
+    /// could truncate: see DESIGN.md, threat model).
     fn create_at(
         path: &Path,
+        backing: SharedBacking,
         params: &Params,
         sections: &Sections,
         fingerprint: u64,
         ident: ProcessId,
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
+        if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
+            let r = file::SealedRegion::create(
+                path,
+                sections.end,
+                opts.mode,
+                backing == SharedBacking::Hugetlbfs,
+            )?;
+            let map = map_file(&r.file, r.len, path)?;
+            let mut pool = Self::from_map(
+                map,
+                Self::new_header(params, sections, fingerprint, ident),
+                path.to_path_buf(),
+                r.file,
+                r.backing,
+                r.page,
+                ident,
+            )?;
+            pool.init_region();
+            file::publish_link(&pool.file, path)?;
+            pool.primary = true;
+            pool.unlink_on_drop = opts.unlink_on_drop;
+            pool.claim_slot()?;
+            return Ok(pool);
+        }
         let tmp = TempFile::create(path, sections.end, opts.mode)?;
         let map = map_file(&tmp.file, tmp.len, &tmp.tmp)?;
-        let header = Header {
-            magic: MAGIC,
-            version: VERSION,
-            header_size: size_of::<Header>() as u32,
-            fingerprint,
-            params: *params,
-            sections: *sections,
-            creator_pid: ident.pid,
-            _pad: 0,
-            creator_start: ident.start_time,
-        };
+        let header = Self::new_header(params, sections, fingerprint, ident);
         let mut pool = Self::from_map(
             map,
             header,
@@ -172,31 +213,47 @@ impl<T: Pod> SharedPool<T> {
             tmp.page,
             ident,
         )?;
-        // SAFETY: the region is ours alone until published: no other process can map it yet.
-        // Header and ring states are written at their computed, in-bounds, aligned offsets.
-        unsafe {
-            pool.base.as_ptr().cast::<Header>().write(header);
-            pool.at::<RingState>(sections.ring_state)
-                .write(RingState::new(0));
-            for c in 0..params.channels as u64 {
-                pool.at::<RingState>(sections.chan_states + c * sections.state_stride)
-                    .write(RingState::new(0));
-            }
-        }
-        // The file is zero-filled: owner table all FREE, process slots free, stats 0.
-        let mut batch = Vec::with_capacity(1024);
-        for i in 0..params.capacity {
-            batch.push(i);
-            if batch.len() == 1024 || i + 1 == params.capacity {
-                assert!(pool.ring.enqueue_bulk(&batch), "fresh ring holds the pool");
-                batch.clear();
-            }
-        }
+        pool.init_region();
         pool.file = tmp.publish(path)?;
         pool.primary = true;
         pool.unlink_on_drop = opts.unlink_on_drop;
         pool.claim_slot()?;
         Ok(pool)
+    }
+
+    fn new_header(
+        params: &Params,
+        sections: &Sections,
+        fingerprint: u64,
+        ident: ProcessId,
+    ) -> Header {
+        Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: size_of::<Header>() as u32,
+            fingerprint,
+            params: *params,
+            sections: *sections,
+            creator_pid: ident.pid,
+            _pad: 0,
+            creator_start: ident.start_time,
+        }
+    }
+
+    /// Writes the header and fills the common ring with every object, before publication.
+    fn init_region(&mut self) {
+        // SAFETY: the region is ours alone until published: no other process can map it yet.
+        // The header is written at offset 0 of the mapping (page-aligned, large enough).
+        unsafe { self.base.as_ptr().cast::<Header>().write(self.header) };
+        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
+        // process slots free with idle records, stats 0. The common ring gets every object.
+        for i in 0..self.params.capacity {
+            self.ring.slot(i).store(i, Ordering::Relaxed);
+        }
+        self.ring
+            .st()
+            .tail
+            .store(self.params.capacity, Ordering::Release);
     }
 
     /// Attaches to the existing region `name` (a secondary), at whatever address the kernel
@@ -278,30 +335,26 @@ impl<T: Pod> SharedPool<T> {
         let nn =
             |off: u64| NonNull::new(base.as_ptr().wrapping_add(off as usize)).expect("non-null");
         // The state and slot offsets were computed by this process from the validated
-        // parameters and lie inside the mapping, which lives as long as the pool (the rings
-        // are fields dropped with it).
-        // SAFETY: (above) and every ring over these bytes, in every process, uses the same
-        // count (capacity) and flags (RING_FLAGS).
-        let ring = unsafe {
-            Ring::from_raw_parts(
-                nn(sections.ring_state).cast(),
-                nn(sections.ring_slots).cast::<MaybeUninit<u32>>(),
-                params.capacity,
-                RING_FLAGS,
-            )?
+        // parameters and lie inside the mapping, which lives as long as the pool (the ring
+        // views are fields dropped with it).
+        let mask = sections.ring_slot_count as u32 - 1;
+        let view = |state: u64, slots: u64, id: u32| XRing {
+            state: nn(state).as_ptr().cast(),
+            slots: nn(slots).as_ptr().cast(),
+            mask,
+            capacity: params.capacity,
+            id,
         };
-        let mut chans = Vec::with_capacity(params.channels as usize);
-        for c in 0..params.channels as u64 {
-            // SAFETY: as above, for channel c's state and slots.
-            chans.push(unsafe {
-                Ring::from_raw_parts(
-                    nn(sections.chan_states + c * sections.state_stride).cast(),
-                    nn(sections.chan_slots + c * sections.chan_stride).cast::<MaybeUninit<u32>>(),
-                    params.capacity,
-                    RING_FLAGS,
-                )?
-            });
-        }
+        let ring = view(sections.ring_state, sections.ring_slots, 0);
+        let chans = (0..params.channels)
+            .map(|c| {
+                view(
+                    sections.chan_states + c as u64 * sections.state_stride,
+                    sections.chan_slots + c as u64 * sections.chan_stride,
+                    1 + c,
+                )
+            })
+            .collect();
         Ok(SharedPool {
             map,
             base,
@@ -338,6 +391,7 @@ impl<T: Pod> SharedPool<T> {
                 {
                     let gen = ps.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
                     ps.len.store(0, Ordering::Release);
+                    ps.rec_state.store(REC_IDLE, Ordering::Release);
                     self.slot = s as u32;
                     self.me = holder_id(s as u32, gen);
                     self.stats().attaches.fetch_add(1, Ordering::Relaxed);
@@ -449,14 +503,101 @@ impl<T> SharedPool<T> {
         ok
     }
 
-    /// Enqueues entries the common ring must have room for (it holds every object).
-    pub(crate) fn enqueue_all(&self, ring: &Ring<u32>, v: &[u32]) {
-        assert!(
-            ring.enqueue_bulk(v),
-            "idxpool shared: ring overflow putting {} entries: an object is in two places \
-             (corrupted region or a broken from_raw / repair_lost contract)",
-            v.len()
-        );
+    /// This attachment as a ring operator: its record slot and lock id.
+    #[inline(always)]
+    pub(crate) fn party(&self) -> (u32, u64) {
+        (self.slot, lock_id(self.me))
+    }
+
+    /// Moves held objects `v` into `ring`, setting their owner words to `mark` (FREE for the
+    /// common ring, IN_CHANNEL for a channel), in recoverable chunks of `REC_BATCH`. Objects
+    /// that do not fit (only when the region is corrupt: every ring holds every object) stay
+    /// marked held by us and are counted in `corrupt_entries`.
+    pub(crate) fn enq_held(&self, ring: &XRing, v: &[u32], mark: u32) {
+        let (rs, id) = self.party();
+        for chunk in v.chunks(REC_BATCH as usize) {
+            self.with_ring(ring, rs, id, |p, t| {
+                let n = (chunk.len() as u32).min(t.room());
+                p.commit(
+                    t,
+                    K_ENQ_HELD,
+                    t.tail,
+                    n,
+                    0,
+                    0,
+                    mark,
+                    0,
+                    &chunk[..n as usize],
+                );
+                if (n as usize) < chunk.len() {
+                    p.stats()
+                        .corrupt_entries
+                        .fetch_add((chunk.len() - n as usize) as u64, Ordering::Relaxed);
+                }
+            });
+        }
+    }
+
+    /// Takes up to `max` (at most `REC_BATCH`) entries from `ring` whose owner word is `from`
+    /// and claims them for this attachment; passes each claimed index to `out` (entries out
+    /// of range, held elsewhere or listed twice are dropped and counted). Returns how many
+    /// entries left the ring (0: it was empty).
+    pub(crate) fn deq_held(
+        &self,
+        ring: &XRing,
+        max: u32,
+        from: u32,
+        mut out: impl FnMut(u32),
+    ) -> u32 {
+        let (rs, id) = self.party();
+        let n = self.with_ring(ring, rs, id, |p, t| {
+            let n = max.min(REC_BATCH).min(t.count());
+            if n == 0 {
+                return 0;
+            }
+            let rec = p.rec_entries(rs);
+            for k in 0..n {
+                rec[k as usize].store(
+                    t.ring.slot(t.head.wrapping_add(k)).load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+            }
+            p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, &[]);
+            n
+        });
+        let rec = &self.rec_entries(rs)[..n as usize];
+        for (k, r) in rec.iter().enumerate() {
+            let e = r.load(Ordering::Relaxed);
+            let ok = e < self.params.capacity
+                && self.owners()[e as usize].load(Ordering::Acquire) == self.me
+                && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e);
+            if ok {
+                out(e);
+            } else {
+                self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        n
+    }
+
+    /// Moves the first `n` entries of cache `cs` (the coldest) into the common ring, as the
+    /// operator `party`. Returns the cache length afterwards.
+    pub(crate) fn flush_cache(&self, cs: u32, n: u32, party: (u32, u64)) -> u32 {
+        let size = self.params.cache_size;
+        let len_word = &self.procs()[cs as usize].len;
+        self.with_ring(&self.ring, party.0, party.1, |p, t| {
+            let len = len_word.load(Ordering::Relaxed).min(size);
+            let n = n.min(len).min(t.room());
+            if n == 0 {
+                return;
+            }
+            let rec = p.rec_entries(party.0);
+            for (r, c) in rec.iter().zip(&p.cache_of(cs)[..len as usize]) {
+                r.store(c.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            p.commit(t, K_ENQ_CACHE, t.tail, n, len, cs, 0, 0, &[]);
+        });
+        len_word.load(Ordering::Relaxed).min(size)
     }
 
     /// Panics unless handle `h` was minted by this attachment and this attachment holds its
@@ -506,14 +647,12 @@ impl<T> SharedPool<T> {
         let size = self.params.cache_size;
         if size == 0 {
             loop {
-                let mut b = [MaybeUninit::<u32>::uninit()];
-                if self.ring.dequeue_burst(&mut b) == 0 {
+                let mut one = None;
+                if self.deq_held(&self.ring, 1, FREE, |e| one = Some(e)) == 0 {
                     return None;
                 }
-                // SAFETY: dequeue_burst wrote one entry.
-                let e = unsafe { b[0].assume_init() };
-                if self.claim(e, FREE) {
-                    return Some(e);
+                if one.is_some() {
+                    return one;
                 }
             }
         }
@@ -522,23 +661,37 @@ impl<T> SharedPool<T> {
         loop {
             let mut len = slot.len.load(Ordering::Relaxed).min(size);
             if len == 0 {
-                let want = (size / 2).max(1) as usize;
-                let mut buf = [MaybeUninit::<u32>::uninit(); 256];
-                let got = self.ring.dequeue_burst(&mut buf[..want]);
+                let want = (size / 2).max(1);
+                let (rs, id) = self.party();
+                let me = self.slot;
+                let got = self.with_ring(&self.ring, rs, id, |p, t| {
+                    let n = want.min(t.count());
+                    if n == 0 {
+                        return 0;
+                    }
+                    let rec = p.rec_entries(rs);
+                    for k in 0..n {
+                        rec[k as usize].store(
+                            t.ring.slot(t.head.wrapping_add(k)).load(Ordering::Relaxed),
+                            Ordering::Relaxed,
+                        );
+                    }
+                    p.commit(t, K_DEQ_CACHE, t.head, n, 0, me, 0, 0, &[]);
+                    n
+                });
                 if got == 0 {
                     return None;
                 }
-                for (c, b) in cache.iter().zip(&buf[..got]) {
-                    // SAFETY: the first `got` entries were written by dequeue_burst.
-                    c.store(unsafe { b.assume_init() }, Ordering::Relaxed);
+                len = slot.len.load(Ordering::Relaxed).min(size);
+                if len == 0 {
+                    return None;
                 }
-                len = got as u32;
-                slot.len.store(len, Ordering::Release);
             }
             let e = cache[len as usize - 1].load(Ordering::Relaxed);
             // Held first, popped second: killed in between, the object is in the dead cache
             // *and* marked held by the dead attachment, which reclaim_dead resolves (once).
             let ok = self.claim(e, FREE);
+            kill_hook(kill_point::CACHE_POP);
             slot.len.store(len - 1, Ordering::Release);
             if ok {
                 return Some(e);
@@ -551,33 +704,25 @@ impl<T> SharedPool<T> {
     fn give_one(&self, e: u32) {
         let size = self.params.cache_size;
         if size == 0 {
-            // Free first, enqueue second: killed in between, the object is lost (found by
-            // audit), never in two places.
-            self.owners()[e as usize].store(FREE, Ordering::Release);
-            self.enqueue_all(&self.ring, &[e]);
+            self.enq_held(&self.ring, &[e], FREE);
             return;
         }
         let slot = self.my_slot();
         let cache = self.cache_of(self.slot);
         let mut len = slot.len.load(Ordering::Relaxed).min(size);
         if len == size {
-            // DPDK 26.07: flush the coldest half (the bottom of the LIFO). Out of the cache
-            // first, into the ring second (a kill in between loses them, never duplicates).
-            let half = (size / 2).max(1);
-            let mut buf = [0u32; 256];
-            for (b, c) in buf.iter_mut().zip(&cache[..half as usize]) {
-                *b = c.load(Ordering::Relaxed);
+            // DPDK 26.07: flush the coldest half (the bottom of the LIFO), recoverably.
+            len = self.flush_cache(self.slot, (size / 2).max(1), self.party());
+            if len == size {
+                // No room in the ring: only a corrupt region gets here. The object stays
+                // marked held by us (lost to circulation, counted).
+                self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+                return;
             }
-            for i in half..len {
-                cache[(i - half) as usize]
-                    .store(cache[i as usize].load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            len -= half;
-            slot.len.store(len, Ordering::Release);
-            self.enqueue_all(&self.ring, &buf[..half as usize]);
         }
         cache[len as usize].store(e, Ordering::Relaxed);
         slot.len.store(len + 1, Ordering::Release);
+        kill_hook(kill_point::CACHE_PUSH);
         // In the cache first, free second: killed in between, the object is in the dead cache
         // and marked held by the dead attachment, which reclaim_dead resolves.
         self.owners()[e as usize].store(FREE, Ordering::Release);
@@ -588,15 +733,7 @@ impl<T> SharedPool<T> {
         if self.params.cache_size == 0 || self.slot == u32::MAX {
             return;
         }
-        let slot = self.my_slot();
-        let cache = self.cache_of(self.slot);
-        let len = slot.len.load(Ordering::Relaxed).min(self.params.cache_size) as usize;
-        let v: Vec<u32> = cache[..len]
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect();
-        slot.len.store(0, Ordering::Release);
-        self.enqueue_all(&self.ring, &v);
+        self.flush_cache(self.slot, self.params.cache_size, self.party());
     }
 }
 
@@ -769,6 +906,13 @@ impl<T> SharedPool<T> {
     /// Page size of the backing (2 MiB on a default hugetlbfs mount, 4 KiB on `/dev/shm`).
     pub fn page_size(&self) -> u64 {
         self.page_size
+    }
+
+    /// True when the region cannot shrink: it lives in a memfd sealed with `F_SEAL_SHRINK`
+    /// (the default for mode 0600; see [`SharedPool::create`]), so no peer can truncate it
+    /// under the others (which would make their next access fault with SIGBUS).
+    pub fn is_sealed(&self) -> bool {
+        file::seals(&self.file) & libc::F_SEAL_SHRINK != 0
     }
 
     /// True for the attachment that created the region.

@@ -3,9 +3,12 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 
-use super::owner::{split_holder, ProcessId, FREE, GEN_MASK, IN_CHANNEL, RECLAIM_BIT};
+use super::owner::{holder_id, split_holder, ProcessId, FREE, GEN_MASK, IN_CHANNEL, RECLAIM_BIT};
+use super::xring::{
+    kill_hook, kill_point, lock_slot, reclaim_lock_id, XRing, K_ENQ_HELD, REC_BATCH, REC_IDLE,
+    REC_PREPARED,
+};
 use super::SharedPool;
-use crate::ring::Ring;
 
 /// One claimed process slot, as [`SharedPool::processes`] reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,19 +74,19 @@ pub struct SharedAudit {
     /// Objects both held by an attachment and still in its own cache: a process killed
     /// between the two steps of a get or put (`reclaim_dead` resolves it).
     pub held_and_cached: usize,
-    /// Free objects (owner word FREE) found in no ring and no cache: taken out by a process
-    /// that died before recording them. Returned by `repair_lost`.
+    /// Free objects (owner word FREE) found in no ring and no cache: damage (corrupt ring
+    /// indices emptied, or a broken `unsafe` contract). Returned by `repair_lost`.
     pub lost_free: Vec<u32>,
-    /// Objects marked in a channel but in none: a sender or receiver died mid-operation.
-    /// Returned by `repair_lost`.
+    /// Objects marked in a channel but in none: damage, as `lost_free`. Returned by
+    /// `repair_lost`.
     pub lost_in_channel: Vec<u32>,
     /// Objects found in more than one place, or in a place their owner word contradicts.
     pub duplicates: Vec<u32>,
     /// Entries naming no object (index >= capacity).
     pub out_of_range: usize,
-    /// Rings whose head differs from their tail (`"ring"`, `"channel N"`, with the counters):
-    /// an operation is in flight, or a process died inside one (then the ring is wedged for
-    /// good).
+    /// Rings whose lock is held (`"ring"`, `"channel N"`, with the holder and whether it is
+    /// gone) and slots whose redo record is prepared: an operation is in flight, or a process
+    /// died inside one (the next operation on that ring, or `reclaim_dead`, completes it).
     pub stuck_rings: Vec<String>,
 }
 
@@ -188,13 +191,18 @@ impl<T> SharedPool<T> {
     /// zombie) and returns their cached objects to the common ring. Objects those processes
     /// held are counted in [`ReclaimReport::in_use_of_dead`], not reclaimed.
     ///
+    /// A ring operation the dead process was inside of is completed first (its lock is
+    /// taken over and its prepared record applied; see the `xring` module), so the slot's
+    /// cache and owner words are settled before they are read.
+    ///
     /// Safe to call from any attachment at any time, by several processes at once (each dead
     /// slot is taken over with a CAS; a reclaimer that dies itself is taken over in turn).
     pub fn reclaim_dead(&self) -> ReclaimReport {
         let mut rep = ReclaimReport::default();
         let mine = RECLAIM_BIT | self.ident.pack();
         for (s, ps) in self.procs().iter().enumerate() {
-            if s as u32 == self.slot {
+            let s = s as u32;
+            if s == self.slot {
                 continue;
             }
             let w = ps.owner.load(Ordering::Acquire);
@@ -208,39 +216,87 @@ impl<T> SharedPool<T> {
             {
                 continue;
             }
-            let dead_holder = ProcessId::unpack(w);
-            let dead_id = super::owner::holder_id(s as u32, ps.gen.load(Ordering::SeqCst));
+            let seq = ps
+                .reclaim_seq
+                .fetch_add(1, Ordering::SeqCst)
+                .wrapping_add(1);
+            let dead_id = holder_id(s, ps.gen.load(Ordering::SeqCst));
+            let my_lock = reclaim_lock_id(dead_id, seq);
+            let party = (s, my_lock);
+            // 1. Ring locks held for this slot (by the dead holder, or by a dead reclaimer
+            //    before us): take them over, complete what was prepared, release.
+            for r in std::iter::once(&self.ring).chain(&self.chans) {
+                let x = r.st().lock.load(Ordering::Acquire);
+                if x != 0
+                    && lock_slot(x) == s
+                    && r.st()
+                        .lock
+                        .compare_exchange(x, my_lock, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.complete_dead(r, x);
+                    r.st().lock.store(0, Ordering::Release);
+                }
+            }
+            //    A record still prepared: another process took that lock over and is
+            //    completing it; wait for it under the lock.
+            if ps.rec_state.load(Ordering::Acquire) == REC_PREPARED {
+                match self.ring_by_id(ps.rec_ring.load(Ordering::Relaxed)) {
+                    Some(r) => {
+                        self.lock_ring(r, my_lock);
+                        if ps.rec_state.load(Ordering::Acquire) == REC_PREPARED {
+                            // Prepared, yet its lock was free: not a state the protocol
+                            // leaves (corruption). Dropped, counted.
+                            ps.rec_state.store(REC_IDLE, Ordering::Release);
+                            self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+                        }
+                        r.st().lock.store(0, Ordering::Release);
+                    }
+                    None => {
+                        ps.rec_state.store(REC_IDLE, Ordering::Release);
+                        self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            // 2. The cache: entries held by the dead attachment *and* still in its cache (it
+            //    died between the two steps of a get or put) are freed; entries out of range,
+            //    held elsewhere or listed twice are dropped (rewriting the cache in place
+            //    keeps every valid entry at or before its old position, so a reclaimer
+            //    killed halfway leaves a cache whose valid entries are the same set).
             let len = ps.len.load(Ordering::Acquire).min(self.params.cache_size) as usize;
+            let cache = self.cache_of(s);
             let mut back = Vec::with_capacity(len);
-            for c in &self.cache_of(s as u32)[..len] {
+            for c in &cache[..len] {
                 let e = c.load(Ordering::Relaxed);
                 if e >= self.params.capacity {
                     self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
                 let word = &self.owners()[e as usize];
-                // Killed between "held" and "popped" (get) or "cached" and "freed" (put):
-                // the entry is in the cache and marked held by the dead attachment. Free it:
-                // it goes back once, through this flush.
                 let _ = word.compare_exchange(dead_id, FREE, Ordering::AcqRel, Ordering::Acquire);
                 if word.load(Ordering::Acquire) == FREE && !back.contains(&e) {
                     back.push(e);
                 } else {
-                    // Held elsewhere or listed twice: a stale duplicate, dropped.
                     self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            // Out of the cache first, into the ring second (a reclaimer killed in between
-            // loses them; one taking over finds an empty cache: never duplicates).
-            ps.len.store(0, Ordering::Release);
-            self.enqueue_all(&self.ring, &back);
+            if back.len() < len {
+                for (c, &e) in cache.iter().zip(&back) {
+                    c.store(e, Ordering::Relaxed);
+                }
+                ps.len.store(back.len() as u32, Ordering::Release);
+            }
+            kill_hook(kill_point::RECLAIM);
+            // 3. Flush it to the common ring, recoverably (the record is the dead slot's own:
+            //    a reclaimer killed here is completed by the next user of the ring).
+            self.flush_cache(s, back.len() as u32, party);
             ps.owner.store(0, Ordering::SeqCst);
             self.stats().reclaimed_slots.fetch_add(1, Ordering::Relaxed);
             self.stats()
                 .reclaimed_cached
                 .fetch_add(back.len() as u64, Ordering::Relaxed);
             rep.slots_freed += 1;
-            rep.dead_pids.push(dead_holder.pid);
+            rep.dead_pids.push(ProcessId::unpack(w).pid);
             rep.cached_returned += back.len();
         }
         rep.in_use_of_dead = self.count_orphans();
@@ -269,50 +325,63 @@ impl<T> SharedPool<T> {
     /// refused by the owner check unless the object was handed to that very attachment again.
     pub fn reclaim_in_use_of_dead(&self) -> usize {
         self.reclaim_dead();
-        let mut back = Vec::new();
-        for (i, word) in self.owners().iter().enumerate() {
-            let w = word.load(Ordering::Acquire);
-            if w == FREE || w == IN_CHANNEL || !self.is_orphan(w) {
-                continue;
-            }
-            // Only the gone attachment ever wrote w, and it cannot come back: a successful
-            // CAS means the object is ours to free.
-            if word
-                .compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                back.push(i as u32);
+        let (rs, id) = self.party();
+        let mut total = 0;
+        let mut from = 0usize;
+        loop {
+            // The list is built under the common ring's lock, so two reclaimers never both
+            // return one object, and a reclaimer killed midway is completed by the next.
+            let (n, next) = self.with_ring(&self.ring, rs, id, |p, t| {
+                let mut back = Vec::new();
+                let mut i = from;
+                let owners = p.owners();
+                while i < owners.len() && back.len() < REC_BATCH as usize {
+                    let w = owners[i].load(Ordering::Acquire);
+                    if w != FREE && w != IN_CHANNEL && p.is_orphan(w) {
+                        back.push(i as u32);
+                    }
+                    i += 1;
+                }
+                let n = (back.len() as u32).min(t.room());
+                if n > 0 {
+                    p.commit(t, K_ENQ_HELD, t.tail, n, 0, 0, FREE, 0, &back[..n as usize]);
+                }
+                (n as usize, i)
+            });
+            total += n;
+            from = next;
+            if from >= self.params.capacity as usize {
+                break;
             }
         }
-        self.enqueue_all(&self.ring, &back);
         self.stats()
             .reclaimed_in_use
-            .fetch_add(back.len() as u64, Ordering::Relaxed);
-        back.len()
+            .fetch_add(total as u64, Ordering::Relaxed);
+        total
     }
 
-    /// `(count, entries)` of a ring over the region, read without consuming (quiescent use).
-    pub(crate) fn ring_entries(
-        &self,
-        ring: &Ring<u32>,
-        slots_off: u64,
-    ) -> (Vec<u32>, Option<String>) {
-        let [ph, pt, ch, ct] = ring.counters();
-        let stuck = (ph != pt || ch != ct)
-            .then(|| format!("prod head {ph} tail {pt}, cons head {ch} tail {ct}"));
-        let n = pt.wrapping_sub(ct).min(self.params.capacity);
-        let mask = self.sections.ring_slot_count as u32 - 1;
-        let slots = self.at::<u32>(slots_off);
-        let v = (0..n)
-            .map(|k| {
-                // SAFETY: (ct + k) & mask < slot count: inside this ring's slot array. A
-                // volatile read: another process may be writing the slot.
-                unsafe {
-                    slots
-                        .add((ct.wrapping_add(k) & mask) as usize)
-                        .read_volatile()
+    /// The entries of a ring, read without consuming (quiescent use), and a description of
+    /// its lock when held.
+    pub(crate) fn ring_entries(&self, ring: &XRing) -> (Vec<u32>, Option<String>) {
+        let st = ring.st();
+        let lock = st.lock.load(Ordering::Acquire);
+        let (h, t) = (
+            st.head.load(Ordering::Acquire),
+            st.tail.load(Ordering::Acquire),
+        );
+        let stuck = (lock != 0).then(|| {
+            format!(
+                "lock held by {lock:#x} ({}), head {h} tail {t}",
+                if self.lock_holder_gone(lock) {
+                    "gone: the next operation or reclaim_dead completes it"
+                } else {
+                    "live"
                 }
-            })
+            )
+        });
+        let n = t.wrapping_sub(h).min(self.params.capacity);
+        let v = (0..n)
+            .map(|k| ring.slot(h.wrapping_add(k)).load(Ordering::Relaxed))
             .collect();
         (v, stuck)
     }
@@ -331,7 +400,7 @@ impl<T> SharedPool<T> {
         let mut free_places = vec![0u8; cap as usize];
         let mut chan_places = vec![0u8; cap as usize];
         let mut cache_slot = vec![0u8; cap as usize];
-        let (ring, stuck) = self.ring_entries(&self.ring, self.sections.ring_slots);
+        let (ring, stuck) = self.ring_entries(&self.ring);
         if let Some(s) = stuck {
             a.stuck_rings.push(format!("ring: {s}"));
         }
@@ -359,9 +428,16 @@ impl<T> SharedPool<T> {
                 }
             }
         }
+        for (s, ps) in self.procs().iter().enumerate() {
+            if ps.rec_state.load(Ordering::Acquire) == REC_PREPARED {
+                a.stuck_rings.push(format!(
+                    "slot {s}: record prepared for ring {}",
+                    ps.rec_ring.load(Ordering::Relaxed)
+                ));
+            }
+        }
         for (c, ring) in self.chans.iter().enumerate() {
-            let off = self.sections.chan_slots + c as u64 * self.sections.chan_stride;
-            let (v, stuck) = self.ring_entries(ring, off);
+            let (v, stuck) = self.ring_entries(ring);
             if let Some(s) = stuck {
                 a.stuck_rings.push(format!("channel {c}: {s}"));
             }
@@ -416,15 +492,8 @@ impl<T> SharedPool<T> {
     pub unsafe fn repair_lost(&self) -> usize {
         let a = self.audit();
         let mut back = a.lost_free;
-        for e in a.lost_in_channel {
-            if self.owners()[e as usize]
-                .compare_exchange(IN_CHANNEL, FREE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                back.push(e);
-            }
-        }
-        self.enqueue_all(&self.ring, &back);
+        back.extend(a.lost_in_channel);
+        self.enq_held(&self.ring, &back, FREE);
         self.stats()
             .repaired_lost
             .fetch_add(back.len() as u64, Ordering::Relaxed);

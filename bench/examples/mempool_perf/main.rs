@@ -69,9 +69,12 @@ use idxpool_bench::run::{self, human, install_ctrlc, interrupted, progress_bar, 
 use idxpool_bench::stats::median;
 use indicatif::ProgressBar;
 
-use matrix::{build_matrix, default_cores, parse_policies, plan, Cell, MatrixSpec};
+use matrix::{
+    build_matrix, build_matrix_2607, default_cores, parse_policies, plan, Cell, MatrixSpec,
+    CACHE_SIZE,
+};
 use report::{csv_rows, CellResult, Stream, CSV_HEADER};
-use workload::{run_cell, Obj};
+use workload::{run_cell, run_floor, Obj};
 
 /// Time budget of the default mode.
 const DEFAULT_BUDGET: Duration = Duration::from_secs(120);
@@ -145,6 +148,18 @@ struct Args {
     /// CPUs are idle now). On a shared machine pinning can make a run far slower.
     #[arg(long, value_enum, default_value_t = PinMode::Off)]
     pin: PinMode,
+    /// DPDK release of the matrix: 2211 (its cells; --quick and --full pick among them) or
+    /// 2607, DPDK 26.07's (bulk sizes 1 to 512, n_keep 32 to 32768, its random-bulk pass;
+    /// 380 cells per cache size and thread count, touch 0; pool size threads x (32768 + 1024)
+    /// - 1; time budget as --full; pick cells with --filter, e.g. "cache=512 keep=2048").
+    #[arg(long, default_value = "2211", value_parser = ["2211", "2607"])]
+    matrix: String,
+    /// Also measure the floor of each touch=0 cell: the same loop on a bare thread-local LIFO
+    /// array of u32 (the index pool's entries) and of u64 (the pointer twin's): what the copies
+    /// alone cost. Adds two contenders per cell, the index/floor column and CSV rows floor32,
+    /// floor64.
+    #[arg(long)]
+    floor: bool,
     /// Entry representation of the 4-byte pool (A and A'): `offset` (the crate's default,
     /// idxpool::Pool) or `index` (idxpool::repr::Index, index x run-time stride); the B pool is
     /// always the pointer twin.
@@ -187,6 +202,9 @@ enum RunLength {
 /// Everything a run needs while it measures.
 struct Ctx {
     reps: usize,
+    /// Contenders per touch=0 cell: 3, or 5 with `--floor`.
+    contenders: usize,
+    floor: bool,
     clock: Clock,
     stride: StrideMode,
     repr: ReprArg,
@@ -214,7 +232,7 @@ impl Ctx {
             RunLength::Fixed(d) => d,
             RunLength::Budgeted => run::run_length(
                 self.budget.next_slot(),
-                runs_per_cell(self.reps),
+                runs_per_cell(self.reps, self.contenders),
                 MIN_RUN,
                 MAX_RUN,
             ),
@@ -222,9 +240,20 @@ impl Ctx {
     }
 }
 
-/// Timed-run equivalents per cell: 3 contenders x reps, plus 2 warm-ups of a fifth.
-fn runs_per_cell(reps: usize) -> f64 {
-    3.0 * reps as f64 + 0.4
+/// The u32 floor's entries (as the index pool's).
+fn floor32(i: usize) -> u32 {
+    i as u32
+}
+
+/// The u64 floor's entries (as the pointer twin's: addresses 2112 bytes apart).
+fn floor64(i: usize) -> u64 {
+    0x7f00_0000_0000 + 2112 * i as u64
+}
+
+/// Timed-run equivalents per cell: contenders x reps, plus a warm-up of a fifth per pool
+/// (2, or 4 with the floors).
+fn runs_per_cell(reps: usize, contenders: usize) -> f64 {
+    contenders as f64 * reps as f64 + 0.2 * (contenders - 1) as f64
 }
 
 /// Warm-up length for a run length.
@@ -253,9 +282,16 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
         let warm = warm_length(run);
         run_cell(&mut ic, cell, warm, clock, &pin)?;
         run_cell(&mut pc, cell, warm, clock, &pin)?;
+        let floor = ctx.floor && !cell.touch;
+        if floor {
+            run_floor(cell, warm, clock, &pin, floor32);
+            run_floor(cell, warm, clock, &pin, floor64);
+        }
         let mut a = Vec::with_capacity(ctx.reps);
         let mut b = Vec::with_capacity(ctx.reps);
         let mut a2 = Vec::with_capacity(ctx.reps);
+        let mut f32s = Vec::with_capacity(ctx.reps);
+        let mut f64s = Vec::with_capacity(ctx.reps);
         // A B A' then A' B A: a load drift during the cell hits all three alike.
         for rep in 0..ctx.reps {
             if interrupted() {
@@ -270,6 +306,10 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
                 b.push(run_cell(&mut pc, cell, run, clock, &pin)?);
                 a.push(run_cell(&mut ic, cell, run, clock, &pin)?);
             }
+            if floor {
+                f32s.push(run_floor(cell, run, clock, &pin, floor32));
+                f64s.push(run_floor(cell, run, clock, &pin, floor64));
+            }
         }
         let r = CellResult {
             policy,
@@ -277,6 +317,8 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
             index: median(&a),
             pointer: median(&b),
             index_aa: median(&a2),
+            floor32: floor.then(|| median(&f32s)),
+            floor64: floor.then(|| median(&f64s)),
         };
         ctx.budget.unit_done();
         ctx.bar.inc(1);
@@ -358,12 +400,25 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     } else {
         (MatrixSpec::standard(&cores), "default", DEFAULT_BUDGET)
     };
-    let budget = args.budget.map_or(budget, Duration::from_secs);
     let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
+    let (cells, mode, budget) = if args.matrix == "2607" {
+        if args.quick || args.full {
+            return Err("--matrix 2607 is DPDK 26.07's whole matrix: pick cells with --filter, not --quick or --full".into());
+        }
+        (
+            build_matrix_2607(&[CACHE_SIZE, 0], &cores),
+            "--matrix 2607",
+            FULL_BUDGET,
+        )
+    } else {
+        (build_matrix(&spec), mode, budget)
+    };
+    let budget = args.budget.map_or(budget, Duration::from_secs);
     if reps == 0 || args.cell_ms == Some(0) || budget.is_zero() {
         return Err("--reps, --cell-ms and --budget must be at least 1".into());
     }
-    let todo = plan(&build_matrix(&spec), &policies, args.filter.as_deref());
+    let contenders = if args.floor { 5 } else { 3 };
+    let todo = plan(&cells, &policies, args.filter.as_deref());
     if todo.is_empty() {
         return Err(format!(
             "no cell matches --filter {:?}{}",
@@ -384,7 +439,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let (length, expected) = match args.cell_ms {
         Some(ms) => {
             let run = Duration::from_millis(ms);
-            let per_cell = run.mul_f64(3.0 * reps as f64) + 2 * warm_length(run);
+            let per_cell = run.mul_f64(contenders as f64 * reps as f64)
+                + (contenders as u32 - 1) * warm_length(run);
             (RunLength::Fixed(run), per_cell * todo.len() as u32)
         }
         None => (RunLength::Budgeted, budget),
@@ -394,8 +450,9 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     install_ctrlc();
     println!("mempool_perf: {}", context_line(&pinning));
     println!(
-        "mempool_perf ({mode}): {} cells x 3 contenders (index, pointer, index again for A/A) x {} reps{}: about {}; Ctrl-C prints the summary so far",
+        "mempool_perf ({mode}): {} cells x {contenders} contenders (index, pointer, index again for A/A{}) x {} reps{}: about {}; Ctrl-C prints the summary so far",
         todo.len(),
+        if args.floor { ", floors u32 and u64" } else { "" },
         reps,
         match args.cell_ms {
             Some(ms) => format!(" x {ms} ms"),
@@ -412,13 +469,15 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let with_policy = policies.len() > 1;
     let mut ctx = Ctx {
         reps,
+        contenders,
+        floor: args.floor,
         clock: args.clock,
         stride: args.stride,
         repr: args.repr,
         pinning,
         length,
         budget: Budget::new(budget, todo.len()),
-        stream: Stream::new(with_policy),
+        stream: Stream::new(with_policy).with_floor(args.floor),
         bar: progress_bar(todo.len() as u64, !args.quick, "cells"),
         backing_printed: false,
     };
@@ -491,6 +550,11 @@ mod tests {
         assert!(Args::try_parse_from(["mempool_perf", "--quick", "--full"]).is_err());
         let f = Args::try_parse_from(["mempool_perf", "--full", "--budget", "60"]).unwrap();
         assert_eq!(f.budget, Some(60));
+        assert_eq!((f.matrix.as_str(), f.floor), ("2211", false));
+        let m = Args::try_parse_from(["mempool_perf", "--matrix", "2607", "--floor"]).unwrap();
+        assert_eq!((m.matrix.as_str(), m.floor), ("2607", true));
+        assert!(Args::try_parse_from(["mempool_perf", "--matrix", "2400"]).is_err());
+        assert_eq!(runs_per_cell(5, 5), 25.8);
     }
 
     #[test]
@@ -499,12 +563,12 @@ mod tests {
         let b = Budget::new(DEFAULT_BUDGET, 48);
         let run = run::run_length(
             b.slot_at(Duration::ZERO),
-            runs_per_cell(5),
+            runs_per_cell(5, 3),
             MIN_RUN,
             MAX_RUN,
         );
         assert!(run > MIN_RUN && run < MAX_RUN, "{run:?}");
-        let per_cell = run.mul_f64(runs_per_cell(5));
+        let per_cell = run.mul_f64(runs_per_cell(5, 3));
         assert!(per_cell * 48 <= DEFAULT_BUDGET);
         assert_eq!(
             warm_length(Duration::from_millis(100)),

@@ -1,4 +1,5 @@
-//! The cells of the matrix: DPDK's axes, the three modes' subsets, `--filter` and the plan.
+//! The cells of the matrix: DPDK's axes (22.11's, and 26.07's with `--matrix 2607`), the three
+//! modes' subsets, `--filter` and the plan.
 
 use idxpool::FlushPolicy;
 
@@ -10,6 +11,24 @@ pub const MAX_KEEP: u32 = 512;
 pub const BULK_SIZES: [usize; 4] = [1, 4, 8, 32];
 /// `n_keep` values of DPDK 22.11.
 pub const KEEPS: [usize; 3] = [32, 128, 512];
+/// DPDK 26.07's `MAX_KEEP`.
+pub const MAX_KEEP_2607: u32 = 32768;
+/// Bulk sizes of DPDK 26.07 (`bulk_tab_get`/`bulk_tab_put`: up to the cache size).
+pub const BULK_SIZES_2607: [usize; 8] = [1, 4, 8, 32, 64, 128, 256, 512];
+/// `n_keep` values of DPDK 26.07.
+pub const KEEPS_2607: [usize; 6] = [32, 128, 512, 2048, 8192, 32768];
+/// Largest random bulk sizes of DPDK 26.07's random-bulk pass (`bulk_tab_max`).
+pub const MAX_BULKS_2607: [usize; 6] = [8, 32, 64, 128, 256, 512];
+
+/// Which DPDK release's `mempool_perf_autotest` a cell comes from: it fixes the pool size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dpdk {
+    /// DPDK 22.11: `MEMPOOL_SIZE = lcores x (512 + 512) - 1`.
+    #[default]
+    V2211,
+    /// DPDK 26.07: `MEMPOOL_SIZE = lcores x (32768 + 2 x 512) - 1`.
+    V2607,
+}
 
 /// One cell of the matrix (a pool configuration and a workload).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +40,27 @@ pub struct Cell {
     pub keep: usize,
     pub constant: bool,
     pub touch: bool,
+    /// 26.07's random-bulk pass: every get and put takes a pseudorandom size in
+    /// `1..=max_bulk` (a power of two), DPDK's sequence; 0 for the fixed-bulk cells.
+    pub max_bulk: usize,
+    /// The release the cell (and its pool size) comes from.
+    pub dpdk: Dpdk,
 }
 
 impl Cell {
-    /// Label used by `--filter`, progress and the summary.
+    /// Label used by `--filter`, progress and the summary (random-bulk cells: `max=` instead of
+    /// `get= put=` and `const=`).
     pub fn label(&self) -> String {
+        if self.max_bulk != 0 {
+            return format!(
+                "cache={} cores={} keep={} max={} touch={}",
+                self.cache,
+                self.cores,
+                self.keep,
+                self.max_bulk,
+                u8::from(self.touch)
+            );
+        }
         format!(
             "cache={} cores={} get={} put={} keep={} const={} touch={}",
             self.cache,
@@ -38,9 +73,13 @@ impl Cell {
         )
     }
 
-    /// DPDK's `MEMPOOL_SIZE`: `threads x (MAX_KEEP + cache max) - 1`.
+    /// DPDK's `MEMPOOL_SIZE`: `threads x (MAX_KEEP + cache max) - 1` (22.11), `threads x
+    /// (MAX_KEEP + 2 x cache max) - 1` (26.07).
     pub fn pool_size(&self) -> u32 {
-        self.cores as u32 * (MAX_KEEP + CACHE_SIZE) - 1
+        match self.dpdk {
+            Dpdk::V2211 => self.cores as u32 * (MAX_KEEP + CACHE_SIZE) - 1,
+            Dpdk::V2607 => self.cores as u32 * (MAX_KEEP_2607 + 2 * CACHE_SIZE) - 1,
+        }
     }
 }
 
@@ -99,6 +138,59 @@ impl MatrixSpec {
     }
 }
 
+/// DPDK 26.07's matrix (`--matrix 2607`): per (cache 512 then 0, cores), in the autotest's
+/// order, first the random-bulk pass (`n_keep` x `max_bulk`, where `max_bulk <= n_keep`), then
+/// every (get, put) pair of [`BULK_SIZES_2607`] with both `<= n_keep`, each `n_keep`
+/// (`constant_n = 1` replayed where get == put); touch 0 only (DPDK's cells): 380 cells per
+/// (cache, cores).
+pub fn build_matrix_2607(caches: &[u32], cores: &[usize]) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for &cache in caches {
+        for &threads in cores {
+            let base = Cell {
+                cache,
+                cores: threads,
+                get: 0,
+                put: 0,
+                keep: 0,
+                constant: false,
+                touch: false,
+                max_bulk: 0,
+                dpdk: Dpdk::V2607,
+            };
+            for &keep in &KEEPS_2607 {
+                for &max_bulk in MAX_BULKS_2607.iter().filter(|&&m| m <= keep) {
+                    cells.push(Cell {
+                        keep,
+                        max_bulk,
+                        ..base
+                    });
+                }
+            }
+            for &keep in &KEEPS_2607 {
+                for &get in BULK_SIZES_2607.iter().filter(|&&g| g <= keep) {
+                    for &put in BULK_SIZES_2607.iter().filter(|&&p| p <= keep) {
+                        let cell = Cell {
+                            keep,
+                            get,
+                            put,
+                            ..base
+                        };
+                        cells.push(cell);
+                        if get == put {
+                            cells.push(Cell {
+                                constant: true,
+                                ..cell
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    cells
+}
+
 /// Every cell of `spec`, grouped by (cache, cores) in that order; `constant_n = 1` cells only
 /// where get == put (as DPDK replays them).
 pub fn build_matrix(spec: &MatrixSpec) -> Vec<Cell> {
@@ -122,6 +214,8 @@ pub fn build_matrix(spec: &MatrixSpec) -> Vec<Cell> {
                                 keep,
                                 constant,
                                 touch,
+                                max_bulk: 0,
+                                dpdk: Dpdk::V2211,
                             });
                         }
                     }
@@ -228,6 +322,40 @@ mod tests {
     }
 
     #[test]
+    fn matrix_2607_is_dpdks() {
+        let cells = build_matrix_2607(&[512, 0], &[1, 2]);
+        // Random pass: 2 + 4 + 6 + 6 + 6 + 6 cells; fixed: keep 32: 4x4 pairs, keep 128: 6x6,
+        // keep 512 and larger: 8x8, plus constant_n = 1 where get == put.
+        let random = 2 + 4 + 6 + 6 + 6 + 6;
+        let fixed = (16 + 4) + (36 + 6) + 4 * (64 + 8);
+        assert_eq!(random + fixed, 380);
+        assert_eq!(cells.len(), 380 * 4);
+        assert!(cells.iter().all(|c| c.dpdk == Dpdk::V2607 && !c.touch));
+        assert!(cells
+            .iter()
+            .all(|c| c.max_bulk != 0 || (c.keep % c.get == 0 && c.keep % c.put == 0)));
+        assert!(cells
+            .iter()
+            .all(|c| c.max_bulk <= c.keep && c.get <= c.keep));
+        // DPDK's order: the random pass of a group comes before its fixed cells.
+        assert_eq!(cells[0].label(), "cache=512 cores=1 keep=32 max=8 touch=0");
+        assert_eq!(
+            cells[random].label(),
+            "cache=512 cores=1 get=1 put=1 keep=32 const=0 touch=0"
+        );
+        let big = Cell {
+            cores: 2,
+            ..cells[0]
+        };
+        assert_eq!(big.pool_size(), 2 * (32768 + 1024) - 1);
+        // Labels are unique, so that --filter picks one cell.
+        let mut labels: Vec<String> = cells.iter().map(Cell::label).collect();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), cells.len());
+    }
+
+    #[test]
     fn pool_size_is_dpdks() {
         let mut c = build_matrix(&MatrixSpec::quick(&[1]))[0];
         assert_eq!(c.pool_size(), 1023);
@@ -245,6 +373,8 @@ mod tests {
             keep: 512,
             constant: false,
             touch: true,
+            max_bulk: 0,
+            dpdk: Dpdk::V2211,
         };
         let l = full_label(FlushPolicy::Dpdk2607, &c);
         assert_eq!(

@@ -18,6 +18,9 @@ pub struct CellResult {
     pub pointer: f64,
     /// The index pool measured a second time, interleaved with the others (the A/A pair).
     pub index_aa: f64,
+    /// `--floor`: the same loop on a bare LIFO array of u32 / of u64 (touch=0 cells only).
+    pub floor32: Option<f64>,
+    pub floor64: Option<f64>,
 }
 
 impl CellResult {
@@ -88,30 +91,42 @@ pub fn summary_line(s: &Summary) -> String {
     )
 }
 
-/// Exact CSV header (pool is `index`, `pointer` or `index-aa`, the A/A repeat).
+/// Exact CSV header (pool is `index`, `pointer`, `index-aa` (the A/A repeat), or with
+/// `--floor` `floor32` / `floor64`; `n_max_bulk` is 0 except in 26.07's random-bulk cells,
+/// whose `n_get_bulk` and `n_put_bulk` are 0).
 pub const CSV_HEADER: &str =
-    "pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,rate_per_sec";
+    "pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,n_max_bulk,rate_per_sec";
 
-/// The CSV rows of `results`: three per cell (index, pointer, index-aa).
+/// The CSV rows of `results`: three per cell (index, pointer, index-aa), plus the floors
+/// measured.
 pub fn csv_rows(results: &[CellResult]) -> Vec<String> {
     let mut rows = Vec::with_capacity(3 * results.len());
     for r in results {
         for (pool, rate) in [
-            ("index", r.index),
-            ("pointer", r.pointer),
-            ("index-aa", r.index_aa),
+            ("index", Some(r.index)),
+            ("pointer", Some(r.pointer)),
+            ("index-aa", Some(r.index_aa)),
+            ("floor32", r.floor32),
+            ("floor64", r.floor64),
         ] {
+            let Some(rate) = rate else { continue };
             let c = &r.cell;
+            let (get, put) = if c.max_bulk != 0 {
+                (0, 0)
+            } else {
+                (c.get, c.put)
+            };
             rows.push(format!(
-                "{pool},{},{},{},{},{},{},{},{},{:.0}",
+                "{pool},{},{},{},{},{},{},{},{},{},{:.0}",
                 r.policy.name(),
                 c.cache,
                 c.cores,
-                c.get,
-                c.put,
+                get,
+                put,
                 c.keep,
                 u8::from(c.constant),
                 u8::from(c.touch),
+                c.max_bulk,
                 rate
             ));
         }
@@ -119,9 +134,9 @@ pub fn csv_rows(results: &[CellResult]) -> Vec<String> {
     rows
 }
 
-/// The table's column header.
-pub fn table_header() -> String {
-    format!(
+/// The table's column header (`floor`: with the index/floor column).
+pub fn table_header(floor: bool) -> String {
+    let h = format!(
         "{:>5} {:>5} {:>10} {:>10} {:>6} {:>10} {:>5} {:>12} {:>14} {:>8} {:>7}",
         "cache",
         "cores",
@@ -134,19 +149,34 @@ pub fn table_header() -> String {
         "pointer Mobj/s",
         "change",
         "A/A"
-    )
+    );
+    if floor {
+        format!("{h} {:>11}", "index/floor")
+    } else {
+        h
+    }
+}
+
+/// A bulk size column: the size, or `1..max` in a random-bulk cell.
+fn bulk(c: &Cell, n: usize) -> String {
+    if c.max_bulk != 0 {
+        format!("1..{}", c.max_bulk)
+    } else {
+        n.to_string()
+    }
 }
 
 /// One row of the table: rates in millions of objects per second, change = index vs pointer,
-/// A/A = the index pool's second measurement vs its first.
-pub fn table_row(r: &CellResult) -> String {
+/// A/A = the index pool's second measurement vs its first; with `floor`, the index pool's rate
+/// over the u32 floor's (`-` where no floor was measured).
+pub fn table_row(r: &CellResult, floor: bool) -> String {
     let c = &r.cell;
-    format!(
+    let row = format!(
         "{:>5} {:>5} {:>10} {:>10} {:>6} {:>10} {:>5} {:>12.2} {:>14.2} {:>+7.1}% {:>+6.1}%",
         c.cache,
         c.cores,
-        c.get,
-        c.put,
+        bulk(c, c.get),
+        bulk(c, c.put),
         c.keep,
         u8::from(c.constant),
         u8::from(c.touch),
@@ -154,7 +184,14 @@ pub fn table_row(r: &CellResult) -> String {
         r.pointer / 1e6,
         r.change_pct(),
         (r.aa() - 1.0) * 100.0
-    )
+    );
+    if !floor {
+        return row;
+    }
+    match r.floor32 {
+        Some(f) => format!("{row} {:>11.3}", r.index / f),
+        None => format!("{row} {:>11}", "-"),
+    }
 }
 
 /// The streamed report: [`Stream::push`] gives the lines to print for each new result (a
@@ -163,6 +200,7 @@ pub fn table_row(r: &CellResult) -> String {
 #[derive(Debug, Default)]
 pub struct Stream {
     with_policy: bool,
+    floor: bool,
     results: Vec<CellResult>,
 }
 
@@ -171,8 +209,15 @@ impl Stream {
     pub fn new(with_policy: bool) -> Self {
         Stream {
             with_policy,
+            floor: false,
             results: Vec::new(),
         }
+    }
+
+    /// With the index/floor column (`--floor`).
+    pub fn with_floor(mut self, floor: bool) -> Self {
+        self.floor = floor;
+        self
     }
 
     /// Records `r` and returns the text to print now (ends with a newline).
@@ -180,9 +225,9 @@ impl Stream {
         let mut out = String::new();
         if self.results.last().map(|p| p.policy) != Some(r.policy) {
             let _ = writeln!(out, "policy {}:", r.policy);
-            let _ = writeln!(out, "{}", table_header());
+            let _ = writeln!(out, "{}", table_header(self.floor));
         }
-        let _ = writeln!(out, "{}", table_row(&r));
+        let _ = writeln!(out, "{}", table_row(&r, self.floor));
         self.results.push(r);
         out
     }
@@ -264,10 +309,14 @@ mod tests {
                 keep: 32,
                 constant: false,
                 touch,
+                max_bulk: 0,
+                dpdk: Default::default(),
             },
             index: i,
             pointer: p,
             index_aa: aa,
+            floor32: None,
+            floor64: None,
         }
     }
 
@@ -299,7 +348,7 @@ mod tests {
         let lines: Vec<&str> = first.lines().collect();
         assert_eq!(lines.len(), 3, "{first}");
         assert_eq!(lines[0], "policy dpdk2607:");
-        assert_eq!(lines[1], table_header());
+        assert_eq!(lines[1], table_header(false));
         assert!(lines[2].ends_with("+10.0%   +0.9%"), "{}", lines[2]);
         // Same policy: only the row.
         let second = s.push(res(FlushPolicy::Dpdk2607, 4, true, 90e6, 100e6, 90e6));
@@ -349,16 +398,38 @@ mod tests {
         ];
         assert_eq!(
             CSV_HEADER,
-            "pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,rate_per_sec"
+            "pool,policy,cache,cores,n_get_bulk,n_put_bulk,n_keep,constant_n,touch,n_max_bulk,rate_per_sec"
         );
         let rows = csv_rows(&results);
         assert_eq!(rows.len(), 3 * results.len());
-        assert_eq!(rows[0], "index,dpdk2607,512,1,1,1,32,0,0,110000000");
-        assert_eq!(rows[1], "pointer,dpdk2607,512,1,1,1,32,0,0,100000000");
-        assert_eq!(rows[2], "index-aa,dpdk2607,512,1,1,1,32,0,0,109000000");
+        assert_eq!(rows[0], "index,dpdk2607,512,1,1,1,32,0,0,0,110000000");
+        assert_eq!(rows[1], "pointer,dpdk2607,512,1,1,1,32,0,0,0,100000000");
+        assert_eq!(rows[2], "index-aa,dpdk2607,512,1,1,1,32,0,0,0,109000000");
         assert!(rows[3].starts_with("index,classic,512,1,32,32,"));
         for l in &rows {
-            assert_eq!(l.split(',').count(), 10);
+            assert_eq!(l.split(',').count(), 11);
         }
+    }
+
+    #[test]
+    fn floors_and_random_cells_in_csv_and_table() {
+        let mut r = res(FlushPolicy::Dpdk2607, 1, false, 100e6, 100e6, 100e6);
+        r.cell.max_bulk = 64;
+        r.cell.keep = 2048;
+        r.floor32 = Some(400e6);
+        r.floor64 = Some(300e6);
+        let rows = csv_rows(std::slice::from_ref(&r));
+        assert_eq!(rows.len(), 5);
+        assert_eq!(rows[3], "floor32,dpdk2607,512,1,0,0,2048,0,0,64,400000000");
+        assert_eq!(rows[4], "floor64,dpdk2607,512,1,0,0,2048,0,0,64,300000000");
+        let row = table_row(&r, true);
+        assert!(row.contains("1..64"), "{row}");
+        assert!(row.ends_with("0.250"), "{row}");
+        assert!(table_header(true).ends_with("index/floor"));
+        r.floor32 = None;
+        assert!(table_row(&r, true).ends_with(" -"));
+        assert!(!table_row(&r, false).ends_with(" -"));
+        let mut s = Stream::new(false).with_floor(true);
+        assert!(s.push(r).contains("index/floor"));
     }
 }

@@ -1,5 +1,7 @@
 //! The workload of a cell, generic over the representation: the very same code runs on both
-//! pools, only the entry type differs (4-byte index vs 8-byte pointer).
+//! pools, only the entry type differs (4-byte index vs 8-byte pointer). The floor (`--floor`)
+//! runs the same loops on a bare thread-local LIFO array of entries ([`Lifo`]): what the copies
+//! alone cost, with no pool around them.
 
 use std::sync::Barrier;
 use std::time::Duration;
@@ -34,6 +36,13 @@ fn worker<B: Brand, R: Repr>(
     dur: Duration,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
+    if cell.max_bulk != 0 {
+        return if cell.touch {
+            worker_random::<true, B, R>(c, cell, dur, clock)
+        } else {
+            worker_random::<false, B, R>(c, cell, dur, clock)
+        };
+    }
     match (cell.constant, cell.touch) {
         (false, false) => worker_dyn::<false, B, R>(c, cell, dur, clock),
         (false, true) => worker_dyn::<true, B, R>(c, cell, dur, clock),
@@ -48,7 +57,12 @@ fn worker<B: Brand, R: Repr>(
                 (8, true) => worker_const::<8, true, B, R>(c, cell.keep, dur, clock),
                 (32, false) => worker_const::<32, false, B, R>(c, cell.keep, dur, clock),
                 (32, true) => worker_const::<32, true, B, R>(c, cell.keep, dur, clock),
-                (n, _) => panic!("no constant_n instance for bulk size {n}"),
+                // DPDK 26.07's larger constant bulks (its cells have touch = 0).
+                (64, false) => worker_const::<64, false, B, R>(c, cell.keep, dur, clock),
+                (128, false) => worker_const::<128, false, B, R>(c, cell.keep, dur, clock),
+                (256, false) => worker_const::<256, false, B, R>(c, cell.keep, dur, clock),
+                (512, false) => worker_const::<512, false, B, R>(c, cell.keep, dur, clock),
+                (n, t) => panic!("no constant_n instance for bulk size {n} with touch={t}"),
             }
         }
     }
@@ -141,6 +155,283 @@ fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
     }
 }
 
+/// DPDK 26.07's pseudorandom bulk size (`test_loop_random`): `((r ^ (r >> 2) ^ (r << 3)) &
+/// (max - 1)) + 1` with `mask = max - 1`, cut to the `left` objects of the phase; advances `r`.
+#[inline(always)]
+fn random_bulk(r: &mut u32, mask: u32, left: usize) -> usize {
+    let x = ((*r ^ (*r >> 2) ^ (*r << 3)) & mask) as usize + 1;
+    *r = r.wrapping_add(1);
+    x.min(left)
+}
+
+/// 26.07's random-bulk pass: get `n_keep` objects in bulks of pseudorandom sizes in
+/// `1..=max_bulk`, then put them back the same way (DPDK's sequence, one counter across both
+/// phases). Not inlined (see `worker_dyn`).
+#[inline(never)]
+fn worker_random<const TOUCH: bool, B: Brand, R: Repr>(
+    c: &mut LocalCache<'_, Obj, B, R>,
+    cell: &Cell,
+    dur: Duration,
+    clock: Clock,
+) -> Result<(u64, Duration), PoolError> {
+    let keep = cell.keep;
+    assert!(cell.max_bulk.is_power_of_two(), "max_bulk is a power of 2");
+    let mask = (cell.max_bulk - 1) as u32;
+    let objs = c.pool().resolver();
+    let mut kept: Vec<H<B, R>> = Vec::with_capacity(keep);
+    let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
+    let mut count = 0u64;
+    let mut r = 0u32;
+    let start = Stopwatch::start(clock);
+    loop {
+        for _ in 0..cycles {
+            while kept.len() < keep {
+                let at = kept.len();
+                let n = random_bulk(&mut r, mask, keep - at);
+                if let Err(e) = c.get_bulk(&mut kept, n) {
+                    c.put_bulk(&mut kept);
+                    return Err(e);
+                }
+                if TOUCH {
+                    for h in &mut kept[at..] {
+                        objs.get_mut(h).head = count;
+                    }
+                }
+            }
+            while !kept.is_empty() {
+                let n = random_bulk(&mut r, mask, kept.len());
+                c.put_bulk_tail(&mut kept, n);
+            }
+            count += keep as u64;
+        }
+        if start.wall_elapsed() >= dur {
+            return Ok((count, start.measured()));
+        }
+    }
+}
+
+/// The floor: a bare thread-local LIFO array of entries (`u32` as the index pool's, `u64` as
+/// the pointer twin's), no pool, no cache bookkeeping, no shared state. Getting `n` copies the
+/// top `n` entries out, putting copies them back: what the cells' copies alone cost.
+pub struct Lifo<E> {
+    buf: Box<[E]>,
+    len: usize,
+}
+
+impl<E: Copy> Lifo<E> {
+    /// A full array of `n` entries, `f(i)` for `i` in `0..n`.
+    pub fn full(n: usize, f: impl Fn(usize) -> E) -> Self {
+        Lifo {
+            buf: (0..n).map(f).collect(),
+            len: n,
+        }
+    }
+
+    /// Appends the top `n` entries to `out`; false (nothing moved) when fewer are held.
+    #[inline(always)]
+    pub fn get_bulk(&mut self, out: &mut Vec<E>, n: usize) -> bool {
+        let Some(from) = self.len.checked_sub(n) else {
+            return false;
+        };
+        // An element loop, not extend_from_slice's memcpy call: the cheapest copy for the
+        // small bulks (LLVM vectorises it for the large ones).
+        out.extend(self.buf[from..self.len].iter().copied());
+        self.len = from;
+        true
+    }
+
+    /// Moves the last `n` entries of `v` (all if it holds fewer) back on top.
+    #[inline(always)]
+    pub fn put_bulk_tail(&mut self, v: &mut Vec<E>, n: usize) {
+        let start = v.len() - n.min(v.len());
+        let end = self.len + (v.len() - start);
+        for (d, s) in self.buf[self.len..end].iter_mut().zip(&v[start..]) {
+            *d = *s;
+        }
+        self.len = end;
+        v.truncate(start);
+    }
+
+    /// The top `N` entries as an array.
+    #[inline(always)]
+    pub fn get_array<const N: usize>(&mut self) -> Option<[E; N]> {
+        let from = self.len.checked_sub(N)?;
+        let a: [E; N] = self.buf[from..self.len].try_into().ok()?;
+        self.len = from;
+        Some(a)
+    }
+
+    /// Puts `N` entries back on top.
+    #[inline(always)]
+    pub fn put_array<const N: usize>(&mut self, a: [E; N]) {
+        self.buf[self.len..self.len + N].copy_from_slice(&a);
+        self.len += N;
+    }
+
+    /// Entries held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// The floor's `worker_dyn`: the same loop on a [`Lifo`] (no touch).
+#[inline(never)]
+fn floor_dyn<E: Copy>(
+    l: &mut Lifo<E>,
+    cell: &Cell,
+    dur: Duration,
+    clock: Clock,
+) -> (u64, Duration) {
+    let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
+    let mut kept: Vec<E> = Vec::with_capacity(keep);
+    let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
+    let mut count = 0u64;
+    let start = Stopwatch::start(clock);
+    loop {
+        for _ in 0..cycles {
+            while kept.len() < keep {
+                assert!(l.get_bulk(&mut kept, n_get), "the floor holds n_keep");
+            }
+            while !kept.is_empty() {
+                l.put_bulk_tail(&mut kept, n_put);
+            }
+            count += keep as u64;
+            std::hint::black_box(&mut kept);
+        }
+        if start.wall_elapsed() >= dur {
+            return (count, start.measured());
+        }
+    }
+}
+
+/// The floor's `worker_const`.
+#[inline(never)]
+fn floor_const<const N: usize, E: Copy>(
+    l: &mut Lifo<E>,
+    keep: usize,
+    dur: Duration,
+    clock: Clock,
+) -> (u64, Duration) {
+    let chunks = keep / N;
+    let mut kept: Vec<[E; N]> = Vec::with_capacity(chunks);
+    let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
+    let mut count = 0u64;
+    let start = Stopwatch::start(clock);
+    loop {
+        for _ in 0..cycles {
+            for _ in 0..chunks {
+                kept.push(l.get_array::<N>().expect("the floor holds n_keep"));
+            }
+            while let Some(a) = kept.pop() {
+                l.put_array(a);
+            }
+            count += (chunks * N) as u64;
+            std::hint::black_box(&mut kept);
+        }
+        if start.wall_elapsed() >= dur {
+            return (count, start.measured());
+        }
+    }
+}
+
+/// The floor's `worker_random`.
+#[inline(never)]
+fn floor_random<E: Copy>(
+    l: &mut Lifo<E>,
+    cell: &Cell,
+    dur: Duration,
+    clock: Clock,
+) -> (u64, Duration) {
+    let keep = cell.keep;
+    let mask = (cell.max_bulk - 1) as u32;
+    let mut kept: Vec<E> = Vec::with_capacity(keep);
+    let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
+    let mut count = 0u64;
+    let mut r = 0u32;
+    let start = Stopwatch::start(clock);
+    loop {
+        for _ in 0..cycles {
+            while kept.len() < keep {
+                let n = random_bulk(&mut r, mask, keep - kept.len());
+                assert!(l.get_bulk(&mut kept, n), "the floor holds n_keep");
+            }
+            while !kept.is_empty() {
+                let n = random_bulk(&mut r, mask, kept.len());
+                l.put_bulk_tail(&mut kept, n);
+            }
+            count += keep as u64;
+            std::hint::black_box(&mut kept);
+        }
+        if start.wall_elapsed() >= dur {
+            return (count, start.measured());
+        }
+    }
+}
+
+/// One floor run of one cell on one thread.
+fn floor_worker<E: Copy>(
+    l: &mut Lifo<E>,
+    cell: &Cell,
+    dur: Duration,
+    clock: Clock,
+) -> (u64, Duration) {
+    if cell.max_bulk != 0 {
+        return floor_random(l, cell, dur, clock);
+    }
+    if !cell.constant {
+        return floor_dyn(l, cell, dur, clock);
+    }
+    let k = cell.keep;
+    match cell.get {
+        1 => floor_const::<1, E>(l, k, dur, clock),
+        4 => floor_const::<4, E>(l, k, dur, clock),
+        8 => floor_const::<8, E>(l, k, dur, clock),
+        32 => floor_const::<32, E>(l, k, dur, clock),
+        64 => floor_const::<64, E>(l, k, dur, clock),
+        128 => floor_const::<128, E>(l, k, dur, clock),
+        256 => floor_const::<256, E>(l, k, dur, clock),
+        512 => floor_const::<512, E>(l, k, dur, clock),
+        n => panic!("no constant_n instance for bulk size {n}"),
+    }
+}
+
+/// One timed floor run of one cell: one thread per core, each with its own full [`Lifo`] of
+/// `pool_size / cores` entries made by `entry` (created on the thread, before the barrier).
+/// Returns the summed rate, as [`run_cell`].
+pub fn run_floor<E: Copy + Send>(
+    cell: &Cell,
+    dur: Duration,
+    clock: Clock,
+    pinning: &Pinning,
+    entry: fn(usize) -> E,
+) -> f64 {
+    let threads = cell.cores.max(1);
+    let per_thread = (cell.pool_size() as usize / threads).max(cell.keep);
+    let barrier = Barrier::new(threads);
+    let results: Vec<(u64, Duration)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    pinning.apply(i);
+                    let mut l = Lifo::full(per_thread, entry);
+                    barrier.wait();
+                    floor_worker(&mut l, cell, dur, clock)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("floor thread panicked"))
+            .collect()
+    });
+    results
+        .iter()
+        .map(|&(count, elapsed)| count as f64 / elapsed.as_secs_f64())
+        .sum()
+}
+
 /// One timed run of one cell: one thread per cache, started together behind a barrier.
 /// Thread `i` is pinned as `pinning` says. Returns the summed rate (objects got-and-put per
 /// second).
@@ -181,7 +472,95 @@ pub fn run_cell<B: Brand, R: Repr>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix::Dpdk;
     use idxpool::PoolBuilder;
+
+    #[test]
+    fn random_bulks_follow_dpdks_sequence() {
+        // DPDK 26.07: x = ((r ^ (r >> 2) ^ (r << 3)) & (max - 1)) + 1, r = 0, 1, 2, ...
+        let mut r = 0u32;
+        let got: Vec<usize> = (0..6).map(|_| random_bulk(&mut r, 7, 100)).collect();
+        // r=0: 0+1; r=1: (1^0^8)&7=1 -> 2; r=2: (2^0^16)&7=2 -> 3; r=3: (3^0^24)&7=3 -> 4;
+        // r=4: (4^1^32)&7=5 -> 6; r=5: (5^1^40)&7=4 -> 5.
+        assert_eq!(got, vec![1, 2, 3, 4, 6, 5]);
+        assert_eq!(random_bulk(&mut r, 511, 3), 3, "cut to what is left");
+        let mut r = u32::MAX;
+        assert!(random_bulk(&mut r, 511, 1000) <= 512);
+        assert_eq!(r, 0, "the counter wraps as DPDK's unsigned int");
+    }
+
+    #[test]
+    fn lifo_moves_entries_and_refuses_underflow() {
+        let mut l = Lifo::full(8, |i| i as u32);
+        let mut v = Vec::new();
+        assert!(l.get_bulk(&mut v, 3));
+        assert_eq!(v, vec![5, 6, 7]);
+        assert!(!l.get_bulk(&mut v, 6), "only 5 left");
+        assert_eq!((l.len(), v.len()), (5, 3));
+        l.put_bulk_tail(&mut v, 2);
+        assert_eq!((l.len(), v.clone()), (7, vec![5]));
+        l.put_bulk_tail(&mut v, 10);
+        assert_eq!((l.len(), v.len()), (8, 0));
+        let a = l.get_array::<4>().unwrap();
+        assert_eq!(a, [4, 6, 7, 5], "last put, first got");
+        assert!(l.get_array::<5>().is_none());
+        l.put_array(a);
+        assert_eq!(l.len(), 8);
+    }
+
+    #[test]
+    fn floor_and_random_cells_run() {
+        let off = Pinning::off("test");
+        let d = Duration::from_millis(1);
+        let base = Cell {
+            cache: 512,
+            cores: 1,
+            get: 0,
+            put: 0,
+            keep: 128,
+            constant: false,
+            touch: false,
+            max_bulk: 64,
+            dpdk: Dpdk::V2607,
+        };
+        for cell in [
+            base,
+            Cell {
+                max_bulk: 0,
+                get: 128,
+                put: 128,
+                constant: true,
+                ..base
+            },
+            Cell {
+                max_bulk: 0,
+                get: 4,
+                put: 32,
+                cores: 2,
+                ..base
+            },
+        ] {
+            assert!(run_floor(&cell, d, Clock::Cpu, &off, |i| i as u32) > 0.0);
+            assert!(run_floor(&cell, d, Clock::Wall, &off, |i| i as u64) > 0.0);
+        }
+        // The random pass on a pool: every object comes back.
+        for touch in [false, true] {
+            let cell = Cell {
+                touch,
+                dpdk: Dpdk::V2211,
+                ..base
+            };
+            PoolBuilder::<Obj>::zeroed(1000)
+                .cache_size(64)
+                .scoped(|pool| {
+                    let mut caches = vec![pool.local_cache()];
+                    assert!(run_cell(&mut caches, &cell, d, Clock::Cpu, &off).unwrap() > 0.0);
+                    drop(caches);
+                    assert_eq!(pool.in_use(), 0);
+                })
+                .unwrap();
+        }
+    }
 
     #[test]
     fn workload_runs_on_both_pools_and_returns_every_object() {
@@ -202,6 +581,8 @@ mod tests {
                 keep: 32,
                 constant,
                 touch,
+                max_bulk: 0,
+                dpdk: Default::default(),
             };
             let d = Duration::from_millis(1);
             PoolBuilder::<Obj>::zeroed(200)

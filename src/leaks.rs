@@ -1,0 +1,79 @@
+//! Reports of objects still out when a pool is dropped.
+//!
+//! Dropping a pool while handles of it are still held (or after handles were dropped without
+//! `put`) is not unsafe: the objects are dropped with the pool and the handles can never reach
+//! them again (a named brand is retired, a [`DynPool`](crate::DynPool) id is never reused). It
+//! is almost always a bug, though: a forgotten `put`, a `let _ = pool.get()`, a handle kept in
+//! a structure that outlives the pool. So the pool's drop reports it:
+//!
+//! * with a hook installed by [`set_leak_hook`], the hook is called (every build);
+//! * otherwise, in debug builds and with the `debug-checks` feature, one line goes to stderr:
+//!   `idxpool: pool bufs dropped with 3 of 1024 objects still out (...)`;
+//! * otherwise (release builds without a hook) nothing is printed.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! let seen = Arc::new(Mutex::new(Vec::new()));
+//! let s = seen.clone();
+//! idxpool::leaks::set_leak_hook(move |r| {
+//!     if r.pool == "doc-leaky" {
+//!         s.lock().unwrap().push(r.outstanding);
+//!     }
+//! });
+//! let pool = idxpool::DynPool::new(idxpool::PoolBuilder::<u64>::with_default(8).name("doc-leaky"))?;
+//! let h = pool.get()?;
+//! drop(h); // leaked: never put back
+//! drop(pool);
+//! assert_eq!(*seen.lock().unwrap(), vec![1]);
+//! idxpool::leaks::clear_leak_hook();
+//! # Ok::<(), idxpool::PoolError>(())
+//! ```
+
+use std::sync::RwLock;
+
+/// What a pool dropped with objects still out reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeakReport<'a> {
+    /// The pool's name ([`PoolBuilder::name`](crate::PoolBuilder::name)).
+    pub pool: &'a str,
+    /// Objects not back in the pool (held by handles, or leaked by dropped handles).
+    pub outstanding: usize,
+    /// The pool's capacity.
+    pub capacity: u32,
+}
+
+type Hook = Box<dyn Fn(&LeakReport<'_>) + Send + Sync>;
+
+static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
+
+/// Installs the process-wide leak hook, called (on the dropping thread) for every pool dropped
+/// with objects still out, in every build; replaces any previous hook. Without a hook, debug
+/// builds print a line to stderr. The hook must not create or drop pools.
+pub fn set_leak_hook(hook: impl Fn(&LeakReport<'_>) + Send + Sync + 'static) {
+    *HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
+}
+
+/// Removes the leak hook (back to the default: stderr in debug builds).
+pub fn clear_leak_hook() {
+    *HOOK.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// Called by a pool's drop when `outstanding > 0`.
+pub(crate) fn report(pool: &str, outstanding: usize, capacity: u32) {
+    let r = LeakReport {
+        pool,
+        outstanding,
+        capacity,
+    };
+    let hook = HOOK.read().unwrap_or_else(|e| e.into_inner());
+    if let Some(h) = hook.as_ref() {
+        h(&r);
+    } else if cfg!(any(debug_assertions, feature = "debug-checks")) {
+        eprintln!(
+            "idxpool: pool {pool} dropped with {outstanding} of {capacity} objects still out \
+             (handles dropped without put, or held past the pool); their objects are dropped \
+             with the pool and those handles can no longer reach them"
+        );
+    }
+}
