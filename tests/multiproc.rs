@@ -154,6 +154,19 @@ fn child_entry() {
         "churn" => child_churn(&name),
         "victim" => child_victim(&name),
         "truncate" => child_truncate(&name),
+        "holdexit" => {
+            let pool = SharedPool::<Obj>::attach(&name, fp()).unwrap();
+            let mut v = Vec::new();
+            pool.get_bulk(&mut v, 6).unwrap();
+            let mut back: Vec<_> = v.drain(..3).collect();
+            pool.put_bulk(&mut back);
+            println!("MP:READY pid {} slot {}", std::process::id(), pool.slot());
+            std::mem::forget(v);
+            // Dies without detaching (no destructor runs). Not SIGKILL: as pid 1 of its own
+            // namespace it would ignore a signal it sends itself.
+            // SAFETY: _exit ends the process at once; nothing runs after it.
+            unsafe { libc::_exit(9) };
+        }
         "attach" => match SharedPool::<Obj>::attach(&name, fp()) {
             Ok(p) => println!("MP:OK slot {}", p.slot()),
             Err(PoolError::SharedFile { op, source, .. }) => {
@@ -1166,4 +1179,60 @@ fn truncation_by_a_peer_cannot_crash_the_others() {
     assert!(pool.audit().is_consistent());
     // The name now belongs to the peer's file: new attaches get a typed error, not a crash.
     assert!(SharedPool::<Obj>::attach(&g.name, fp()).is_err());
+}
+
+/// Issue 15 item 2: liveness across pid namespaces. A secondary in its own pid namespace (pid 1
+/// there, and `/proc` still the host's, so its recorded pid + start time name the *host's*
+/// init, which never dies) is killed; the survivor must still see it dead (its slot's
+/// `F_OFD_SETLK` lock is gone) and reclaim its slot, cache and held objects.
+#[test]
+fn death_in_another_pid_namespace_is_seen() {
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: unshare --pid needs root");
+        return;
+    }
+    let g = Names::new("pidns");
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), opts()).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "holdexit")
+        .env(NAME, &g.name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let Ok(mut child) = cmd.spawn() else {
+        println!("skipped: no unshare(1)");
+        return;
+    };
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("MP:") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let st = child.wait().unwrap();
+            println!("skipped: unshare --pid failed here ({st})");
+            return;
+        }
+    }
+    assert!(line.contains("MP:READY pid 1 "), "{line}");
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(9), "{st}");
+    let victim = pool
+        .processes()
+        .into_iter()
+        .find(|p| !p.is_self)
+        .expect("the victim's slot");
+    assert_eq!(victim.process.pid, 1, "its pid as seen in its namespace");
+    assert!(
+        !victim.alive,
+        "the victim is dead, whatever its pid names here"
+    );
+    let rep = pool.reclaim_dead();
+    assert_eq!(rep.slots_freed, 1, "{rep}");
+    assert_eq!(pool.reclaim_in_use_of_dead(), 3);
+    pool.flush();
+    assert!(pool.audit().is_consistent());
+    assert_eq!(pool.available(), 64);
 }

@@ -345,3 +345,49 @@ pub(crate) fn seals(file: &File) -> i32 {
     let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
     r.max(0)
 }
+
+/// Byte range of the per-slot liveness lock of process slot `s` in the region file: one byte
+/// at offset `s` (locks may lie beyond the end of a file; they do not touch its data).
+fn slot_flock(s: u32, ty: libc::c_short) -> libc::flock {
+    // SAFETY: flock is plain integers; all-zero is a valid value, every used field is set.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = ty;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = s as libc::off_t;
+    fl.l_len = 1;
+    fl
+}
+
+/// Takes the open-file-description lock of slot `s` on `file` (`F_OFD_SETLK`, write,
+/// non-blocking). `Ok(false)` when another open file description holds it (a live process).
+/// The kernel releases it when the description's last fd closes, e.g. when its process dies,
+/// in any pid namespace.
+pub(crate) fn lock_slot(file: &File, s: u32) -> io::Result<bool> {
+    let fl = slot_flock(s, libc::F_WRLCK as libc::c_short);
+    // SAFETY: fcntl with a valid flock on an open fd.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// Releases the lock of slot `s` taken with [`lock_slot`].
+pub(crate) fn unlock_slot(file: &File, s: u32) {
+    let fl = slot_flock(s, libc::F_UNLCK as libc::c_short);
+    // SAFETY: fcntl with a valid flock on an open fd.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+}
+
+/// Whether another open file description holds the lock of slot `s` (`F_OFD_GETLK`); `None`
+/// when the filesystem does not support it.
+pub(crate) fn slot_locked_by_other(file: &File, s: u32) -> Option<bool> {
+    let mut fl = slot_flock(s, libc::F_WRLCK as libc::c_short);
+    // SAFETY: fcntl with a valid flock on an open fd; the kernel writes the result into fl.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+    (r == 0).then_some(fl.l_type != libc::F_UNLCK as libc::c_short)
+}

@@ -78,8 +78,9 @@
 //!   process's inbox). [`SharedPool::audit`] checks that every object is in exactly one place;
 //!   the `unsafe` [`SharedPool::repair_lost`] is left for damage done by corruption.
 //!
-//! The module is Linux-only: liveness is read from `/proc/<pid>/stat`, and all processes must
-//! share one pid namespace.
+//! The module is Linux-only. Liveness is a per-slot open-file-description lock
+//! (`F_OFD_SETLK`) on the region file, released by the kernel when its holder dies, so
+//! processes may live in different pid namespaces; pid + start time is the fallback.
 
 mod file;
 mod handle_ring;

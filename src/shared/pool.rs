@@ -48,8 +48,10 @@ pub struct SharedPool<T> {
     /// Process-local serial of this attachment, stamped into every handle it mints (never 0,
     /// never reused in this process): see [`SharedPool::check_held`].
     pub(crate) serial: u32,
+    /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
+    ofd_locked: bool,
     path: PathBuf,
-    file: File,
+    pub(crate) file: File,
     backing: SharedBacking,
     page_size: u64,
     primary: bool,
@@ -367,6 +369,7 @@ impl<T: Pod> SharedPool<T> {
             me: 0,
             ident,
             serial: next_serial()?,
+            ofd_locked: false,
             path,
             file,
             backing,
@@ -378,12 +381,24 @@ impl<T: Pod> SharedPool<T> {
         })
     }
 
-    /// Takes a free process slot (CAS on its owner word), reclaiming dead processes' slots
-    /// once if none is free.
+    /// Takes a free process slot, reclaiming dead processes' slots once if none is free.
+    ///
+    /// Liveness lock first, owner word second (issue 15): the slot's `F_OFD_SETLK` byte lock
+    /// on this attachment's own open file description is held for the attachment's life, so
+    /// "owner word set and nobody holds the lock" proves the holder dead, in any pid namespace
+    /// and whatever became of its pid.
     fn claim_slot(&mut self) -> Result<(), PoolError> {
         let packed = self.ident.pack();
         for attempt in 0..2 {
             for (s, ps) in self.procs().iter().enumerate() {
+                if ps.owner.load(Ordering::Relaxed) != 0 {
+                    continue;
+                }
+                let locked = match file::lock_slot(&self.file, s as u32) {
+                    Ok(true) => true,
+                    Ok(false) => continue, // a live process holds it
+                    Err(_) => false,       // no OFD locks here: pid liveness only
+                };
                 if ps
                     .owner
                     .compare_exchange(0, packed, Ordering::SeqCst, Ordering::Relaxed)
@@ -392,10 +407,14 @@ impl<T: Pod> SharedPool<T> {
                     let gen = ps.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
                     ps.len.store(0, Ordering::Release);
                     ps.rec_state.store(REC_IDLE, Ordering::Release);
+                    self.ofd_locked = locked;
                     self.slot = s as u32;
                     self.me = holder_id(s as u32, gen);
                     self.stats().attaches.fetch_add(1, Ordering::Relaxed);
                     return Ok(());
+                }
+                if locked {
+                    file::unlock_slot(&self.file, s as u32);
                 }
             }
             if attempt == 0 {
@@ -487,6 +506,16 @@ impl<T> SharedPool<T> {
 
     fn my_slot(&self) -> &ProcSlot {
         &self.procs()[self.slot as usize]
+    }
+
+    /// Whether the operator of slot `s`, whose owner word is `w`, lives: another open file
+    /// description holds the slot's liveness lock (any pid namespace); where the filesystem
+    /// has no OFD locks, the recorded pid and start time decide.
+    pub(crate) fn slot_alive(&self, s: u32, w: u64) -> bool {
+        match file::slot_locked_by_other(&self.file, s) {
+            Some(held) => held,
+            None => ProcessId::unpack(w).is_alive(),
+        }
     }
 
     /// Claims object `e` for this attachment if its owner word is `from`; counts and rejects an
@@ -1030,6 +1059,9 @@ impl<T> Drop for SharedPool<T> {
             self.flush();
             // Objects still held by this attachment become orphans (reclaim_in_use_of_dead).
             self.my_slot().owner.store(0, Ordering::Release);
+            if self.ofd_locked {
+                file::unlock_slot(&self.file, self.slot);
+            }
         }
         if self.primary && self.unlink_on_drop && file::same_inode(&self.path, &self.file) {
             let _ = std::fs::remove_file(&self.path);

@@ -8,7 +8,7 @@ use super::xring::{
     kill_hook, kill_point, lock_slot, reclaim_lock_id, XRing, K_ENQ_HELD, REC_BATCH, REC_IDLE,
     REC_PREPARED,
 };
-use super::SharedPool;
+use super::{file, SharedPool};
 
 /// One claimed process slot, as [`SharedPool::processes`] reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,7 +17,8 @@ pub struct ProcessSlotInfo {
     pub slot: u32,
     /// The holder (or, while `reclaiming`, the reclaimer).
     pub process: ProcessId,
-    /// Whether that process runs (`/proc/<pid>/stat` with the same start time, not a zombie).
+    /// Whether the slot's holder lives: another open file description holds the slot's
+    /// `F_OFD_SETLK` liveness lock (else, without OFD locks: pid + start time, not a zombie).
     pub alive: bool,
     /// A reclaimer owns the slot of a dead holder.
     pub reclaiming: bool,
@@ -165,7 +166,7 @@ impl<T> SharedPool<T> {
                 Some(ProcessSlotInfo {
                     slot: s as u32,
                     process,
-                    alive: process.is_alive(),
+                    alive: self.slot_alive(s as u32, w),
                     reclaiming: w & RECLAIM_BIT != 0,
                     cached: ps.len.load(Ordering::Relaxed).min(self.params.cache_size),
                     held: held[s],
@@ -206,14 +207,29 @@ impl<T> SharedPool<T> {
                 continue;
             }
             let w = ps.owner.load(Ordering::Acquire);
-            if w == 0 || ProcessId::unpack(w).is_alive() {
+            if w == 0 {
                 continue;
             }
+            // The slot's liveness lock: held by a live holder (or a live reclaimer), free when
+            // it died. Taking it makes us the slot's only reclaimer until we free the slot.
+            let locked = match file::lock_slot(&self.file, s) {
+                Ok(true) => true,
+                Ok(false) => continue,
+                Err(_) => {
+                    if ProcessId::unpack(w).is_alive() {
+                        continue;
+                    }
+                    false
+                }
+            };
             if ps
                 .owner
                 .compare_exchange(w, mine, Ordering::SeqCst, Ordering::Relaxed)
                 .is_err()
             {
+                if locked {
+                    file::unlock_slot(&self.file, s);
+                }
                 continue;
             }
             let seq = ps
@@ -291,6 +307,9 @@ impl<T> SharedPool<T> {
             //    a reclaimer killed here is completed by the next user of the ring).
             self.flush_cache(s, back.len() as u32, party);
             ps.owner.store(0, Ordering::SeqCst);
+            if locked {
+                file::unlock_slot(&self.file, s);
+            }
             self.stats().reclaimed_slots.fetch_add(1, Ordering::Relaxed);
             self.stats()
                 .reclaimed_cached

@@ -29,7 +29,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::header::ProcSlot;
-use super::owner::{split_holder, ProcessId, GEN_MASK, RECLAIM_BIT};
+use super::owner::{split_holder, GEN_MASK, RECLAIM_BIT};
 use super::SharedPool;
 
 /// The state of one ring in the region: lock, consumer index, producer index. 128-byte
@@ -226,10 +226,10 @@ impl<T> SharedPool<T> {
             let seq = ((id >> 32) & 0x7FFF_FFFF) as u32;
             owner & RECLAIM_BIT == 0
                 || ps.reclaim_seq.load(Ordering::SeqCst) & 0x7FFF_FFFF != seq
-                || !ProcessId::unpack(owner).is_alive()
+                || !self.slot_alive(s, owner)
         } else {
             // The attachment's own lock: gone once a reclaimer took its slot over.
-            owner & RECLAIM_BIT != 0 || !ProcessId::unpack(owner).is_alive()
+            owner & RECLAIM_BIT != 0 || !self.slot_alive(s, owner)
         }
     }
 
