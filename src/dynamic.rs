@@ -144,7 +144,7 @@ impl<T> Drop for Shared<T> {
 }
 
 /// Ownership of one object of a [`DynPool`]: the object's 4-byte entry and the pool's 4-byte
-/// id (8 bytes; `Option<DynHandle<T>>` too). Like [`Handle`], it is neither `Clone` nor
+/// id (8 bytes; `Option<DynHandle<T>>` too). Like [`crate::Handle`], it is neither `Clone` nor
 /// `Copy`, and dropping it instead of putting it back leaks its object (reported when the pool
 /// is dropped, see [`crate::leaks`]). Every pool operation checks the id first.
 #[must_use = "a DynHandle owns a pool object: give it back with pool.put(h) (or cache.put(h)), \
@@ -522,12 +522,12 @@ impl<T: 'static> DynPool<T> {
     }
 
     /// A ring of `size` slots moving this pool's handles from one thread to another
-    /// ([`HandleRing`]: 4-byte slots, ptr_ring batching). Both halves hold a clone of the
+    /// ([`crate::HandleRing`]: 4-byte slots, ptr_ring batching). Both halves hold a clone of the
     /// pool, so they are `'static` and move into `std::thread::spawn`; handles left in the
     /// ring return to the pool when both halves are dropped.
     ///
     /// # Errors
-    /// As [`HandleRing::new`] (`size` 0, `BatchOf(0)`, allocation).
+    /// As [`crate::handle_ring::GenericHandleRing::new`] (`size` 0, `BatchOf(0)`, allocation).
     pub fn handle_ring(
         &self,
         size: usize,
