@@ -116,10 +116,10 @@ back). Prints messages per second and the audit. With --kill, secondary 0 is SIG
 halfway and the primary recovers its slot, its cached objects and the objects it held.
 
 usage: multiproc [--quick] [--kill] [--procs N] [--items M]
-  --quick     100 000 items, 3 secondaries: a few seconds (release build)
+  --quick     100 000 items, 3 secondaries: about 3 s (release build)
   --kill      kill secondary 0 halfway and recover
   --procs N   secondaries (default 4)
-  --items M   work items (default 400 000: about 10 s in a release build)
+  --items M   work items (default 400 000: about 15 s in a release build)
 ";
 
 fn parse_args() -> Args {

@@ -1,6 +1,14 @@
-//! What `audit()` reports.
+//! The pool's self-checks for people and tests: [`GenericPool::audit`] (where every object
+//! is, and whether the invariants hold) with its [`AuditReport`], and [`GenericPool::dump`]
+//! (rte_mempool_dump).
 
 use std::fmt;
+
+use crate::brand::Brand;
+use crate::error::PoolError;
+use crate::pool::GenericPool;
+use crate::repr::Repr;
+use crate::ring::Behavior;
 
 /// Where every object of a quiescent pool is, as found by
 /// [`GenericPool::audit`](crate::GenericPool::audit).
@@ -29,5 +37,149 @@ impl fmt::Display for AuditReport {
             self.in_use,
             self.caches.len()
         )
+    }
+}
+
+impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
+    /// Checks the invariants: every free object is named exactly once across the ring and the
+    /// caches, every entry is in range, every cache is within its flush threshold, and (with
+    /// debug checks) every free object is marked free and every other one allocated.
+    /// `&mut self`: the pool must be quiescent.
+    ///
+    /// # Errors
+    /// [`PoolError::AuditFailed`] describing the first broken invariant.
+    pub fn audit(&mut self) -> Result<crate::AuditReport, PoolError> {
+        let cap = self.capacity() as usize;
+        let mut seen = vec![false; cap];
+        let mut in_caches = 0usize;
+        let mut cache_lens = Vec::new();
+        let mut problem: Option<String> = None;
+        let geometry = self.geometry;
+        let mark = |e: R::Entry, seen: &mut Vec<bool>, where_: &str| -> Option<String> {
+            let i = R::index(&geometry, e) as usize;
+            if i >= cap {
+                Some(format!("{where_}: entry {e:?} out of range"))
+            } else if std::mem::replace(&mut seen[i], true) {
+                Some(format!("{where_}: object {i} named twice"))
+            } else {
+                None
+            }
+        };
+        // One consistent snapshot: every slot lock and the registry lock stay held while the
+        // caches are read and the ring is drained and refilled. Thread-exit flushes run in TLS
+        // destructors (possibly after a `thread::scope` ended, so concurrently with this
+        // `&mut self`); one of them moving a cache already read into the ring not yet read
+        // made the audit report "object named twice" that was not (tests/soundness.rs).
+        let ring = &self.core.ring;
+        let buf = self.core.registry.with_all_locked(|visit| {
+            visit(&mut |label, c| {
+                if c.len() > c.fill_limit() as usize {
+                    problem.get_or_insert(format!(
+                        "{label}: holds {} above its threshold {}",
+                        c.len(),
+                        c.fill_limit()
+                    ));
+                }
+                for &e in c.entries() {
+                    if let Some(p) = mark(e, &mut seen, &label) {
+                        problem.get_or_insert(p);
+                    }
+                }
+                in_caches += c.len();
+                cache_lens.push((label, c.len()));
+            });
+            // Drain the ring and put everything back in order (nobody else can reach it now).
+            let n = ring.count();
+            let mut buf: Vec<R::Entry> = Vec::with_capacity(n);
+            // SAFETY: buf has capacity n.
+            let got = unsafe { ring.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
+            // SAFETY: `got` entries were written.
+            unsafe { buf.set_len(got) };
+            let back = ring.enqueue(&buf, Behavior::Bulk).n;
+            if back != got {
+                problem.get_or_insert(format!("ring: could not restore {got} entries"));
+            }
+            buf
+        });
+        for &e in &buf {
+            if let Some(p) = mark(e, &mut seen, "ring") {
+                problem.get_or_insert(p);
+            }
+        }
+        let in_ring = buf.len();
+        let free = in_ring + in_caches;
+        for (i, &found_free) in seen.iter().enumerate() {
+            if let Some(marked_free) = self.states.is_free(i) {
+                if marked_free != found_free {
+                    problem.get_or_insert(format!(
+                        "object {i}: marked {} but {}",
+                        if marked_free { "free" } else { "allocated" },
+                        if found_free {
+                            "found free"
+                        } else {
+                            "not found free"
+                        }
+                    ));
+                }
+            }
+        }
+        if let Some(p) = problem {
+            return Err(PoolError::AuditFailed(format!("pool {}: {p}", self.name())));
+        }
+        Ok(crate::AuditReport {
+            capacity: cap,
+            in_ring,
+            in_caches,
+            in_use: cap - free,
+            caches: cache_lens,
+        })
+    }
+
+    /// A multi-line description for a person (rte_mempool_dump): sizes, backing, counts.
+    pub fn dump(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "mempool <{}>@{:p}", self.name(), self.geometry.base);
+        let _ = writeln!(s, "  object type={}", std::any::type_name::<T>());
+        let _ = writeln!(
+            s,
+            "  repr={} entry_size={} object_size={} stride={} capacity={}",
+            R::NAME,
+            std::mem::size_of::<R::Entry>(),
+            std::mem::size_of::<T>(),
+            self.stride(),
+            self.capacity()
+        );
+        let _ = writeln!(s, "  backing: {}", self.backing());
+        let _ = writeln!(
+            s,
+            "  cache_size={} policy={} flush_threshold={}",
+            self.cache_size(),
+            self.policy(),
+            self.policy().fill_limit(self.cache_size())
+        );
+        let _ = writeln!(
+            s,
+            "  ring: count={} capacity={} size={}",
+            self.core.ring.count(),
+            self.core.ring.capacity(),
+            self.core.ring.size()
+        );
+        let counts = self.cache_counts();
+        let total: usize = counts.iter().map(|c| c.1).sum();
+        let _ = writeln!(s, "  caches: {} live, {} objects", counts.len(), total);
+        for (l, n) in &counts {
+            let _ = writeln!(s, "    {l}: {n}");
+        }
+        let _ = writeln!(
+            s,
+            "  available={} in_use={}",
+            self.available(),
+            self.in_use()
+        );
+        if cfg!(feature = "stats") {
+            let _ = writeln!(s, "  stats: {}", self.stats());
+        }
+        s
     }
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use crate::brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
+use crate::debug::ObjectStates;
 use crate::error::PoolError;
-use crate::pool::{GenericPool, Shared};
+use crate::pool::{GenericPool, PoolCore};
 use crate::region::{BackingPolicy, Region};
 use crate::repr::{DefaultRepr, Geometry, Pointer, Repr};
 use crate::ring::RingFlags;
@@ -486,8 +487,8 @@ impl<'a, T> PoolBuilder<'a, T> {
                 ..self.ring_flags
             },
         )?;
-        let shared = Shared::new(ring, self.max_threads, cache_size, self.policy)?;
-        let states = GenericPool::<T, B, R>::alloc_states(self.capacity)?;
+        let core = PoolCore::new(ring, self.max_threads, cache_size, self.policy)?;
+        let states = ObjectStates::alloc(self.capacity)?;
         let name = self.name.take().unwrap_or_else(|| {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             format!(
@@ -564,14 +565,14 @@ impl<'a, T> PoolBuilder<'a, T> {
             chunk.clear();
             let end = self.capacity.min(i.saturating_add(4096));
             chunk.extend((i..end).map(|j| R::encode(&geometry, j)));
-            let ok = shared.ring.enqueue_bulk(&chunk);
+            let ok = core.ring.enqueue_bulk(&chunk);
             debug_assert!(ok, "ring sized for every object");
             i = end;
         }
         Ok(GenericPool::from_parts(
             geometry,
             region,
-            Arc::new(shared),
+            Arc::new(core),
             name,
             brand.map(|b| b.0),
             states,

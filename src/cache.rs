@@ -8,12 +8,18 @@
 //! Invariants (checked by `audit`, relied on by the `unsafe` blocks below):
 //! * `len <= fill_limit <= objs.len() == 2 * size`;
 //! * `objs[..len]` are initialised entries of distinct free objects, coldest at the bottom;
-//! * only the owning thread mutates the cache; other threads read `len` (atomically) for
-//!   `available()`, and read `objs` only when the pool is quiescent (`&mut` access).
+//! * only the holder of its `CacheMut` (the owner token) mutates the cache; other threads
+//!   read `len` (atomically) for `available()`, and read `objs` only when the pool is
+//!   quiescent (`&mut` access).
+//!
+//! `CacheMut::get` and `CacheMut::put` are the pool's one get path and one put path: the
+//! fast path, refill, flush, bypass, and the uncached case (a zero-size cache).
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
 use crate::error::PoolError;
 use crate::repr::copy_entries;
@@ -114,7 +120,14 @@ impl fmt::Display for FlushPolicy {
     }
 }
 
-/// One LIFO cache of entries of type `E`.
+/// One LIFO cache of entries of type `E`. Mutated only through a [`CacheMut`], the proof of
+/// exclusive access; other threads read its atomic `len` and counters.
+///
+/// Aligned to two cache lines ([`crate::CACHE_LINE`] pairs, as DPDK's caches are
+/// `__rte_cache_aligned` and crossbeam's `CachePadded` on x86_64): its owner writes `len` and
+/// the counters on every operation, and two threads' caches allocated side by side must not
+/// share a line (the adjacent-line prefetcher pulls lines in pairs).
+#[repr(align(128))]
 pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
     len: AtomicU32,
@@ -130,14 +143,26 @@ pub(crate) struct Cache<E> {
     pub(crate) counters: Counters,
 }
 
-// SAFETY: the entries (UnsafeCell) are mutated only by the cache's owner, which every mutating
-// method requires of its caller (they are `unsafe fn`); other threads only read the atomic
-// `len` and counters, or the entries while the pool is quiescent.
+// SAFETY: the entries (UnsafeCell) are mutated only through a CacheMut, whose (unsafe)
+// constructor requires exclusive use; other threads only read the atomic `len` and counters,
+// or the entries while the pool is quiescent (`entries`).
 unsafe impl<E: Send> Sync for Cache<E> {}
 
 impl<E: Copy> Cache<E> {
-    /// A cache of `size` (1..=512) under `policy`.
+    /// A cache of `size` (0..=512) under `policy`.
     pub(crate) fn new(size: u32, policy: FlushPolicy) -> Self {
+        Self::with_counters(size, policy, Counters::default())
+    }
+
+    /// The zero-size cache of a pool's callers that have no cache (cache size 0, threads beyond
+    /// `max_threads`, code running during thread exit): every get and put goes straight to the
+    /// ring. It holds no entry, so several threads may use it at once (see [`CacheMut::new`]);
+    /// its counters are shared.
+    pub(crate) fn uncached(policy: FlushPolicy) -> Self {
+        Self::with_counters(0, policy, Counters::shared())
+    }
+
+    fn with_counters(size: u32, policy: FlushPolicy, counters: Counters) -> Self {
         debug_assert!(size <= CACHE_MAX_SIZE);
         let (max_put, max_get) = match policy {
             FlushPolicy::Classic => (policy.fill_limit(size), size.saturating_sub(1)),
@@ -154,7 +179,7 @@ impl<E: Copy> Cache<E> {
             objs: (0..2 * size as usize)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
-            counters: Counters::default(),
+            counters,
         }
     }
 
@@ -162,12 +187,6 @@ impl<E: Copy> Cache<E> {
     #[inline(always)]
     pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed) as usize
-    }
-
-    #[inline(always)]
-    fn set_len(&self, n: usize) {
-        debug_assert!(n <= self.fill_limit as usize);
-        self.len.store(n as u32, Ordering::Relaxed);
     }
 
     /// Flush threshold.
@@ -189,278 +208,270 @@ impl<E: Copy> Cache<E> {
         // is not running (see above).
         unsafe { std::slice::from_raw_parts(self.objs().cast_const(), len) }
     }
+}
 
-    /// The owner's fast-path view: entry array, length and flush threshold as plain values,
-    /// so that a caller that keeps the view (a `LocalCache`) keeps them in registers.
-    #[inline(always)]
-    pub(crate) fn fast(&self) -> Fast<E> {
-        Fast {
-            objs: self.objs(),
-            len: self.len(),
-            fill_limit: self.fill_limit as usize,
-        }
-    }
+/// Exclusive access to one cache and the common ring behind it: the owner token through which
+/// every get and put of the core pool runs (DPDK's `rte_mempool_do_generic_get` /
+/// `rte_mempool_do_generic_put`, with the cache argument). It is neither `Send`, `Sync` nor
+/// `Clone`, and only its `unsafe` constructor can make one, so holding one proves that nobody
+/// else mutates the cache.
+///
+/// It keeps the cache's fast-path state (entry array, length, flush threshold) by value, so
+/// that an owner that keeps the token (a [`crate::LocalCache`]) keeps that state in registers
+/// across a loop of gets and puts; each operation publishes the length to the cache with a
+/// relaxed store, for counts by other threads.
+pub(crate) struct CacheMut<'a, E> {
+    cache: NonNull<Cache<E>>,
+    ring: &'a Ring<E>,
+    objs: *mut E,
+    len: usize,
+    fill_limit: usize,
+    /// Borrows the cache for 'a; `*mut ()` makes the token neither Send nor Sync.
+    _owner: PhantomData<(&'a Cache<E>, *mut ())>,
+}
 
-    /// Publishes the length of a fast-path view after a successful get (`got`) or put of `n`
-    /// entries, and counts it.
-    #[inline(always)]
-    pub(crate) fn publish(&self, fast: &Fast<E>, got: bool, n: usize) {
-        self.set_len(fast.len);
-        if got {
-            self.counters.add(Counter::GetSuccessBulk, 1);
-            self.counters.add(Counter::GetSuccessObjs, n);
-        } else {
-            self.counters.add(Counter::PutBulk, 1);
-            self.counters.add(Counter::PutObjs, n);
-        }
-    }
-
-    /// Takes one entry: the hottest in the cache, else after a refill.
-    ///
-    /// # Safety (all mutating methods)
-    /// The caller must be the cache's only user for the call (its owner thread, or the holder
-    /// of exclusive access).
-    #[inline(always)]
-    pub(crate) unsafe fn get_one(&self, ring: &Ring<E>) -> Option<E> {
-        let mut out = MaybeUninit::<E>::uninit();
-        // SAFETY: out is valid for one write; the caller owns the cache. get_bulk writes the
-        // entry exactly when it returns Ok (fast path through `Fast::try_get`, else the slow
-        // path).
-        match unsafe { self.get_bulk(ring, out.as_mut_ptr(), 1) } {
-            // SAFETY: written on success.
-            Ok(()) => Some(unsafe { out.assume_init() }),
-            Err(_) => None,
-        }
-    }
-
-    /// Returns one entry to the cache (flushing first if it is full).
-    #[inline(always)]
-    pub(crate) unsafe fn put_one(&self, ring: &Ring<E>, e: E) {
-        // SAFETY: &e is valid for one read; the caller owns the cache.
-        unsafe { self.put_bulk(ring, &e, 1) }
-    }
-
-    /// Takes exactly `n` entries into `dst` or none.
-    ///
-    /// # Errors
-    /// `Err(available)`: the cache plus the ring held fewer than `n`; nothing was written to
-    /// `dst` (the cache may have refilled).
+impl<'a, E: Copy> CacheMut<'a, E> {
+    /// The owner token of `cache` in front of `ring`.
     ///
     /// # Safety
-    /// `dst` must be valid for `n` writes.
+    /// For `'a`, no other `CacheMut` of `cache` may be in use (the caller is its owner thread
+    /// or holds it exclusively) — unless `cache` has size 0: a zero-size cache holds no entry,
+    /// every operation on it goes to the ring, and what it writes of the cache (`len`, always
+    /// 0, and its shared counters) is atomic, so any number of tokens may use it at once.
+    /// `cache` must stay valid for `'a`.
     #[inline(always)]
-    pub(crate) unsafe fn get_bulk(
-        &self,
-        ring: &Ring<E>,
-        dst: *mut E,
-        n: usize,
-    ) -> Result<(), usize> {
-        let mut fast = self.fast();
-        // SAFETY: caller guarantees dst and ownership.
-        if unsafe { fast.try_get(dst, n) } {
-            self.publish(&fast, true, n);
-            return Ok(());
+    pub(crate) unsafe fn new(cache: NonNull<Cache<E>>, ring: &'a Ring<E>) -> Self {
+        // SAFETY: valid for 'a (the caller's contract).
+        let c = unsafe { cache.as_ref() };
+        CacheMut {
+            cache,
+            ring,
+            objs: c.objs(),
+            len: c.len(),
+            fill_limit: c.fill_limit as usize,
+            _owner: PhantomData,
         }
-        // SAFETY: forwarded.
-        unsafe { self.get_bulk_slow(ring, dst, n) }
+    }
+
+    /// The cache this token owns (for its owner's drop).
+    pub(crate) fn cache_ptr(&self) -> NonNull<Cache<E>> {
+        self.cache
+    }
+
+    #[inline(always)]
+    fn cache(&self) -> &'a Cache<E> {
+        // SAFETY: valid for 'a (constructor contract).
+        unsafe { self.cache.as_ref() }
+    }
+
+    /// Entries held now.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// What a get could reach now: this cache plus the ring (a snapshot).
+    pub(crate) fn reachable(&self) -> usize {
+        self.len + self.ring.count()
+    }
+
+    /// Publishes the length (a relaxed store: other threads only count it).
+    #[inline(always)]
+    fn publish(&self) {
+        debug_assert!(self.len <= self.fill_limit);
+        self.cache().len.store(self.len as u32, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn count(&self, which: Counter, n: usize) {
+        self.cache().counters.add(which, n);
+    }
+
+    /// The one get: fills `dst` with entries of free objects, the hottest first. `Bulk`: all of
+    /// `dst` or nothing, returning `Ok(dst.len())` or `Err(reachable)` (this cache plus the
+    /// ring held too few; every count is left where it was). `Burst`: as many as this cache
+    /// plus the ring hold, `Ok(k)` with `dst[..k]` written.
+    ///
+    /// Fast path: the cache holds `dst.len()`: copy from its top. Else (cold) refill from the
+    /// ring by the policy, or bypass the cache for large requests, or as a last resort take the
+    /// whole cache plus the rest from the ring.
+    #[inline(always)]
+    pub(crate) fn get(
+        &mut self,
+        dst: &mut [MaybeUninit<E>],
+        behavior: Behavior,
+    ) -> Result<usize, usize> {
+        let n = dst.len();
+        if n <= self.len {
+            // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has
+            // room for n and does not overlap the cache's array (it is a &mut).
+            unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
+            self.len -= n;
+            self.publish();
+            self.count(Counter::GetSuccessBulk, 1);
+            self.count(Counter::GetSuccessObjs, n);
+            return Ok(n);
+        }
+        self.get_slow(dst, behavior)
     }
 
     #[cold]
     #[inline(never)]
-    unsafe fn get_bulk_slow(&self, ring: &Ring<E>, dst: *mut E, n: usize) -> Result<(), usize> {
-        let mut len = self.len();
-        if n <= self.max_get as usize {
+    fn get_slow(&mut self, dst: &mut [MaybeUninit<E>], behavior: Behavior) -> Result<usize, usize> {
+        let n = dst.len();
+        let d = dst.as_mut_ptr().cast::<E>();
+        let c = self.cache();
+        let ring = self.ring;
+        let len_before = self.len;
+        let mut refilled = 0;
+        if n <= c.max_get as usize {
             // Refill, then serve from the top.
-            let (want, behavior) = match self.policy {
-                FlushPolicy::Classic => (self.size as usize + n - len, Behavior::Bulk),
-                FlushPolicy::Dpdk2607 => ((self.size / 2) as usize, Behavior::Burst),
-                FlushPolicy::SizeAligned => (self.size as usize, Behavior::Bulk),
+            let (want, how) = match c.policy {
+                FlushPolicy::Classic => (c.size as usize + n - self.len, Behavior::Bulk),
+                FlushPolicy::Dpdk2607 => ((c.size / 2) as usize, Behavior::Burst),
+                FlushPolicy::SizeAligned => (c.size as usize, Behavior::Bulk),
             };
-            debug_assert!(len + want <= self.objs.len());
+            debug_assert!(self.len + want <= c.objs.len());
             // SAFETY: objs[len .. len + want] is inside the array (policy arithmetic above).
-            let got = unsafe { ring.dequeue_raw(self.objs().add(len), want, behavior).n };
-            if got > 0 {
-                self.counters.add(Counter::GetCommonBulk, 1);
-                self.counters.add(Counter::GetCommonObjs, got);
-                len += got;
+            refilled = unsafe { ring.dequeue_raw(self.objs.add(self.len), want, how).n };
+            if refilled > 0 {
+                self.count(Counter::GetCommonBulk, 1);
+                self.count(Counter::GetCommonObjs, refilled);
                 // The refill may overshoot the fill limit only transiently: serving n below
                 // brings it back (Classic: size + n - len refilled, n served).
-                self.len.store(len as u32, Ordering::Relaxed);
+                self.len += refilled;
             }
-            if n <= len {
-                // SAFETY: as in get_bulk.
-                unsafe { copy_entries(self.objs().add(len - n), dst, n) };
-                self.set_len(len - n);
-                self.counters.add(Counter::GetSuccessBulk, 1);
-                self.counters.add(Counter::GetSuccessObjs, n);
-                return Ok(());
+            if n <= self.len {
+                // SAFETY: as in get.
+                unsafe { copy_entries(self.objs.add(self.len - n), d, n) };
+                self.len -= n;
+                return Ok(self.got(n));
             }
         } else {
             // Bypass: straight from the ring.
-            // SAFETY: caller guarantees dst for n writes.
-            if unsafe { ring.dequeue_raw(dst, n, Behavior::Bulk).n } == n {
-                self.counters.add(Counter::GetCommonBulk, 1);
-                self.counters.add(Counter::GetCommonObjs, n);
-                self.counters.add(Counter::GetSuccessBulk, 1);
-                self.counters.add(Counter::GetSuccessObjs, n);
-                return Ok(());
+            // SAFETY: dst is valid for n writes.
+            if unsafe { ring.dequeue_raw(d, n, Behavior::Bulk).n } == n {
+                self.count(Counter::GetCommonBulk, 1);
+                self.count(Counter::GetCommonObjs, n);
+                return Ok(self.got(n));
             }
         }
         // Last resort, so that a get never fails while this cache plus the ring hold enough:
         // the whole cache plus the rest from the ring.
-        let need = n - len;
-        // SAFETY: dst + len .. dst + n is inside the caller's buffer.
-        if unsafe { ring.dequeue_raw(dst.add(len), need, Behavior::Bulk).n } == need {
-            // SAFETY: objs[..len] initialised; dst[..len] valid.
-            unsafe { std::ptr::copy_nonoverlapping(self.objs(), dst, len) };
-            self.set_len(0);
-            self.counters.add(Counter::GetCommonBulk, 1);
-            self.counters.add(Counter::GetCommonObjs, need);
-            self.counters.add(Counter::GetSuccessBulk, 1);
-            self.counters.add(Counter::GetSuccessObjs, n);
-            return Ok(());
+        let need = n - self.len;
+        // SAFETY: dst[len..n] is inside dst.
+        if unsafe { ring.dequeue_raw(d.add(self.len), need, Behavior::Bulk).n } == need {
+            // SAFETY: objs[..len] initialised; dst[..len] valid and disjoint.
+            unsafe { copy_entries(self.objs, d, self.len) };
+            self.len = 0;
+            self.count(Counter::GetCommonBulk, 1);
+            self.count(Counter::GetCommonObjs, need);
+            return Ok(self.got(n));
         }
-        self.counters.add(Counter::GetFailBulk, 1);
-        self.counters.add(Counter::GetFailObjs, n);
-        Err(len + ring.count())
-    }
-
-    /// Takes up to `n` entries into `dst`; returns how many.
-    ///
-    /// # Safety
-    /// `dst` must be valid for `n` writes.
-    pub(crate) unsafe fn get_burst(&self, ring: &Ring<E>, dst: *mut E, n: usize) -> usize {
-        // SAFETY: forwarded.
-        match unsafe { self.get_bulk(ring, dst, n) } {
-            Ok(()) => n,
-            Err(_) => {
-                // Fewer than n reachable: hand over the cache and whatever the ring has.
-                let len = self.len();
-                let take = len.min(n);
-                // SAFETY: top `take` entries are initialised; dst valid for n >= take.
-                unsafe { std::ptr::copy_nonoverlapping(self.objs().add(len - take), dst, take) };
-                self.set_len(len - take);
-                // SAFETY: dst + take .. dst + n valid.
-                let more = unsafe { ring.dequeue_raw(dst.add(take), n - take, Behavior::Burst).n };
-                if more > 0 {
-                    self.counters.add(Counter::GetCommonBulk, 1);
-                    self.counters.add(Counter::GetCommonObjs, more);
-                }
-                if take + more > 0 {
-                    self.counters.add(Counter::GetSuccessBulk, 1);
-                    self.counters.add(Counter::GetSuccessObjs, take + more);
-                }
-                take + more
+        // Too few. A failed bulk get changes no count: give back what the refill took (the
+        // top `refilled` entries, above the `len_before` held before).
+        if refilled > 0 {
+            // SAFETY: objs[len_before .. len_before + refilled] are the refilled entries.
+            unsafe { enqueue_all(ring, self.objs.add(len_before), refilled) };
+            self.len = len_before;
+            self.count(Counter::PutCommonBulk, 1);
+            self.count(Counter::PutCommonObjs, refilled);
+        }
+        if behavior == Behavior::Burst {
+            // Hand over the cache and whatever the ring has.
+            let take = self.len.min(n);
+            // SAFETY: the top `take` entries are initialised; dst[..take] valid.
+            unsafe { copy_entries(self.objs.add(self.len - take), d, take) };
+            self.len -= take;
+            // SAFETY: dst[take..n] valid.
+            let more = unsafe { ring.dequeue_raw(d.add(take), n - take, Behavior::Burst).n };
+            if more > 0 {
+                self.count(Counter::GetCommonBulk, 1);
+                self.count(Counter::GetCommonObjs, more);
+            }
+            if take + more > 0 {
+                return Ok(self.got(take + more));
             }
         }
+        self.publish();
+        self.count(Counter::GetFailBulk, 1);
+        self.count(Counter::GetFailObjs, n);
+        Err(self.len + ring.count())
     }
 
-    /// Puts `n` entries from `src`; always succeeds.
+    /// Publishes and counts a successful slow-path get of `n`; returns `n`.
+    fn got(&self, n: usize) -> usize {
+        self.publish();
+        self.count(Counter::GetSuccessBulk, 1);
+        self.count(Counter::GetSuccessObjs, n);
+        n
+    }
+
+    /// The one put: returns the entries of `src` (free objects of this pool, now owned by the
+    /// cache); always succeeds.
     ///
-    /// # Safety
-    /// `src` must be valid for `n` reads of entries of free objects of this pool.
+    /// Fast path: they fit under the flush threshold: append them. Else (cold) flush by the
+    /// policy first, or bypass the cache for large puts.
     #[inline(always)]
-    pub(crate) unsafe fn put_bulk(&self, ring: &Ring<E>, src: *const E, n: usize) {
-        let mut fast = self.fast();
-        // SAFETY: caller guarantees src and ownership.
-        if unsafe { fast.try_put(src, n) } {
-            self.publish(&fast, false, n);
+    pub(crate) fn put(&mut self, src: &[E]) {
+        let n = src.len();
+        if n <= self.fill_limit - self.len {
+            // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
+            unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
+            self.len += n;
+            self.publish();
+            self.count(Counter::PutBulk, 1);
+            self.count(Counter::PutObjs, n);
             return;
         }
-        // SAFETY: forwarded.
-        unsafe { self.put_bulk_slow(ring, src, n) }
+        self.put_slow(src);
     }
 
     #[cold]
     #[inline(never)]
-    unsafe fn put_bulk_slow(&self, ring: &Ring<E>, src: *const E, n: usize) {
-        self.counters.add(Counter::PutBulk, 1);
-        self.counters.add(Counter::PutObjs, n);
-        if n > self.max_put as usize {
-            // SAFETY: caller guarantees src.
-            unsafe { enqueue_all(ring, src, n) };
-            self.counters.add(Counter::PutCommonBulk, 1);
-            self.counters.add(Counter::PutCommonObjs, n);
+    fn put_slow(&mut self, src: &[E]) {
+        let n = src.len();
+        let c = self.cache();
+        self.count(Counter::PutBulk, 1);
+        self.count(Counter::PutObjs, n);
+        if n > c.max_put as usize {
+            // SAFETY: src is valid for n reads.
+            unsafe { enqueue_all(self.ring, src.as_ptr(), n) };
+            self.count(Counter::PutCommonBulk, 1);
+            self.count(Counter::PutCommonObjs, n);
             return;
         }
-        let len = self.len();
-        let flush = match self.policy {
+        let len = self.len;
+        let flush = match c.policy {
             FlushPolicy::Classic => len,
-            FlushPolicy::Dpdk2607 => (self.size / 2) as usize,
-            FlushPolicy::SizeAligned => self.size as usize,
+            FlushPolicy::Dpdk2607 => (c.size / 2) as usize,
+            FlushPolicy::SizeAligned => c.size as usize,
         };
-        let objs = self.objs();
+        let objs = self.objs;
         // SAFETY: flush <= len (policy arithmetic: a put that crosses the limit finds at least
         // `flush` entries), objs[..len] initialised; the moved tail stays inside objs.
         unsafe {
-            enqueue_all(ring, objs, flush);
+            enqueue_all(self.ring, objs, flush);
             std::ptr::copy(objs.add(flush), objs, len - flush);
-            std::ptr::copy_nonoverlapping(src, objs.add(len - flush), n);
+            copy_entries(src.as_ptr(), objs.add(len - flush), n);
         }
-        self.set_len(len - flush + n);
-        self.counters.add(Counter::PutCommonBulk, 1);
-        self.counters.add(Counter::PutCommonObjs, flush);
+        self.len = len - flush + n;
+        self.publish();
+        self.count(Counter::PutCommonBulk, 1);
+        self.count(Counter::PutCommonObjs, flush);
     }
 
     /// Returns every held entry to the ring (rte_mempool_cache_flush).
-    pub(crate) unsafe fn flush(&self, ring: &Ring<E>) {
-        let len = self.len();
-        if len == 0 {
+    pub(crate) fn flush(&mut self) {
+        if self.len == 0 {
             return;
         }
         // SAFETY: objs[..len] initialised.
-        unsafe { enqueue_all(ring, self.objs(), len) };
-        self.set_len(0);
-        self.counters.add(Counter::PutCommonBulk, 1);
-        self.counters.add(Counter::PutCommonObjs, len);
-    }
-}
-
-/// The cache's fast paths over a copy of its state (see [`Cache::fast`]). After a successful
-/// `try_*`, the owner publishes `len` with [`Cache::publish`]; a failed `try_*` changes nothing.
-pub(crate) struct Fast<E> {
-    objs: *mut E,
-    pub(crate) len: usize,
-    fill_limit: usize,
-}
-
-impl<E: Copy> Fast<E> {
-    /// Entries that still fit under the flush threshold.
-    #[inline(always)]
-    pub(crate) fn fill_limit_room(&self) -> usize {
-        self.fill_limit - self.len
-    }
-
-    /// Copies the top `n` entries to `dst` if the cache holds them.
-    ///
-    /// # Safety
-    /// `dst` valid for `n` writes; the view is the owner's and current.
-    #[inline(always)]
-    pub(crate) unsafe fn try_get(&mut self, dst: *mut E, n: usize) -> bool {
-        if n <= self.len {
-            // SAFETY: objs[len - n .. len] are initialised entries (cache invariant).
-            unsafe { copy_entries(self.objs.add(self.len - n), dst, n) };
-            self.len -= n;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Appends `n` entries from `src` if they fit under the flush threshold.
-    ///
-    /// # Safety
-    /// `src` valid for `n` reads; the view is the owner's and current.
-    #[inline(always)]
-    pub(crate) unsafe fn try_put(&mut self, src: *const E, n: usize) -> bool {
-        if n <= self.fill_limit - self.len {
-            // SAFETY: len + n <= fill_limit <= objs.len().
-            unsafe { copy_entries(src, self.objs.add(self.len), n) };
-            self.len += n;
-            true
-        } else {
-            false
-        }
+        unsafe { enqueue_all(self.ring, self.objs, self.len) };
+        self.count(Counter::PutCommonBulk, 1);
+        self.count(Counter::PutCommonObjs, self.len);
+        self.len = 0;
+        self.publish();
     }
 }
 
@@ -470,7 +481,7 @@ impl<E: Copy> Fast<E> {
 /// `src` valid for `n` reads.
 #[inline]
 unsafe fn enqueue_all<E: Copy>(ring: &Ring<E>, src: *const E, n: usize) {
-    // SAFETY: forwarded.
+    // SAFETY: the caller's contract.
     let t = unsafe { ring.enqueue_raw(src, n, Behavior::Bulk) };
     // The ring is sized for every object of the pool and each object is in one place only, so
     // this cannot fail unless an `unsafe` contract (Handle::from_raw) was broken. Panicking is
@@ -508,26 +519,40 @@ mod tests {
                 c: Cache::new(size, policy),
             }
         }
+        fn cm(&self) -> CacheMut<'_, u32> {
+            // SAFETY: single-threaded owner; one token at a time (each helper makes its own).
+            unsafe { CacheMut::new(NonNull::from(&self.c), &self.r) }
+        }
         fn get(&self, n: usize) -> Result<Vec<u32>, usize> {
-            let mut v = vec![0u32; n];
-            // SAFETY: single-threaded owner; v has n slots.
-            unsafe { self.c.get_bulk(&self.r, v.as_mut_ptr(), n) }.map(|()| v)
+            let mut v = vec![MaybeUninit::uninit(); n];
+            self.cm().get(&mut v, Behavior::Bulk)?;
+            // SAFETY: a successful bulk get wrote all n.
+            Ok(v.into_iter().map(|e| unsafe { e.assume_init() }).collect())
         }
         fn put(&self, v: &[u32]) {
-            // SAFETY: single-threaded owner; v holds v.len() entries.
-            unsafe { self.c.put_bulk(&self.r, v.as_ptr(), v.len()) }
+            self.cm().put(v)
         }
         fn get_one(&self) -> Option<u32> {
-            // SAFETY: single-threaded owner.
-            unsafe { self.c.get_one(&self.r) }
+            self.get(1).ok().map(|v| v[0])
         }
         fn put_one(&self, e: u32) {
-            // SAFETY: single-threaded owner.
-            unsafe { self.c.put_one(&self.r, e) }
+            self.put(&[e])
         }
         fn flush(&self) {
-            // SAFETY: single-threaded owner.
-            unsafe { self.c.flush(&self.r) }
+            self.cm().flush()
+        }
+    }
+
+    #[test]
+    fn caches_are_two_cache_lines_apart() {
+        // Issue 12: each thread's cache (written on every operation) on its own line pair.
+        let pair = 2 * crate::CACHE_LINE;
+        assert!(std::mem::align_of::<Cache<u32>>() >= pair);
+        let boxes: Vec<Box<Cache<u32>>> = (0..4)
+            .map(|_| Box::new(Cache::new(4, FlushPolicy::DEFAULT)))
+            .collect();
+        for b in &boxes {
+            assert_eq!(&**b as *const Cache<u32> as usize % pair, 0);
         }
     }
 

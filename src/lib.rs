@@ -38,11 +38,14 @@
 //! (index vs pointer entries), [`stats`]. DESIGN.md explains the invariants.
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod audit;
 pub mod brand;
 mod builder;
 pub mod cache;
+mod debug;
 pub mod dynamic;
 pub mod error;
 mod guard;
@@ -67,13 +70,14 @@ pub use builder::{
     DEFAULT_MAX_THREADS, MAX_THREADS_LIMIT,
 };
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
+pub use debug::DEBUG_CHECKS;
 pub use dynamic::{DynHandle, DynLocalCache, DynPool, DynPooled, DynResolver};
 pub use error::PoolError;
 pub use guard::Pooled;
 pub use handle::{GenericHandle, Handle};
 pub use handle_ring::HandleRing;
 pub use local::LocalCache;
-pub use pool::{GenericPool, Resolver, DEBUG_CHECKS};
+pub use pool::{GenericPool, Resolver};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use stats::Stats;
@@ -117,6 +121,12 @@ pub mod ptr {
     /// User-owned cache of the pointer pool.
     pub type LocalCache<'p, T, B> = crate::LocalCache<'p, T, B, Pointer>;
 }
+
+/// The design notes (DESIGN.md in the repository): the pieces, the invariants they keep, and
+/// why they are built this way; published here so that they ship with the API reference.
+#[doc = ""]
+#[doc = include_str!("../DESIGN.md")]
+pub mod design {}
 
 /// The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

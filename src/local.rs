@@ -1,13 +1,13 @@
 //! User-owned caches: the fast path with no thread-local lookup.
 
-use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use crate::brand::Brand;
-use crate::cache::{Cache, Fast};
+use crate::cache::{Cache, CacheMut};
 use crate::error::PoolError;
-use crate::pool::{CachePtr, GenericPool, H};
+use crate::pool::{resolve, GenericPool, H};
 use crate::repr::{Geometry, Repr};
+use crate::ring::Behavior;
 
 /// A cache owned by its holder (DPDK's `rte_mempool_cache_create` + `rte_mempool_generic_get/
 /// put` with an explicit cache): gets and puts through it touch only this cache until it must
@@ -29,17 +29,20 @@ use crate::repr::{Geometry, Repr};
 /// cache.put_bulk(&mut burst);
 /// assert_eq!(pool.in_use(), 0);
 /// ```
+///
+/// Aligned to 128 bytes (two cache lines): the owner writes its fast state (held in this value)
+/// on every operation, so caches kept side by side, e.g. one per thread in a `Vec`, must not
+/// share a line (false sharing made 2-thread runs collapse to 0.3x, BENCHMARKS.md).
+#[repr(align(128))]
 pub struct LocalCache<'p, T, B: Brand, R: Repr> {
     pool: &'p GenericPool<T, B, R>,
-    cache: NonNull<Cache<R::Entry>>,
+    /// The owner token of this value's own cache (boxed in `new`, freed in `drop`). It holds
+    /// the cache's fast-path state (entries pointer, length, threshold) here, where the
+    /// compiler can keep it in registers across a loop of gets and puts.
+    cm: CacheMut<'p, R::Entry>,
     /// Copy of the pool's geometry, so that handle conversion reads the caller's stack frame
     /// (registers, once inlined) instead of reloading the pool after every object write.
     geometry: Geometry,
-    /// The cache's fast-path state (entries pointer, length, threshold) held here, where the
-    /// compiler can keep it in registers across a loop of gets and puts; published to the
-    /// shared cache with a relaxed store after each operation.
-    fast: Fast<R::Entry>,
-    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
 
 // SAFETY: the cache is owned by this value alone (the registry only reads its atomic length);
@@ -48,29 +51,19 @@ unsafe impl<T: Send, B: Brand, R: Repr> Send for LocalCache<'_, T, B, R> {}
 
 impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     pub(crate) fn new(pool: &'p GenericPool<T, B, R>) -> Self {
+        let core = &*pool.core;
         let cache = NonNull::from(Box::leak(Box::new(Cache::new(
-            pool.shared.cache_size,
-            pool.shared.policy,
+            core.cache_size,
+            core.policy,
         ))));
-        pool.shared
-            .explicit
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(CachePtr(cache));
+        core.registry.add_explicit(cache);
         LocalCache {
             pool,
-            cache,
+            // SAFETY: the cache was just allocated and is owned by this value alone until its
+            // drop frees it (the registry only reads its atomic length); the ring lives for 'p.
+            cm: unsafe { CacheMut::new(cache, &core.ring) },
             geometry: pool.geometry,
-            // SAFETY: just allocated above; owned by this value.
-            fast: unsafe { cache.as_ref() }.fast(),
-            _not_sync: std::marker::PhantomData,
         }
-    }
-
-    #[inline(always)]
-    fn c(&self) -> Option<&Cache<R::Entry>> {
-        // SAFETY: the cache lives until this value is dropped.
-        Some(unsafe { self.cache.as_ref() })
     }
 
     /// The pool.
@@ -80,26 +73,12 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
 
     /// Objects held by this cache now.
     pub fn len(&self) -> usize {
-        self.fast.len
+        self.cm.len()
     }
 
     /// True when the cache holds no object.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Re-reads the cache's state after a slow-path call changed it.
-    #[inline(always)]
-    fn resync(&mut self) {
-        // SAFETY: see c().
-        self.fast = unsafe { self.cache.as_ref() }.fast();
-    }
-
-    /// Publishes the fast view's length (a relaxed store, never read back here).
-    #[inline(always)]
-    fn publish(&self, got: bool, n: usize) {
-        // SAFETY: see c().
-        unsafe { self.cache.as_ref() }.publish(&self.fast, got, n);
     }
 
     /// Takes one object: the most recently put one if any (LIFO), else after a refill.
@@ -108,76 +87,33 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// [`PoolError::Exhausted`] when this cache and the ring are empty.
     #[inline(always)]
     pub fn get(&mut self) -> Result<H<T, B, R>, PoolError> {
-        let mut e = MaybeUninit::<R::Entry>::uninit();
-        // SAFETY: &mut self: we own the cache and its view; e is valid for one write.
-        if unsafe { self.fast.try_get(e.as_mut_ptr(), 1) } {
-            self.publish(true, 1);
-            // SAFETY: written by try_get.
-            let h = H::from_entry(unsafe { e.assume_init() });
-            if crate::pool::DEBUG_CHECKS {
-                self.pool.debug_mark_got(std::slice::from_ref(&h));
-            }
-            return Ok(h);
-        }
-        // SAFETY: as above.
-        let r = unsafe { self.pool.op_get_one(self.c()) };
-        self.resync();
-        r
+        self.pool.get_array_via::<1>(&mut self.cm).map(|[h]| h)
     }
 
     /// Returns one object.
     #[inline(always)]
     pub fn put(&mut self, h: H<T, B, R>) {
-        if crate::pool::DEBUG_CHECKS {
-            self.pool.debug_mark_put(std::slice::from_ref(&h));
-        }
-        let e = h.into_entry();
-        // SAFETY: we own the cache and its view; &e is valid for one read.
-        if unsafe { self.fast.try_put(&e, 1) } {
-            self.publish(false, 1);
-            return;
-        }
-        // SAFETY: as above; the entry was checked.
-        unsafe { self.pool.put_entries(self.c(), &e, 1) };
-        self.resync();
+        self.pool.put_via(&mut self.cm, &[h]);
     }
 
     /// Appends exactly `n` handles to `out`, or none.
     ///
     /// # Errors
     /// [`PoolError::Exhausted`] with `requested = n` and the objects this cache plus the ring
-    /// held; `out` is unchanged.
+    /// held; `out` is unchanged (nothing is allocated for a request larger than the pool).
     #[inline(always)]
     pub fn get_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
-        if n <= self.fast.len {
-            out.reserve(n);
-            let len = out.len();
-            // SAFETY: room for n after len; H is repr(transparent) over R::Entry; we own the
-            // cache; n <= fast.len so try_get succeeds and writes n entries.
-            unsafe {
-                let dst = out.as_mut_ptr().add(len).cast::<R::Entry>();
-                self.fast.try_get(dst, n);
-                out.set_len(len + n);
-            }
-            self.publish(true, n);
-            if crate::pool::DEBUG_CHECKS {
-                self.pool.debug_mark_got(&out[len..]);
-            }
-            return Ok(());
-        }
-        // SAFETY: &mut self: we own the cache.
-        let r = unsafe { self.pool.op_get_bulk(self.c(), out, n) };
-        self.resync();
-        r
+        self.pool
+            .get_vec_via(&mut self.cm, out, n, Behavior::Bulk)
+            .map(|_| ())
     }
 
     /// Appends up to `n` handles to `out`; returns how many.
     #[inline]
     pub fn get_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
-        // SAFETY: as get.
-        let got = unsafe { self.pool.op_get_burst(self.c(), out, n) };
-        self.resync();
-        got
+        self.pool
+            .get_vec_via(&mut self.cm, out, n, Behavior::Burst)
+            .unwrap_or(0)
     }
 
     /// Returns every handle of `handles`, leaving it empty. Always succeeds.
@@ -190,26 +126,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// truncates it.
     #[inline(always)]
     pub fn put_bulk_tail(&mut self, handles: &mut Vec<H<T, B, R>>, n: usize) {
-        let n = n.min(handles.len());
-        let start = handles.len() - n;
-        if n <= self.fast.fill_limit_room() {
-            if crate::pool::DEBUG_CHECKS {
-                self.pool.debug_mark_put(&handles[start..]);
-            }
-            // SAFETY: handles[start..] are n initialised handles, repr(transparent) over
-            // entries; they fit (checked), so try_put copies them; set_len forgets them
-            // (handles have no destructor): ownership passes to the cache.
-            unsafe {
-                self.fast
-                    .try_put(handles.as_ptr().add(start).cast::<R::Entry>(), n);
-                handles.set_len(start);
-            }
-            self.publish(false, n);
-            return;
-        }
-        // SAFETY: as get.
-        unsafe { self.pool.op_put_vec_tail(self.c(), handles, n) };
-        self.resync();
+        self.pool.put_vec_tail_via(&mut self.cm, handles, n);
     }
 
     /// Takes exactly `N` objects as an array (bulk size known at compile time: DPDK's
@@ -219,90 +136,43 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// [`PoolError::Exhausted`] as [`LocalCache::get_bulk`].
     #[inline(always)]
     pub fn get_array<const N: usize>(&mut self) -> Result<[H<T, B, R>; N], PoolError> {
-        let mut out = MaybeUninit::<[H<T, B, R>; N]>::uninit();
-        let dst = out.as_mut_ptr().cast::<R::Entry>();
-        // SAFETY: &mut self owns the cache; dst is valid for N entries (H is
-        // repr(transparent) over R::Entry).
-        let ok = unsafe { self.fast.try_get(dst, N) };
-        let res = if ok {
-            self.publish(true, N);
-            Ok(())
-        } else {
-            let ring = &self.pool.shared.ring;
-            // SAFETY: as above.
-            let r = unsafe { self.cache.as_ref().get_bulk(ring, dst, N) };
-            self.resync();
-            r
-        };
-        match res {
-            Ok(()) => {
-                // SAFETY: all N entries were written.
-                let arr = unsafe { out.assume_init() };
-                if crate::pool::DEBUG_CHECKS {
-                    self.pool.debug_mark_got(&arr);
-                }
-                Ok(arr)
-            }
-            Err(available) => Err(PoolError::Exhausted {
-                requested: N,
-                available,
-            }),
-        }
+        self.pool.get_array_via::<N>(&mut self.cm)
     }
 
     /// Returns `N` objects given as an array.
     #[inline(always)]
     pub fn put_array<const N: usize>(&mut self, handles: [H<T, B, R>; N]) {
-        if crate::pool::DEBUG_CHECKS {
-            self.pool.debug_mark_put(&handles);
-        }
-        let handles = std::mem::ManuallyDrop::new(handles);
-        let src = handles.as_ptr().cast::<R::Entry>();
-        // SAFETY: &mut self owns the cache; src holds N entries whose handles are forgotten.
-        if unsafe { self.fast.try_put(src, N) } {
-            self.publish(false, N);
-            return;
-        }
-        // SAFETY: as above.
-        unsafe { self.pool.put_entries(self.c(), src, N) };
-        self.resync();
+        self.pool.put_via(&mut self.cm, &handles);
     }
 
     /// Shared access to an object (see [`GenericPool::get_ref`]).
     #[inline(always)]
     pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
         // SAFETY: as GenericPool::get_ref (same geometry, same brand).
-        unsafe { &*R::ptr(&self.geometry, h.entry()).cast::<T>() }
+        unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_ref() }
     }
 
     /// Exclusive access to an object (see [`GenericPool::get_mut`]).
     #[inline(always)]
     pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
         // SAFETY: as GenericPool::get_mut (same geometry, same brand; &mut h is exclusive).
-        unsafe { &mut *R::ptr(&self.geometry, h.entry()).cast::<T>() }
+        unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_mut() }
     }
 
     /// Returns every cached object to the ring (rte_mempool_cache_flush).
     pub fn flush(&mut self) {
-        // SAFETY: &mut self owns the cache.
-        unsafe { self.cache.as_ref().flush(&self.pool.shared.ring) };
-        self.resync();
+        self.cm.flush();
     }
 }
 
 impl<T, B: Brand, R: Repr> Drop for LocalCache<'_, T, B, R> {
     fn drop(&mut self) {
         self.flush();
-        let mut reg = self
-            .pool
-            .shared
-            .explicit
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        reg.retain(|c| c.0 != self.cache);
-        drop(reg);
-        // SAFETY: unregistered, so no reader remains; allocated by Box in new().
-        drop(unsafe { Box::from_raw(self.cache.as_ptr()) });
+        let cache = self.cm.cache_ptr();
+        self.pool.core.registry.remove_explicit(cache);
+        // SAFETY: unregistered, so no reader remains; allocated by Box in new(); the token in
+        // `cm` is not used again.
+        drop(unsafe { Box::from_raw(cache.as_ptr()) });
     }
 }
 

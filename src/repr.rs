@@ -471,7 +471,7 @@ mod tests {
 #[inline(always)]
 pub(crate) unsafe fn copy_entries<E: Copy>(src: *const E, dst: *mut E, n: usize) {
     use std::ptr::copy_nonoverlapping as cp;
-    // SAFETY (whole body): every copy stays within [0, n) of both ranges, which the caller
+    // SAFETY: (whole body) every copy stays within [0, n) of both ranges, which the caller
     // guarantees valid and disjoint.
     unsafe {
         if n == 1 {

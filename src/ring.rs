@@ -44,6 +44,15 @@ pub enum Behavior {
     Burst,
 }
 
+/// Which side of the ring a head/tail move is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// Producers: `prod.head`/`prod.tail`, bounded by `cons.tail`.
+    Prod,
+    /// Consumers: `cons.head`/`cons.tail`, bounded by `prod.tail`.
+    Cons,
+}
+
 /// Result of a ring transfer, with DPDK's out-values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
@@ -316,7 +325,8 @@ impl<E: Copy> Ring<E> {
         unsafe { self.enqueue_raw(src.as_ptr(), src.len(), behavior) }
     }
 
-    /// Raw enqueue of `n` entries read from `src`.
+    /// Raw enqueue of `n` entries read from `src` (rte_ring's `__rte_ring_do_enqueue_elem`):
+    /// reserve slots by moving `prod.head`, copy in, publish by moving `prod.tail`.
     ///
     /// # Safety
     /// `src` must be valid for `n` reads of `E`.
@@ -326,138 +336,141 @@ impl<E: Copy> Ring<E> {
         n: usize,
         behavior: Behavior,
     ) -> Transfer {
-        if n == 0 {
-            return Transfer {
-                n: 0,
-                remaining: self.free_count(),
-            };
-        }
-        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
-        let backoff = Backoff::new();
-        let (old_head, n, free) = loop {
-            // Acquire (with the AcqRel CAS below): a producer that sees another's head also
-            // sees a cons.tail at least as new as the one that producer computed `free` from,
-            // so `cap + cons_tail - old_head` cannot underflow into a huge bogus free count.
-            // With Relaxed, loom (tests/loom.rs) found a producer overwriting unconsumed slots:
-            // a fence between the two loads (rte_ring's C11 code) does not prevent that either.
-            let old_head = self.st().prod.head.load(Ordering::Acquire);
-            // Acquire pairs with the consumers' release of cons.tail: their reads of the slots
-            // we are about to overwrite happen before our writes.
-            let cons_tail = self.st().cons.tail.load(Ordering::Acquire);
-            let free = self.capacity.wrapping_add(cons_tail).wrapping_sub(old_head);
-            let take = match behavior {
-                Behavior::Bulk if n32 > free || n32 as usize != n => 0,
-                Behavior::Bulk => n32,
-                Behavior::Burst => n32.min(free),
-            };
-            if take == 0 {
-                return Transfer {
-                    n: 0,
-                    remaining: free.min(self.capacity) as usize,
-                };
-            }
-            let new_head = old_head.wrapping_add(take);
-            if self.flags.single_producer {
-                self.st().prod.head.store(new_head, Ordering::Relaxed);
-                break (old_head, take, free - take);
-            }
-            if self
-                .st()
-                .prod
-                .head
-                .compare_exchange_weak(old_head, new_head, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                break (old_head, take, free - take);
-            }
-            backoff.snooze();
-        };
-        // SAFETY: slots [old_head, old_head + n) are reserved for us: consumers finished
-        // reading them (cons.tail acquired above) and no other producer owns them (CAS).
-        unsafe { self.copy_in(old_head, src, n as usize) };
-        if !self.flags.single_producer {
-            // Wait for earlier producers to publish; Acquire so that their slot writes are
-            // ordered before our release below (transitively visible to consumers).
-            let backoff = Backoff::new();
-            while self.st().prod.tail.load(Ordering::Acquire) != old_head {
-                backoff.snooze();
-            }
-        }
-        self.st()
-            .prod
-            .tail
-            .store(old_head.wrapping_add(n), Ordering::Release);
-        Transfer {
-            n: n as usize,
-            remaining: free as usize,
-        }
+        self.transfer(Side::Prod, n, behavior, |head, k| {
+            // SAFETY: slots [head, head + k) are reserved for us by move_head: consumers
+            // finished reading them (cons.tail acquired there) and no other producer owns
+            // them; k <= n, and the caller guarantees src for n reads.
+            unsafe { self.copy_in(head, src, k) }
+        })
     }
 
-    /// Raw dequeue of up to `n` entries into `dst`.
+    /// Raw dequeue of up to `n` entries into `dst` (rte_ring's `__rte_ring_do_dequeue_elem`):
+    /// reserve entries by moving `cons.head`, copy out, release the slots by moving `cons.tail`.
     ///
     /// # Safety
     /// `dst` must be valid for `n` writes of `E`.
     pub(crate) unsafe fn dequeue_raw(&self, dst: *mut E, n: usize, behavior: Behavior) -> Transfer {
-        if n == 0 {
-            return Transfer {
-                n: 0,
-                remaining: self.count(),
-            };
+        self.transfer(Side::Cons, n, behavior, |head, k| {
+            // SAFETY: slots [head, head + k) were published by producers (prod.tail acquired
+            // in move_head) and are reserved for us by the move of cons.head; k <= n, and the
+            // caller guarantees dst for n writes.
+            unsafe { self.copy_out(head, dst, k) }
+        })
+    }
+
+    /// One transfer, either direction: reserve ([`Ring::move_head`]), `copy(head, k)` the `k`
+    /// reserved entries, publish ([`Ring::update_tail`]).
+    #[inline(always)]
+    fn transfer(
+        &self,
+        side: Side,
+        n: usize,
+        behavior: Behavior,
+        copy: impl FnOnce(u32, usize),
+    ) -> Transfer {
+        let (old_head, k, room) = match self.move_head(side, n, behavior) {
+            Ok(r) => r,
+            Err(remaining) => return Transfer { n: 0, remaining },
+        };
+        copy(old_head, k as usize);
+        self.update_tail(side, old_head, k);
+        Transfer {
+            n: k as usize,
+            remaining: room as usize,
         }
+    }
+
+    /// Reserves up to `n` slots (producer) or entries (consumer) by moving this side's head
+    /// (rte_ring's `__rte_ring_move_prod_head` / `__rte_ring_move_cons_head`, one function for
+    /// both as in rte_ring_c11_pvt.h's `__rte_ring_headtail_move_head`). Returns `(old_head,
+    /// taken, room_left)`, or `Err(room)` when nothing is taken: the free slots (producer) or
+    /// entries (consumer) seen.
+    #[inline(always)]
+    fn move_head(
+        &self,
+        side: Side,
+        n: usize,
+        behavior: Behavior,
+    ) -> Result<(u32, u32, u32), usize> {
+        if n == 0 {
+            return Err(match side {
+                Side::Prod => self.free_count(),
+                Side::Cons => self.count(),
+            });
+        }
+        let st = self.st();
+        // `d` is this side's head/tail, `s` the other side's, whose tail bounds our head.
+        let (d, s, single, cap) = match side {
+            Side::Prod => (
+                &st.prod,
+                &st.cons,
+                self.flags.single_producer,
+                self.capacity,
+            ),
+            Side::Cons => (&st.cons, &st.prod, self.flags.single_consumer, 0),
+        };
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);
         let backoff = Backoff::new();
-        let (old_head, n, avail) = loop {
-            // Acquire + AcqRel CAS, as for prod.head: else a stale prod.tail with a fresh
-            // cons.head makes `prod_tail - old_head` underflow and we read unpublished slots.
-            let old_head = self.st().cons.head.load(Ordering::Acquire);
-            // Acquire pairs with the producers' release of prod.tail: their slot writes are
+        loop {
+            // (A) load-acquire of d.head, pairing with the AcqRel CAS (B) of another thread on
+            // this side: a thread that sees another's head also sees an `s.tail` at least as new
+            // as the one that thread computed its room from, so `cap + s_tail - old_head`
+            // cannot underflow into a huge bogus room. With Relaxed, loom (tests/loom.rs) found
+            // a producer overwriting unconsumed slots (and a consumer reading unpublished ones):
+            // a fence between the two loads (rte_ring's C11 code) does not prevent that either.
+            let old_head = d.head.load(Ordering::Acquire);
+            // (C) load-acquire of s.tail, pairing with the other side's store-release (D) in
+            // update_tail. Producer: the consumers' reads of the slots we are about to
+            // overwrite happen before our writes. Consumer: the producers' slot writes are
             // visible before we read the slots.
-            let prod_tail = self.st().prod.tail.load(Ordering::Acquire);
-            let avail = prod_tail.wrapping_sub(old_head);
+            let s_tail = s.tail.load(Ordering::Acquire);
+            // Producer: free slots = capacity + cons.tail - prod.head; consumer: entries =
+            // prod.tail - cons.head (cap = 0).
+            let room = cap.wrapping_add(s_tail).wrapping_sub(old_head);
             let take = match behavior {
-                Behavior::Bulk if n32 > avail || n32 as usize != n => 0,
+                Behavior::Bulk if n32 > room || n32 as usize != n => 0,
                 Behavior::Bulk => n32,
-                Behavior::Burst => n32.min(avail),
+                Behavior::Burst => n32.min(room),
             };
             if take == 0 {
-                return Transfer {
-                    n: 0,
-                    remaining: avail.min(self.capacity) as usize,
-                };
+                return Err(room.min(self.capacity) as usize);
             }
             let new_head = old_head.wrapping_add(take);
-            if self.flags.single_consumer {
-                self.st().cons.head.store(new_head, Ordering::Relaxed);
-                break (old_head, take, avail - take);
+            if single {
+                d.head.store(new_head, Ordering::Relaxed);
+                return Ok((old_head, take, room - take));
             }
-            if self
-                .st()
-                .cons
-                .head
+            // (B) CAS AcqRel: see (A).
+            if d.head
                 .compare_exchange_weak(old_head, new_head, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                break (old_head, take, avail - take);
+                return Ok((old_head, take, room - take));
             }
             backoff.snooze();
+        }
+    }
+
+    /// Publishes a transfer reserved by [`Ring::move_head`]: waits until earlier transfers of
+    /// this side have published (multi-thread modes), then moves this side's tail past ours
+    /// (rte_ring's `__rte_ring_update_tail`).
+    #[inline(always)]
+    fn update_tail(&self, side: Side, old_head: u32, n: u32) {
+        let st = self.st();
+        let (d, single) = match side {
+            Side::Prod => (&st.prod, self.flags.single_producer),
+            Side::Cons => (&st.cons, self.flags.single_consumer),
         };
-        // SAFETY: slots [old_head, old_head + n) were published by producers (prod.tail
-        // acquired above) and are reserved for us by the CAS on cons.head.
-        unsafe { self.copy_out(old_head, dst, n as usize) };
-        if !self.flags.single_consumer {
+        if !single {
+            // (E) load-acquire of d.tail: the earlier transfers' slot accesses are ordered
+            // before our release below (transitively visible to the other side).
             let backoff = Backoff::new();
-            while self.st().cons.tail.load(Ordering::Acquire) != old_head {
+            while d.tail.load(Ordering::Acquire) != old_head {
                 backoff.snooze();
             }
         }
-        self.st()
-            .cons
-            .tail
-            .store(old_head.wrapping_add(n), Ordering::Release);
-        Transfer {
-            n: n as usize,
-            remaining: avail as usize,
-        }
+        // (D) store-release, pairing with the other side's (C) in move_head.
+        d.tail.store(old_head.wrapping_add(n), Ordering::Release);
     }
 
     /// Copies `n` entries into the slots starting at counter `head`, wrapping at the end.

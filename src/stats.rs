@@ -69,9 +69,12 @@ impl fmt::Display for Stats {
 }
 
 /// Live counters of one cache. Written by the owning thread with plain relaxed load + store
-/// (no read-modify-write on the hot path), read by any thread.
+/// (no read-modify-write on the hot path), read by any thread; the counters of the pool's
+/// zero-size cache (used by every thread without a cache) are `shared` and use atomic RMW.
 #[derive(Default)]
 pub(crate) struct Counters {
+    #[cfg(feature = "stats")]
+    shared: bool,
     #[cfg(feature = "stats")]
     c: [std::sync::atomic::AtomicU64; 10],
 }
@@ -93,22 +96,31 @@ pub(crate) enum Counter {
 }
 
 impl Counters {
-    /// Adds `n` to a counter owned by the calling thread.
+    /// Counters that several threads add to at once (atomic RMW).
+    pub(crate) fn shared() -> Self {
+        #[cfg_attr(not(feature = "stats"), allow(unused_mut))]
+        let mut c = Counters::default();
+        #[cfg(feature = "stats")]
+        {
+            c.shared = true;
+        }
+        c
+    }
+
+    /// Adds `n` to a counter: a relaxed load + store when the calling thread owns the counters,
+    /// an atomic add when they are shared.
     #[inline(always)]
     pub(crate) fn add(&self, _which: Counter, _n: usize) {
         #[cfg(feature = "stats")]
         {
             use std::sync::atomic::Ordering::Relaxed;
             let c = &self.c[_which as usize];
-            c.store(c.load(Relaxed) + _n as u64, Relaxed);
+            if self.shared {
+                c.fetch_add(_n as u64, Relaxed);
+            } else {
+                c.store(c.load(Relaxed) + _n as u64, Relaxed);
+            }
         }
-    }
-
-    /// Adds `n` to a counter shared by several threads (atomic RMW).
-    #[inline(always)]
-    pub(crate) fn add_shared(&self, _which: Counter, _n: usize) {
-        #[cfg(feature = "stats")]
-        self.c[_which as usize].fetch_add(_n as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A snapshot.

@@ -1,5 +1,7 @@
-//! Implicit per-thread caches: thread ids, and giving a thread's cached objects back to the
-//! ring when the thread exits.
+//! The registry of a pool's caches: implicit per-thread caches (thread ids, one slot per tid,
+//! giving a thread's cached objects back to the ring when the thread exits) and the
+//! user-owned [`crate::LocalCache`]s, so that counts, audits and the pool's drop see every
+//! cache.
 //!
 //! Each thread that uses `pool.get()` gets a small process-wide id (`tid`), recycled when the
 //! thread exits (as sharded-slab's `Tid`). A pool has one cache slot per tid, up to its
@@ -9,7 +11,12 @@
 //! runs while the thread's TLS is being torn down, use the ring directly (no cache).
 
 use std::cell::{Cell, RefCell};
-use std::sync::{Mutex, Weak};
+use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard, Weak};
+
+use crate::cache::Cache;
+use crate::error::PoolError;
+use crate::sync::{AtomicBool, AtomicPtr, Backoff, Ordering};
 
 /// A pool's side of thread exit.
 pub(crate) trait ExitFlush: Send + Sync {
@@ -63,7 +70,7 @@ impl Drop for ExitGuard {
 
 /// This thread's cache of pool `id` if it is the memoised one, else null.
 #[inline(always)]
-pub(crate) fn memo_lookup(id: u64) -> *const () {
+fn memo_lookup(id: u64) -> *const () {
     match MEMO.try_with(|m| m.get()) {
         Ok((k, p)) if k == id => p,
         _ => std::ptr::null(),
@@ -72,7 +79,7 @@ pub(crate) fn memo_lookup(id: u64) -> *const () {
 
 /// Memoises this thread's cache of pool `id` (ignored during TLS teardown).
 #[inline]
-pub(crate) fn memo_store(id: u64, cache: *const ()) {
+fn memo_store(id: u64, cache: *const ()) {
     // Only while the exit guard is alive: after its destructor ran, nothing may be memoised.
     if GUARD.try_with(|_| ()).is_ok() {
         let _ = MEMO.try_with(|m| m.set((id, cache)));
@@ -81,13 +88,13 @@ pub(crate) fn memo_store(id: u64, cache: *const ()) {
 
 /// The calling thread's tid if it has one (hot path: one TLS load).
 #[inline(always)]
-pub(crate) fn current_tid() -> usize {
+fn current_tid() -> usize {
     TID.try_with(|t| t.get()).unwrap_or(NO_TID)
 }
 
 /// Assigns a tid to the calling thread if it has none. `None` while the thread's TLS is being
 /// torn down (then the caller must not cache).
-pub(crate) fn ensure_tid() -> Option<usize> {
+fn ensure_tid() -> Option<usize> {
     let tid = TID.try_with(|t| t.get()).ok()?;
     if tid != NO_TID {
         return Some(tid);
@@ -110,7 +117,7 @@ pub(crate) fn ensure_tid() -> Option<usize> {
 
 /// Registers `pool` for a flush of this thread's cache at exit. Returns false when the
 /// thread is exiting (the caller then must not install a cache).
-pub(crate) fn register(pool: Weak<dyn ExitFlush>) -> bool {
+fn register(pool: Weak<dyn ExitFlush>) -> bool {
     GUARD
         .try_with(|g| match g.pools.try_borrow_mut() {
             Ok(mut v) => {
@@ -121,4 +128,231 @@ pub(crate) fn register(pool: Weak<dyn ExitFlush>) -> bool {
             Err(_) => false,
         })
         .unwrap_or(false)
+}
+
+/// One implicit cache slot: the cache of the thread whose tid is this slot's index.
+///
+/// Not padded: the owner only reads `cache` (and only when its memo misses); `lock` is written
+/// by the exit flush, counts, audits and drop, never on the hot path. The cache itself, which
+/// its owner writes on every operation, is a separate cache-line-aligned allocation.
+struct ThreadSlot<E> {
+    /// Null until the thread's first use; freed (set null) at the thread's exit.
+    cache: AtomicPtr<Cache<E>>,
+    /// Taken by the exit flush, `available()`, `audit()` and drop: never by the owner's hot
+    /// path (the owner is the only thread that frees the cache, and only at its exit).
+    lock: AtomicBool,
+}
+
+impl<E> ThreadSlot<E> {
+    fn lock(&self) -> SlotGuard<'_, E> {
+        let b = Backoff::new();
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            b.snooze();
+        }
+        SlotGuard(self)
+    }
+}
+
+struct SlotGuard<'a, E>(&'a ThreadSlot<E>);
+
+impl<E> Drop for SlotGuard<'_, E> {
+    fn drop(&mut self) {
+        self.0.lock.store(false, Ordering::Release);
+    }
+}
+
+/// A registered user-owned cache (raw pointer to its boxed `Cache`).
+struct CachePtr<E>(NonNull<Cache<E>>);
+// SAFETY: the pointee is a Cache<E> (Sync for E: Send) kept alive until unregistered.
+unsafe impl<E: Send> Send for CachePtr<E> {}
+
+/// Every cache of one pool: a slot per thread id for the implicit caches, and the list of
+/// live user-owned caches.
+pub(crate) struct Registry<E> {
+    slots: Box<[ThreadSlot<E>]>,
+    explicit: Mutex<Vec<CachePtr<E>>>,
+}
+
+impl<E: Copy + Send + 'static> Registry<E> {
+    /// Room for `max_threads` implicit caches.
+    ///
+    /// # Errors
+    /// [`PoolError::SizeOverflow`] when the slot array cannot be allocated (fallible reserve:
+    /// never an abort); the builder bounds `max_threads` first.
+    pub(crate) fn new(max_threads: usize) -> Result<Self, PoolError> {
+        let mut slots: Vec<ThreadSlot<E>> = Vec::new();
+        slots.try_reserve_exact(max_threads).map_err(|e| {
+            PoolError::overflow(format!(
+                "{max_threads} thread cache slots cannot be allocated: {e}"
+            ))
+        })?;
+        slots.extend((0..max_threads).map(|_| ThreadSlot {
+            cache: AtomicPtr::new(std::ptr::null_mut()),
+            lock: AtomicBool::new(false),
+        }));
+        Ok(Registry {
+            slots: slots.into_boxed_slice(),
+            explicit: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The calling thread's cache of the pool with (never reused) id `pool_id`, if it has one:
+    /// first the one-compare memo of the last pool used, then the slot of the thread's tid.
+    #[inline(always)]
+    pub(crate) fn current(&self, pool_id: u64) -> Option<&Cache<E>> {
+        let p = memo_lookup(pool_id);
+        if !p.is_null() {
+            // SAFETY: the memo holds this thread's cache of the pool with this (never reused)
+            // id; it is cleared at thread exit before the cache is freed, and the pool (hence
+            // the cache) lives for &self.
+            return Some(unsafe { &*p.cast::<Cache<E>>() });
+        }
+        let slot = self.slots.get(current_tid())?;
+        let p = slot.cache.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        memo_store(pool_id, p.cast());
+        // SAFETY: the slot's cache lives until this very thread exits.
+        Some(unsafe { &*p })
+    }
+
+    /// Gives the calling thread a cache made by `make`, registered for a flush at the thread's
+    /// exit through `exit`. `None` when the thread has no slot (beyond `max_threads`) or is
+    /// exiting: the caller then works without a cache.
+    #[cold]
+    pub(crate) fn install(
+        &self,
+        pool_id: u64,
+        exit: Weak<dyn ExitFlush>,
+        make: impl FnOnce() -> Cache<E>,
+    ) -> Option<&Cache<E>> {
+        let tid = ensure_tid()?;
+        let slot = self.slots.get(tid)?;
+        let p = slot.cache.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: as in current().
+            return Some(unsafe { &*p });
+        }
+        if !register(exit) {
+            return None;
+        }
+        let c = Box::into_raw(Box::new(make()));
+        let _g = slot.lock();
+        slot.cache.store(c, Ordering::Release);
+        memo_store(pool_id, c.cast());
+        // SAFETY: just allocated; freed only at this thread's exit or with the registry.
+        Some(unsafe { &*c })
+    }
+
+    /// At the exit of thread `tid`: takes its cache out of its slot and hands it to `flush`
+    /// (under the slot lock, so that no count sees the objects nowhere), then frees it.
+    pub(crate) fn take_exiting(&self, tid: usize, flush: impl FnOnce(&Cache<E>)) {
+        let Some(slot) = self.slots.get(tid) else {
+            return;
+        };
+        let _g = slot.lock();
+        let p = slot.cache.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !p.is_null() {
+            // SAFETY: the slot's cache was Box-allocated by this (exiting) thread, its only
+            // user; we took it out of the slot under the lock, so nobody else will read it.
+            let cache = unsafe { Box::from_raw(p) };
+            flush(&cache);
+        }
+    }
+
+    /// Registers a user-owned cache, so that counts and audits see it.
+    pub(crate) fn add_explicit(&self, c: NonNull<Cache<E>>) {
+        self.explicit_list().push(CachePtr(c));
+    }
+
+    /// Unregisters a user-owned cache before it is freed.
+    pub(crate) fn remove_explicit(&self, c: NonNull<Cache<E>>) {
+        self.explicit_list().retain(|p| p.0 != c);
+    }
+
+    fn explicit_list(&self) -> MutexGuard<'_, Vec<CachePtr<E>>> {
+        self.explicit.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Calls `f` with every cache (implicit under its slot lock, explicit under the registry
+    /// lock) and a label.
+    pub(crate) fn for_each_cache(&self, mut f: impl FnMut(String, &Cache<E>)) {
+        for (tid, slot) in self.slots.iter().enumerate() {
+            if slot.cache.load(Ordering::Acquire).is_null() {
+                continue;
+            }
+            let _g = slot.lock();
+            let p = slot.cache.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: non-null slot caches are live until freed under this lock.
+                f(format!("thread {tid}"), unsafe { &*p });
+            }
+        }
+        let reg = self.explicit_list();
+        for (i, c) in reg.iter().enumerate() {
+            // SAFETY: registered caches are live until unregistered under this lock.
+            f(format!("local {i}"), unsafe { c.0.as_ref() });
+        }
+    }
+
+    /// Takes every thread slot lock (in slot order, as the pool's drop does) and then the
+    /// registry lock, and calls `f` with a visitor of every live cache. While they are held no
+    /// exit flush can move entries between a cache and the ring (an exit flush holds its slot's
+    /// lock from taking the cache out until its entries are in the ring), so with `&mut` on the
+    /// pool (no other user) `f` sees one consistent snapshot. Lock order: slot locks before the
+    /// registry; an exit flush takes only its own slot lock, so no cycle.
+    pub(crate) fn with_all_locked<X>(
+        &self,
+        f: impl FnOnce(&mut dyn FnMut(&mut dyn FnMut(String, &Cache<E>))) -> X,
+    ) -> X {
+        let guards: Vec<SlotGuard<'_, E>> = self.slots.iter().map(|s| s.lock()).collect();
+        let reg = self.explicit_list();
+        let mut visit = |g: &mut dyn FnMut(String, &Cache<E>)| {
+            for (tid, guard) in guards.iter().enumerate() {
+                let p = guard.0.cache.load(Ordering::Acquire);
+                if !p.is_null() {
+                    // SAFETY: non-null slot caches are live until freed under this (held) lock.
+                    g(format!("thread {tid}"), unsafe { &*p });
+                }
+            }
+            for (i, c) in reg.iter().enumerate() {
+                // SAFETY: registered caches are live until unregistered under this (held) lock.
+                g(format!("local {i}"), unsafe { c.0.as_ref() });
+            }
+        };
+        f(&mut visit)
+    }
+
+    /// Entries held by the implicit caches, read with every slot locked at once (for the
+    /// pool's drop: exiting threads may still flush meanwhile).
+    pub(crate) fn held_by_threads(&self) -> usize {
+        let guards: Vec<_> = self.slots.iter().map(|s| s.lock()).collect();
+        let mut n = 0;
+        for s in self.slots.iter() {
+            let p = s.cache.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: slot locked, cache live.
+                n += unsafe { (*p).len() };
+            }
+        }
+        drop(guards);
+        n
+    }
+}
+
+impl<E> Drop for Registry<E> {
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            let p = slot.cache.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: &mut self: no thread uses the slot; the pointer came from Box::into_raw.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
 }

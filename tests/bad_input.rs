@@ -654,3 +654,144 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
         "every object dropped once with the pool"
     );
 }
+
+// ---- Huge requests, failed bulk gets, out-of-range handles (issue 10, items 5, 7, 11) ------
+
+#[test]
+fn huge_requests_are_exhausted_at_once_without_allocating() {
+    // Before: `usize::MAX` and `usize::MAX / 2` panicked ("capacity overflow") and `1 << 40`
+    // aborted the process: the Vec was reserved before the request was compared with the pool.
+    PoolBuilder::<u64>::with_default(64)
+        .cache_size(32)
+        .scoped(|pool| {
+            let mut v = Vec::new();
+            for n in [usize::MAX, usize::MAX / 2, 1 << 40, 65] {
+                match pool.get_bulk(&mut v, n) {
+                    Err(PoolError::Exhausted {
+                        requested,
+                        available,
+                    }) => assert_eq!((requested, available), (n, 64)),
+                    other => panic!("get_bulk({n}): {other:?}"),
+                }
+                assert!(v.is_empty());
+                assert_eq!(v.capacity(), 0, "get_bulk({n}) allocated");
+            }
+            let got = pool.get_burst(&mut v, usize::MAX);
+            assert_eq!(got, 64);
+            pool.put_bulk(&mut v);
+            let mut cache = pool.local_cache();
+            let mut w = Vec::new();
+            for n in [usize::MAX, usize::MAX / 2, 1 << 40] {
+                assert!(matches!(
+                    cache.get_bulk(&mut w, n),
+                    Err(PoolError::Exhausted { requested, .. }) if requested == n
+                ));
+                assert_eq!(w.capacity(), 0, "LocalCache::get_bulk({n}) allocated");
+            }
+            assert_eq!(cache.get_burst(&mut w, usize::MAX), 64);
+            cache.put_bulk(&mut w);
+            assert_eq!(pool.in_use(), 0);
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_failed_bulk_get_leaves_every_count_where_it_was() {
+    // Before, under Dpdk2607: A's failed get_bulk(15) refilled A's cache with the ring's 14
+    // objects and kept them, so B's get_bulk(14) failed too.
+    for policy in FlushPolicy::ALL {
+        PoolBuilder::<u64>::with_default(64)
+            .cache_size(32)
+            .policy(policy)
+            .scoped(|pool| {
+                let mut a = pool.local_cache();
+                let mut b = pool.local_cache();
+                let mut vb = Vec::new();
+                b.get_bulk(&mut vb, 50).unwrap();
+                let (ring, in_a, in_b) = (pool.ring_count(), a.len(), b.len());
+                assert_eq!(ring + in_a + in_b, 14, "{policy}");
+                let mut va = Vec::new();
+                match a.get_bulk(&mut va, 15) {
+                    Err(PoolError::Exhausted {
+                        requested: 15,
+                        available,
+                    }) => assert_eq!(available, ring + in_a, "{policy}"),
+                    other => panic!("{policy}: {other:?}"),
+                }
+                assert!(va.is_empty());
+                assert_eq!(
+                    (pool.ring_count(), a.len(), b.len()),
+                    (ring, in_a, in_b),
+                    "{policy}: a failed get_bulk moved objects"
+                );
+                // The same through a thread cache and through the array form.
+                assert!(pool.get_bulk(&mut va, 15).is_err());
+                assert!(a.get_array::<15>().is_err());
+                assert_eq!((pool.ring_count(), a.len()), (ring, in_a), "{policy}");
+                // B can still take what the ring holds.
+                let more = 14 - in_b.min(14);
+                b.get_bulk(&mut vb, 14)
+                    .unwrap_or_else(|e| panic!("{policy}: {e} ({more})"));
+                b.put_bulk(&mut vb);
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn out_of_range_handles_panic_naming_the_index_on_every_access_path() {
+    // Handle::from_raw promises this with debug checks on; before, resolver().get_mut and
+    // LocalCache::get_mut returned an out-of-region pointer, get_ref a bare assertion.
+    if !idxpool::DEBUG_CHECKS {
+        eprintln!("skip: needs debug checks (debug build or the debug-checks feature)");
+        return;
+    }
+    idxpool::brand!(OutOfRange);
+    let pool = PoolBuilder::<u64>::with_default(8)
+        .build::<OutOfRange>()
+        .unwrap();
+    let cache = pool.local_cache();
+    let msg = |r: std::thread::Result<()>| -> String {
+        let e = r.expect_err("no panic");
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    };
+    type Paths<'a> = [(&'a str, &'a dyn Fn(&mut Handle<u64, OutOfRange>)); 7];
+    let paths: Paths<'_> = [
+        ("pool.get_ref", &|h| {
+            let _ = pool.get_ref(h);
+        }),
+        ("pool.get_mut", &|h| {
+            let _ = pool.get_mut(h);
+        }),
+        ("pool.as_ptr", &|h| {
+            let _ = pool.as_ptr(h);
+        }),
+        ("resolver.get_ref", &|h| {
+            let _ = pool.resolver().get_ref(h);
+        }),
+        ("resolver.get_mut", &|h| {
+            let _ = pool.resolver().get_mut(h);
+        }),
+        ("cache.get_ref", &|h| {
+            let _ = cache.get_ref(h);
+        }),
+        ("cache.get_mut", &|h| {
+            let _ = cache.get_mut(h);
+        }),
+    ];
+    for (name, f) in paths {
+        // SAFETY (deliberately broken contract): the index is outside the pool; the debug check
+        // must panic before any access.
+        let mut h = unsafe { Handle::<u64, OutOfRange>::from_raw(1000) };
+        let m = msg(catch_unwind(AssertUnwindSafe(|| f(&mut h))));
+        assert!(
+            m.contains("1000") && m.contains("out of range"),
+            "{name}: panic message {m:?}"
+        );
+    }
+    drop(cache);
+    assert_eq!(pool.in_use(), 0);
+}

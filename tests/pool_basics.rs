@@ -125,3 +125,23 @@ fn handle_sizes() {
     assert_eq!(std::mem::size_of::<Handle<[u8; 2048], Basic>>(), 4);
     assert_eq!(std::mem::size_of::<Option<Handle<[u8; 2048], Basic>>>(), 4);
 }
+
+#[test]
+fn caches_written_by_one_thread_sit_on_their_own_pair_of_cache_lines() {
+    // Issue 12: LocalCaches kept side by side in a Vec (one per thread) shared a cache line,
+    // and each thread's writes of its fast state invalidated the other's (false sharing).
+    const PAIR: usize = 2 * idxpool::CACHE_LINE;
+    assert!(std::mem::align_of::<idxpool::IndexLocalCache<'static, u64, Basic>>() >= PAIR);
+    assert!(std::mem::align_of::<idxpool::ptr::LocalCache<'static, u64, Basic>>() >= PAIR);
+    PoolBuilder::<u64>::with_default(256)
+        .cache_size(8)
+        .scoped(|pool| {
+            let caches: Vec<_> = (0..4).map(|_| pool.local_cache()).collect();
+            for w in caches.windows(2) {
+                let (a, b) = (&w[0] as *const _ as usize, &w[1] as *const _ as usize);
+                assert_eq!(a % PAIR, 0);
+                assert!(b - a >= PAIR);
+            }
+        })
+        .unwrap();
+}
