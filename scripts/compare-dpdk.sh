@@ -16,8 +16,10 @@
 # Usage: scripts/compare-dpdk.sh [options] [-- extra mempool_perf args]
 #   --cores LIST       core counts, e.g. 1,2 [1 and 2, up to the CPUs available]
 #   --cache LIST       0 and/or 512 [512]
-#   --matrix 2211|2607 DPDK version of the cell list [2211]; 2607 needs mempool_perf's
-#                      --matrix 2607; the C side still runs the installed DPDK's cache code
+#   --matrix 2211|2607 DPDK version of the cell list [2211]; with 2607 the C side still runs
+#                      the installed DPDK's cache code, and each idxpool run builds 26.07's
+#                      pools (2 x 143 MB per core, prefaulted): seconds per cell, so narrow it
+#                      with --filter, or run both sides once over all cells (BENCHMARKS.md)
 #   --filter WORDS     only cells whose DPDK key holds every word, e.g. "n_keep=512 constant_n=0"
 #   --rounds N         DPDK/idxpool alternations per cell [2]
 #   --seconds S        DPDK C seconds per cell per round (the autotest's TIME_S) [0.4]
@@ -207,7 +209,7 @@ else
     done
     printf 'compare-dpdk: [%d/%d] %s: DPDK %s, idxpool %s\n' "$i" "${#cells[@]}" "$label" \
       "$(tail -n1 "$dpdk_log" | sed 's/.*rate_persec= *//')" \
-      "$(tail -n +2 "$tmp" | cut -d, -f1,10 | tr '\n' ' ')" >&2
+      "$(tail -n +2 "$tmp" | awk -F, '{printf "%s %.0f ", $1, $NF / 1e6}')M" >&2
   done
   exec {dpdk_in}>&-
   wait "$DPDK_PID" 2>/dev/null || true

@@ -258,15 +258,44 @@ impl Rng {
     }
 }
 
-/// Every kind of operation, in a random mix, on the common ring and channels 0 and 1, with a
-/// few objects always held, until killed (by the parent, or by an armed kill point).
-fn pool_workload(pool: &SharedPool<Obj>, rng: &mut Rng, reclaim: bool, stop: &dyn Fn() -> bool) {
+/// Every kind of operation, in a random mix, with a few objects always held, until killed (by
+/// the parent, or by an armed kill point) or told to stop: on `pool` (a cache: refills,
+/// flushes, cache gets and puts; channels 0 and 1) and on `flat` (no cache: every get and put
+/// is a ring operation; channel 0).
+fn pool_workload(
+    pool: &SharedPool<Obj>,
+    flat: &SharedPool<Obj>,
+    rng: &mut Rng,
+    reclaim: bool,
+    stop: &dyn Fn() -> bool,
+) {
     let mut held: Vec<SharedHandle<Obj>> = Vec::new();
+    let mut flat_held: Vec<SharedHandle<Obj>> = Vec::new();
     let mut v = Vec::new();
     let mut i = 0u64;
     while !stop() {
         i += 1;
-        match rng.below(8) {
+        match rng.below(12) {
+            8 => {
+                if let Ok(h) = flat.get() {
+                    flat_held.push(h);
+                }
+            }
+            9 => {
+                if let Some(h) = flat_held.pop() {
+                    flat.put(h);
+                }
+            }
+            10 => {
+                if let Some(h) = flat_held.pop() {
+                    flat.send(0, h);
+                }
+            }
+            11 => {
+                if let Some(h) = flat.recv(0) {
+                    flat_held.push(h);
+                }
+            }
             0 => {
                 if pool.get_bulk(&mut v, 1 + rng.below(12) as usize).is_ok() {
                     for h in v.iter_mut() {
@@ -309,23 +338,33 @@ fn pool_workload(pool: &SharedPool<Obj>, rng: &mut Rng, reclaim: bool, stop: &dy
             let h = held.remove(0);
             pool.put(h);
         }
+        while flat_held.len() > 4 {
+            let h = flat_held.remove(0);
+            flat.put(h);
+        }
     }
     pool.put_bulk(&mut held);
+    flat.put_bulk(&mut flat_held);
 }
 
 /// The kill test's victim: attaches, arms a kill point if asked, reclaims dead slots (so a
 /// kill inside reclaim is possible), then works until killed.
 fn child_victim(name: &str) {
     let pool = SharedPool::<Obj>::attach(name, fp()).unwrap();
-    let point: u32 = std::env::var("IDXPOOL_MP_POINT").unwrap().parse().unwrap();
-    let nth: u32 = std::env::var("IDXPOOL_MP_NTH").unwrap().parse().unwrap();
+    let flat = SharedPool::<Obj>::attach(&format!("{name}-flat"), fp()).unwrap();
+    let var = |k: &str| -> u32 { std::env::var(k).unwrap().parse().unwrap() };
+    let (point, op, nth) = (
+        var("IDXPOOL_MP_POINT"),
+        var("IDXPOOL_MP_OP"),
+        var("IDXPOOL_MP_NTH"),
+    );
     println!("MP:READY");
     if point > 0 {
-        idxpool::shared::arm_kill_point(point, nth);
+        idxpool::shared::arm_kill_point(point, op, nth);
     }
     pool.reclaim_dead();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64);
-    pool_workload(&pool, &mut rng, true, &|| false);
+    pool_workload(&pool, &flat, &mut rng, true, &|| false);
 }
 
 /// A misbehaving peer: tries to shrink the region file (`set_len(0)`), to re-create it with
@@ -1012,71 +1051,90 @@ fn default_cache_size_fits_small_pools() {
 // ---- issue 15: kill -9 at any instruction ----
 
 /// Issue 15: SIGKILLs a secondary again and again while a survivor in this process keeps
-/// working on the same rings: at random moments (random delays) and at every deterministic
-/// kill point inside the ring and cache operations (`kill_point`, armed in the victim at a
-/// random hit count). After each kill: the survivor must finish (never wait forever on the
-/// dead process's ring lock), and after `reclaim_in_use_of_dead` the audit must be clean with
-/// every object in exactly one place, nothing lost (no `repair_lost`), nothing duplicated.
-/// 1,008 kills in a release build (`IDXPOOL_KILLS` overrides), 27 in a debug build.
+/// working on the same rings: at random moments (random delays), and deterministically at each
+/// step of each ring operation (lock taken, record prepared, half applied, applied, record
+/// idle; for each of: cache flush, cache refill, cache-less put, cache-less get, send,
+/// receive), inside a cache pop and a cache push, and inside `reclaim_dead` (after a planted
+/// dead slot), each at a random hit count. After each kill: the survivor must finish (never
+/// wait forever on the dead process's ring lock), and after `reclaim_in_use_of_dead` both
+/// pools' audits must be clean with every object in exactly one place: nothing lost (no
+/// `repair_lost`), nothing duplicated, no corrupt entry. 34 cases; 1,020 kills in a release
+/// build (`IDXPOOL_KILLS` overrides), 34 in a debug build.
 #[test]
 fn kill9_at_any_point_never_wedges_or_loses() {
-    use idxpool::shared::kill_point;
+    use idxpool::shared::{kill_point as kp, op_code};
+    use std::os::unix::process::ExitStatusExt;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{mpsc, Arc};
 
+    // (point, op): 0 = a random moment; ring points x ring operations; cache and reclaim.
+    let mut cases = vec![(0u32, 0u32)];
+    for (kind, chan) in [
+        (1, false),
+        (2, false),
+        (3, false),
+        (4, false),
+        (3, true),
+        (4, true),
+    ] {
+        for point in kp::LOCKED..=kp::UNLOCKING {
+            cases.push((point, op_code(kind, chan)));
+        }
+    }
+    cases.extend([(kp::CACHE_POP, 0), (kp::CACHE_PUSH, 0), (kp::RECLAIM, 0)]);
     let kills: u32 = std::env::var("IDXPOOL_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 27 } else { 1008 });
+        .unwrap_or(if cfg!(debug_assertions) { 1 } else { 30 } * cases.len() as u32);
     let g = Names::new("kill9any");
+    let gf = Names {
+        name: format!("{}-flat", g.name),
+        extra: Vec::new(),
+    };
     let cap = 96u32;
-    let pool = SharedPool::<Obj>::create(
-        &g.name,
-        cap,
-        fp(),
-        SharedOptions::new()
-            .cache_size(8)
-            .channels(2)
-            .max_processes(6),
-    )
-    .unwrap();
+    let o = SharedOptions::new().channels(2).max_processes(6);
+    let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), o.clone().cache_size(8)).unwrap();
+    let flat = SharedPool::<Obj>::create(&gf.name, cap, fp(), o.cache_size(0)).unwrap();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ std::process::id() as u64);
-    let mut by_point = [0u32; kill_point::COUNT as usize];
+    let mut by_case = vec![0u32; cases.len()];
     for k in 0..kills {
-        let point = k % kill_point::COUNT; // 0 = a random moment
-        if point == kill_point::RECLAIM {
+        let case = k as usize % cases.len();
+        let (point, op) = cases[case];
+        if point == kp::RECLAIM {
             // A dead slot for the victim to reclaim (and be killed inside of).
             let mut c = ChildGuard::spawn("hold", &[(NAME, g.name.clone())]);
             assert!(c.line().starts_with("READY"));
             c.child.kill().unwrap();
             c.child.wait().unwrap();
         }
-        // The survivor: another attachment in this process, working until told to stop.
+        // The survivor: other attachments in this process, working until told to stop.
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let survivor = {
             let (stop, name, seed) = (stop.clone(), g.name.clone(), rng.next());
             std::thread::spawn(move || {
                 let p = SharedPool::<Obj>::attach(&name, fp()).unwrap();
-                // No reclaim here: the victim of the RECLAIM point must find the dead slot.
-                pool_workload(&p, &mut Rng(seed | 1), false, &|| {
+                let f = SharedPool::<Obj>::attach(&format!("{name}-flat"), fp()).unwrap();
+                // No reclaim here: the victim of the reclaim point must find the dead slot.
+                pool_workload(&p, &f, &mut Rng(seed | 1), false, &|| {
                     stop.load(Ordering::Relaxed)
                 });
-                drop(p);
+                drop((p, f));
                 let _ = done_tx.send(());
             })
         };
         // The reclaim point is passed once per dead slot: there is one.
-        let nth = if point == kill_point::RECLAIM {
+        let nth = if point == kp::RECLAIM {
             1
         } else {
-            1 + rng.below(40) as u32
+            1 + rng.below(12) as u32
         };
         let mut c = ChildGuard::spawn(
             "victim",
             &[
                 (NAME, g.name.clone()),
                 ("IDXPOOL_MP_POINT", point.to_string()),
+                ("IDXPOOL_MP_OP", op.to_string()),
                 ("IDXPOOL_MP_NTH", nth.to_string()),
             ],
         );
@@ -1092,50 +1150,47 @@ fn kill9_at_any_point_never_wedges_or_loses() {
             }
             assert!(
                 Instant::now() < deadline,
-                "kill {k}: point {point} not reached"
+                "kill {k}: point {point} op {op} not reached"
             );
             std::thread::sleep(Duration::from_millis(1));
         };
-        use std::os::unix::process::ExitStatusExt;
         assert_eq!(st.signal(), Some(libc::SIGKILL), "kill {k}: victim {st}");
-        by_point[point as usize] += 1;
+        by_case[case] += 1;
         stop.store(true, Ordering::Relaxed);
         done_rx
             .recv_timeout(Duration::from_secs(20))
             .unwrap_or_else(|_| {
                 panic!(
-                    "kill {k} (point {point}): the survivor did not finish: {}",
-                    pool.audit()
+                    "kill {k} (point {point} op {op}): the survivor did not finish: {} / {}",
+                    pool.audit(),
+                    flat.audit()
                 )
             });
         survivor.join().unwrap();
-        pool.reclaim_in_use_of_dead();
-        pool.reset_channel(0);
-        pool.reset_channel(1);
-        pool.flush();
-        let a = pool.audit();
-        assert!(
-            a.is_consistent() && a.in_ring == cap as usize,
-            "kill {k} (point {point}, nth {nth}): {a}"
-        );
-        assert_eq!(pool.available(), cap as usize, "kill {k}");
-        assert_eq!(pool.corrupt_entries(), 0, "kill {k}: {a}");
-        assert!(
-            pool.processes().len() == 1,
-            "kill {k}: {:?}",
-            pool.processes()
-        );
-        // Every object exactly once in the ring: take them all, check the indices.
-        let mut all = Vec::new();
-        pool.get_bulk(&mut all, cap as usize).unwrap();
-        let mut idx: Vec<u32> = all.iter().map(|h| h.index()).collect();
-        idx.sort_unstable();
-        assert_eq!(idx, (0..cap).collect::<Vec<_>>(), "kill {k}");
-        pool.put_bulk(&mut all);
-        pool.flush();
+        for (p, chans) in [(&pool, 2), (&flat, 2)] {
+            p.reclaim_in_use_of_dead();
+            for c in 0..chans {
+                p.reset_channel(c);
+            }
+            p.flush();
+            let a = p.audit();
+            let what = format!("kill {k} (point {point}, op {op}, nth {nth}): {a}");
+            assert!(a.is_consistent() && a.in_ring == cap as usize, "{what}");
+            assert_eq!(p.available(), cap as usize, "{what}");
+            assert_eq!(p.corrupt_entries(), 0, "{what}");
+            assert_eq!(p.processes().len(), 1, "{what}: {:?}", p.processes());
+            // Every object exactly once in the ring: take them all, check the indices.
+            let mut all = Vec::new();
+            p.get_bulk(&mut all, cap as usize).unwrap();
+            let mut idx: Vec<u32> = all.iter().map(|h| h.index()).collect();
+            idx.sort_unstable();
+            assert_eq!(idx, (0..cap).collect::<Vec<_>>(), "{what}");
+            p.put_bulk(&mut all);
+            p.flush();
+        }
     }
-    println!("kills by point (0 = random moment): {by_point:?}");
-    assert_eq!(by_point.iter().sum::<u32>(), kills);
+    println!("kills per case {:?}: {by_case:?}", cases);
+    assert_eq!(by_case.iter().sum::<u32>(), kills);
 }
 
 /// Issue 15: a peer that truncates the region (or re-creates its file with `O_TRUNC`, or

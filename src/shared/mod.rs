@@ -99,7 +99,7 @@ pub use owner::ProcessId;
 pub use pool::SharedPool;
 pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
 #[doc(hidden)]
-pub use xring::{arm_kill_point, kill_point};
+pub use xring::{arm_kill_point, kill_point, op_code};
 
 use crate::builder::StrideMode;
 

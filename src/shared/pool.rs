@@ -178,6 +178,13 @@ impl<T: Pod> SharedPool<T> {
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
         if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
+            // hugetlbfs cannot hold a symbolic link (EINVAL): a huge-page memfd is named from
+            // /dev/shm, where attach looks next.
+            let link = match (backing, path.file_name()) {
+                (SharedBacking::Hugetlbfs, Some(f)) => Path::new(file::SHM_DIR).join(f),
+                _ => path.to_path_buf(),
+            };
+            let path = link.as_path();
             let r = file::SealedRegion::create(
                 path,
                 sections.end,
@@ -545,7 +552,7 @@ impl<T> SharedPool<T> {
     pub(crate) fn enq_held(&self, ring: &XRing, v: &[u32], mark: u32) {
         let (rs, id) = self.party();
         for chunk in v.chunks(REC_BATCH as usize) {
-            self.with_ring(ring, rs, id, |p, t| {
+            self.with_ring(ring, rs, id, K_ENQ_HELD, |p, t| {
                 let n = (chunk.len() as u32).min(t.room());
                 p.commit(
                     t,
@@ -579,7 +586,7 @@ impl<T> SharedPool<T> {
         mut out: impl FnMut(u32),
     ) -> u32 {
         let (rs, id) = self.party();
-        let n = self.with_ring(ring, rs, id, |p, t| {
+        let n = self.with_ring(ring, rs, id, K_DEQ_HELD, |p, t| {
             let n = max.min(REC_BATCH).min(t.count());
             if n == 0 {
                 return 0;
@@ -614,7 +621,7 @@ impl<T> SharedPool<T> {
     pub(crate) fn flush_cache(&self, cs: u32, n: u32, party: (u32, u64)) -> u32 {
         let size = self.params.cache_size;
         let len_word = &self.procs()[cs as usize].len;
-        self.with_ring(&self.ring, party.0, party.1, |p, t| {
+        self.with_ring(&self.ring, party.0, party.1, K_ENQ_CACHE, |p, t| {
             let len = len_word.load(Ordering::Relaxed).min(size);
             let n = n.min(len).min(t.room());
             if n == 0 {
@@ -693,7 +700,7 @@ impl<T> SharedPool<T> {
                 let want = (size / 2).max(1);
                 let (rs, id) = self.party();
                 let me = self.slot;
-                let got = self.with_ring(&self.ring, rs, id, |p, t| {
+                let got = self.with_ring(&self.ring, rs, id, K_DEQ_CACHE, |p, t| {
                     let n = want.min(t.count());
                     if n == 0 {
                         return 0;

@@ -350,7 +350,7 @@ impl<T> SharedPool<T> {
         loop {
             // The list is built under the common ring's lock, so two reclaimers never both
             // return one object, and a reclaimer killed midway is completed by the next.
-            let (n, next) = self.with_ring(&self.ring, rs, id, |p, t| {
+            let (n, next) = self.with_ring(&self.ring, rs, id, K_ENQ_HELD, |p, t| {
                 let mut back = Vec::new();
                 let mut i = from;
                 let owners = p.owners();

@@ -107,25 +107,44 @@ pub mod kill_point {
 
 static KILL_ARMED: AtomicU32 = AtomicU32::new(0);
 static KILL_LEFT: AtomicU32 = AtomicU32::new(0);
+/// The ring operation a kill is restricted to (`op_code`), 0 = any.
+static KILL_OP: AtomicU32 = AtomicU32::new(0);
+/// The ring operation in progress in this process (recorded only while a kill is armed).
+static CUR_OP: AtomicU32 = AtomicU32::new(0);
+
+/// Code of a ring operation for [`arm_kill_point`]: its kind (`1` cache -> ring, `2` ring ->
+/// cache, `3` held -> ring, `4` ring -> held) plus 16 on a channel (send, receive).
+#[doc(hidden)]
+pub fn op_code(kind: u32, channel: bool) -> u32 {
+    kind | if channel { 16 } else { 0 }
+}
 
 /// Test hook: SIGKILL this process the `nth` time (1-based) it passes kill point `point`
-/// (see [`kill_point`]). For the kill tests only; costs one relaxed load per point when unarmed.
+/// (see [`kill_point`]), counting only inside ring operations of code `op` (see [`op_code`];
+/// 0 = any, and the cache and reclaim points ignore it). For the kill tests only; costs one
+/// relaxed load per point when unarmed.
 #[doc(hidden)]
-pub fn arm_kill_point(point: u32, nth: u32) {
+pub fn arm_kill_point(point: u32, op: u32, nth: u32) {
     KILL_LEFT.store(nth.max(1), Ordering::SeqCst);
+    KILL_OP.store(op, Ordering::SeqCst);
     KILL_ARMED.store(point, Ordering::SeqCst);
 }
 
 #[inline(always)]
 pub(crate) fn kill_hook(point: u32) {
     if KILL_ARMED.load(Ordering::Relaxed) == point {
-        kill_hook_slow();
+        kill_hook_slow(point);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn kill_hook_slow() {
+fn kill_hook_slow(point: u32) {
+    let op = KILL_OP.load(Ordering::Relaxed);
+    let ring_point = point <= kill_point::UNLOCKING;
+    if ring_point && op != 0 && CUR_OP.load(Ordering::Relaxed) != op {
+        return;
+    }
     if KILL_LEFT.fetch_sub(1, Ordering::SeqCst) == 1 {
         // SAFETY: raising a signal has no memory-safety preconditions.
         unsafe { libc::raise(libc::SIGKILL) };
@@ -292,8 +311,12 @@ impl<T> SharedPool<T> {
         ring: &XRing,
         rec_slot: u32,
         id: u64,
+        kind: u32,
         f: impl FnOnce(&Self, &Txn<'_>) -> R,
     ) -> R {
+        if KILL_ARMED.load(Ordering::Relaxed) != 0 {
+            CUR_OP.store(op_code(kind, ring.id != 0), Ordering::Relaxed);
+        }
         self.lock_ring(ring, id);
         kill_hook(kill_point::LOCKED);
         let st = ring.st();
