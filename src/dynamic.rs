@@ -374,9 +374,14 @@ impl<T> DynPool<T> {
     pub fn is_empty(&self) -> bool {
         self.inner().is_empty()
     }
-    /// Counters, as [`GenericPool::stats`] (feature `stats`).
+    /// Counters, as [`GenericPool::stats`] (needs the crate's `stats` feature; see
+    /// [`Stats::COUNTING`]).
     pub fn stats(&self) -> Stats {
         self.inner().stats()
+    }
+    /// Starts the counters from 0 again, as [`GenericPool::stats_reset`].
+    pub fn stats_reset(&self) {
+        self.inner().stats_reset()
     }
     /// `(label, objects held)` of every live cache.
     pub fn cache_counts(&self) -> Vec<(String, usize)> {

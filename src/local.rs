@@ -145,17 +145,46 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
         self.pool.put_via(&mut self.cm, &handles);
     }
 
-    /// Shared access to an object (see [`GenericPool::get_ref`]).
+    /// Shared access to an object (see [`GenericPool::get_ref`]). The reference borrows the
+    /// handle and the *pool* (`'p`), not this cache, so the cache can keep allocating while it
+    /// lives.
     #[inline(always)]
-    pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
-        // SAFETY: as GenericPool::get_ref (same geometry, same brand).
+    pub fn get_ref<'a>(&self, h: &'a H<T, B, R>) -> &'a T
+    where
+        'p: 'a,
+    {
+        // SAFETY: as GenericPool::get_ref (same geometry, same brand); the result lives no
+        // longer than the handle borrow and the pool borrow 'p.
         unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_ref() }
     }
 
-    /// Exclusive access to an object (see [`GenericPool::get_mut`]).
+    /// Exclusive access to an object (see [`GenericPool::get_mut`]). The reference borrows the
+    /// handle (mutably: one `&mut T` per handle at a time) and the *pool* (`'p`), not this
+    /// cache, so a burst loop can hold it while the same cache allocates:
+    ///
+    /// ```
+    /// idxpool::PoolBuilder::<u64>::with_default(64).cache_size(16).scoped(|pool| {
+    ///     let mut cache = pool.local_cache();
+    ///     let mut first = cache.get().unwrap();
+    ///     let x = cache.get_mut(&mut first);   // &mut u64 tied to the pool and `first`
+    ///     let second = cache.get().unwrap();   // the cache keeps allocating
+    ///     *x = 7;
+    ///     cache.put(second);
+    ///     cache.put(first);
+    /// }).unwrap();
+    /// ```
+    ///
+    /// [`GenericPool::resolver`] gives a `Copy` converter with the same borrow shape that holds
+    /// the pool's base and stride by value (for hot loops, and for code that has the pool but
+    /// not the cache at hand).
     #[inline(always)]
-    pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
-        // SAFETY: as GenericPool::get_mut (same geometry, same brand; &mut h is exclusive).
+    pub fn get_mut<'a>(&self, h: &'a mut H<T, B, R>) -> &'a mut T
+    where
+        'p: 'a,
+    {
+        // SAFETY: as GenericPool::get_mut (same geometry, same brand; &mut h is exclusive and
+        // no other handle names the object); the result lives no longer than the handle borrow
+        // and the pool borrow 'p.
         unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_mut() }
     }
 
@@ -170,6 +199,8 @@ impl<T, B: Brand, R: Repr> Drop for LocalCache<'_, T, B, R> {
         self.flush();
         let cache = self.cm.cache_ptr();
         self.pool.core.registry.remove_explicit(cache);
+        // SAFETY: still allocated (freed below); unregistered, so only this value reads it.
+        self.pool.core.retire_counters(unsafe { cache.as_ref() });
         // SAFETY: unregistered, so no reader remains; allocated by Box in new(); the token in
         // `cm` is not used again.
         drop(unsafe { Box::from_raw(cache.as_ptr()) });

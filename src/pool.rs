@@ -8,7 +8,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::brand::{Brand, BrandSlot};
 use crate::cache::{Cache, CacheMut, FlushPolicy};
@@ -31,6 +31,20 @@ pub(crate) struct PoolCore<E> {
     uncached: Cache<E>,
     pub(crate) cache_size: u32,
     pub(crate) policy: FlushPolicy,
+    /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
+    /// in when they go, so that `stats()` keeps counting their operations.
+    retired: Mutex<Stats>,
+    /// What `stats_reset()` subtracts.
+    baseline: Mutex<Stats>,
+}
+
+impl<E> PoolCore<E> {
+    /// Adds the counters of a cache that is going away to the pool's totals.
+    pub(crate) fn retire_counters(&self, c: &Cache<E>) {
+        if Stats::COUNTING {
+            *self.retired.lock().unwrap_or_else(|e| e.into_inner()) += c.counters.snapshot();
+        }
+    }
 }
 
 impl<E: Copy + Send + 'static> PoolCore<E> {
@@ -49,6 +63,8 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             uncached: Cache::uncached(policy),
             cache_size,
             policy,
+            retired: Mutex::new(Stats::default()),
+            baseline: Mutex::new(Stats::default()),
         })
     }
 }
@@ -57,7 +73,8 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
     fn flush_exiting(&self, tid: usize) {
         self.registry.take_exiting(tid, |cache| {
             // SAFETY: the exiting thread owns its cache, just taken out of its slot.
-            unsafe { CacheMut::new(NonNull::from(cache), &self.ring) }.flush()
+            unsafe { CacheMut::new(NonNull::from(cache), &self.ring) }.flush();
+            self.retire_counters(cache);
         });
     }
 }
@@ -459,14 +476,33 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         self.core.ring.count()
     }
 
-    /// Sum of every cache's counters, plus uncached operations. All zero without the `stats`
-    /// feature. Caches of exited threads and dropped local caches are not included.
+    /// The pool's counters (DPDK's `rte_mempool_debug_stats`): every live cache, plus the
+    /// caches already gone (dropped [`crate::LocalCache`]s, exited threads' caches, folded in
+    /// when they went), plus operations that used no cache, minus what
+    /// [`GenericPool::stats_reset`] set aside. A snapshot while other threads work; exact when
+    /// quiescent (e.g. after joining the workers).
+    ///
+    /// Counting needs the crate's **`stats` feature** (`idxpool = { features = ["stats"] }`,
+    /// or `cargo test --features stats`): without it every counter is 0, the counting code
+    /// compiles away, and [`Stats::COUNTING`] (`stats().is_counting()`) is false.
     pub fn stats(&self) -> Stats {
-        let mut s = self.core.uncached.counters.snapshot();
-        self.core
-            .registry
+        let core = &*self.core;
+        let mut s = core.uncached.counters.snapshot();
+        core.registry
             .for_each_cache(|_, c| s += c.counters.snapshot());
-        s
+        s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
+        s.saturating_sub(*core.baseline.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Starts the counters of [`GenericPool::stats`] from 0 again (the current totals are set
+    /// aside; the caches' own counters are not written, so this never races their owners).
+    pub fn stats_reset(&self) {
+        let core = &*self.core;
+        let mut s = core.uncached.counters.snapshot();
+        core.registry
+            .for_each_cache(|_, c| s += c.counters.snapshot());
+        s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
+        *core.baseline.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 
     /// `(label, objects held)` of every live cache.

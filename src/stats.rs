@@ -1,5 +1,8 @@
 //! Per-cache counters, as DPDK's `struct rte_mempool_debug_stats` (enabled by the `stats`
-//! feature; every counter reads 0 without it, and the counting code compiles away).
+//! feature; every counter reads 0 without it, the counting code compiles away, and
+//! [`Stats::COUNTING`] says so). A pool's totals include the counters of its dropped local
+//! caches and exited threads' caches (folded in when they go, as DPDK keeps per-lcore counters
+//! for the pool's life).
 
 use std::fmt;
 use std::ops::AddAssign;
@@ -32,6 +35,42 @@ pub struct Stats {
     pub get_fail_objs: u64,
 }
 
+impl Stats {
+    /// True when the crate was built with the `stats` feature. Without it nothing is counted
+    /// (the counting code compiles away) and every `Stats` reads 0: check this before reading
+    /// a zero as "nothing happened".
+    pub const COUNTING: bool = cfg!(feature = "stats");
+
+    /// [`Stats::COUNTING`], as a method (e.g. on a value returned by `pool.stats()`).
+    pub fn is_counting(&self) -> bool {
+        Self::COUNTING
+    }
+
+    /// Field-wise `self - base`, saturating at 0 (for [`crate::GenericPool::stats_reset`]).
+    pub(crate) fn saturating_sub(self, base: Stats) -> Stats {
+        Stats {
+            put_bulk: self.put_bulk.saturating_sub(base.put_bulk),
+            put_objs: self.put_objs.saturating_sub(base.put_objs),
+            put_common_pool_bulk: self
+                .put_common_pool_bulk
+                .saturating_sub(base.put_common_pool_bulk),
+            put_common_pool_objs: self
+                .put_common_pool_objs
+                .saturating_sub(base.put_common_pool_objs),
+            get_common_pool_bulk: self
+                .get_common_pool_bulk
+                .saturating_sub(base.get_common_pool_bulk),
+            get_common_pool_objs: self
+                .get_common_pool_objs
+                .saturating_sub(base.get_common_pool_objs),
+            get_success_bulk: self.get_success_bulk.saturating_sub(base.get_success_bulk),
+            get_success_objs: self.get_success_objs.saturating_sub(base.get_success_objs),
+            get_fail_bulk: self.get_fail_bulk.saturating_sub(base.get_fail_bulk),
+            get_fail_objs: self.get_fail_objs.saturating_sub(base.get_fail_objs),
+        }
+    }
+}
+
 impl AddAssign for Stats {
     fn add_assign(&mut self, o: Stats) {
         self.put_bulk += o.put_bulk;
@@ -49,6 +88,9 @@ impl AddAssign for Stats {
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !Self::COUNTING {
+            return f.write_str("(not counted: build idxpool with the `stats` feature)");
+        }
         write!(
             f,
             "put_bulk={} put_objs={} put_common_pool_bulk={} put_common_pool_objs={} \

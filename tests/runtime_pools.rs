@@ -388,3 +388,85 @@ fn audit_needs_the_only_reference() {
     drop(c);
     assert_eq!(p.audit().unwrap().in_use, 0);
 }
+
+/// Stats add up: operations of exited threads' caches and of dropped local caches stay in the
+/// pool's totals; `stats_reset` starts from 0; without the feature, `Stats` says so.
+#[test]
+fn stats_after_threads_exit_equal_the_operations_done() {
+    let p = pool("stats-sum", 256, 16);
+    let per: u64 = if cfg!(miri) { 10 } else { 500 };
+    let mut joins = Vec::new();
+    for t in 0..3u64 {
+        let p = p.clone();
+        joins.push(std::thread::spawn(move || {
+            if t == 0 {
+                // An explicit cache, dropped at the end of the thread.
+                let c = p.local_cache();
+                for _ in 0..per {
+                    let h = c.get().unwrap();
+                    c.put(h);
+                }
+            } else {
+                // The implicit per-thread cache, flushed and freed at thread exit.
+                for _ in 0..per {
+                    let mut v = Vec::new();
+                    p.get_bulk(&mut v, 2).unwrap();
+                    p.put_bulk(&mut v);
+                }
+            }
+        }));
+    }
+    for j in joins {
+        j.join().unwrap();
+    }
+    let s = p.stats();
+    if idxpool::stats::Stats::COUNTING {
+        assert!(s.is_counting());
+        assert_eq!(s.get_success_bulk, 3 * per);
+        assert_eq!(s.get_success_objs, per + 2 * 2 * per);
+        assert_eq!(s.put_bulk, 3 * per);
+        assert_eq!(s.put_objs, per + 2 * 2 * per);
+        assert_eq!(s.get_fail_bulk, 0);
+        // Every refill came from the ring and every flush went back to it: the ring is full
+        // again, so what left it came back.
+        assert_eq!(s.get_common_pool_objs, s.put_common_pool_objs);
+        p.stats_reset();
+        assert_eq!(p.stats(), idxpool::stats::Stats::default());
+        let h = p.get().unwrap();
+        p.put(h);
+        assert_eq!(p.stats().get_success_objs, 1);
+        assert_eq!(p.stats().put_objs, 1);
+    } else {
+        assert!(!s.is_counting());
+        assert_eq!(s, idxpool::stats::Stats::default());
+        assert!(s.to_string().contains("`stats` feature"), "{s}");
+    }
+    assert_eq!(p.available(), 256);
+}
+
+/// The burst loop with a branded pool: a `&mut T` from `LocalCache::get_mut` is tied to the
+/// pool and the handle, not the cache, so the cache keeps allocating while it lives.
+#[test]
+fn a_branded_local_cache_allocates_while_a_reference_lives() {
+    PoolBuilder::<[u64; 4]>::with_default(64)
+        .cache_size(8)
+        .scoped(|pool| {
+            let mut cache = pool.local_cache();
+            let mut first = cache.get().unwrap();
+            let head = cache.get_mut(&mut first);
+            let mut burst = Vec::new();
+            for k in 0..4u64 {
+                cache.get_bulk(&mut burst, 8).unwrap();
+                for h in burst.iter_mut() {
+                    cache.get_mut(h)[0] = k;
+                    head[0] += 1;
+                }
+                cache.put_bulk(&mut burst);
+            }
+            assert_eq!(head[0], 32);
+            cache.put(first);
+            drop(cache);
+            assert_eq!(pool.in_use(), 0);
+        })
+        .unwrap();
+}
