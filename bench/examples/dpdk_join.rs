@@ -565,7 +565,7 @@ mod tests {
 
     /// Recorded: bench/dpdk/mempool_perf (22.11 format) on 2 lcores, two rounds per cell.
     const C_HARNESS_LOG: &str = include_str!("../tests/data/dpdk/harness-2211.log");
-    /// Recorded: head of `dpdk-test` mempool_perf_autotest output (22.11, sections).
+    /// Recorded: `dpdk-test` mempool_perf_autotest output (22.11), the start of each section.
     const DPDK_TEST_LOG: &str = include_str!("../tests/data/dpdk/dpdk-test-2211.log");
     /// Recorded: 26.07-format lines (padded values, random-bulk pass).
     const LOG_2607: &str = include_str!("../tests/data/dpdk/harness-2607.log");
@@ -620,22 +620,26 @@ mod tests {
 
     #[test]
     fn dpdk_test_sections_pick_the_cache_pass() {
+        // Recorded excerpt: the no-cache section, the default-ops section (same cells, another
+        // pool: skipped), the per-lcore cache section.
         let log = parse_dpdk_log(DPDK_TEST_LOG);
-        assert!(log.len() >= 8);
-        assert!(log.iter().all(|(_, c, _)| c.cache == 0));
+        assert_eq!(log.len(), 14);
+        assert_eq!(
+            log.iter().filter(|(s, _, _)| *s == Section::Other).count(),
+            2
+        );
+        let rounds = dpdk_rounds(&log);
         let c0 = Cell {
             cache: 0,
             ..cell(1, 1, 1, 32, 0)
         };
-        assert_eq!(dpdk_rounds(&log)[&c0].len(), 1);
-        // The default-ops pass (same cells, another pool) adds no round.
-        let more = format!(
-            "{DPDK_TEST_LOG}start performance test for ring_mp_mc (without cache)\n\
-             mempool_autotest cache=0 cores=1 n_get_bulk=1 n_put_bulk=1 n_keep=32 constant_n=0 rate_persec=1\n"
+        assert_eq!(
+            rounds[&c0],
+            vec![15859712.0],
+            "the other-ops pass adds no round"
         );
-        let log = parse_dpdk_log(&more);
-        assert!(log.iter().any(|(s, _, _)| *s == Section::Other));
-        assert_eq!(dpdk_rounds(&log)[&c0].len(), 1);
+        assert_eq!(rounds[&cell(1, 1, 1, 32, 1)], vec![42218291.0]);
+        assert_eq!(rounds.keys().filter(|c| c.cache == 512).count(), 3);
     }
 
     #[test]
