@@ -604,6 +604,7 @@ impl<T> SharedPool<T> {
         let rec = &self.rec_entries(rs)[..n as usize];
         for (k, r) in rec.iter().enumerate() {
             let e = r.load(Ordering::Relaxed);
+            // Struck entries (NO_ENTRY: not claimed by this operation) fail the range check.
             let ok = e < self.params.capacity
                 && self.owners()[e as usize].load(Ordering::Acquire) == self.me
                 && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e);

@@ -58,6 +58,9 @@ pub(crate) const K_ENQ_HELD: u32 = 3;
 /// Ring -> held by `rec_holder`: `rec_n` entries whose owner word was `rec_mark`.
 pub(crate) const K_DEQ_HELD: u32 = 4;
 
+/// A struck record entry (an index no pool has: capacities are at most 2^31).
+pub(crate) const NO_ENTRY: u32 = u32::MAX;
+
 /// Entries a record holds besides a cache pre-image: bulk operations on held objects go in
 /// chunks of this many.
 pub(crate) const REC_BATCH: u32 = 64;
@@ -459,13 +462,18 @@ impl<T> SharedPool<T> {
                         if e >= cap {
                             continue;
                         }
-                        // Claimed once: a redo finds the word already ours.
-                        let _ = self.owners()[e as usize].compare_exchange(
-                            mark,
-                            holder,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        );
+                        // An entry whose word was not `mark` is not claimed by this operation
+                        // (held already, even by the claimer itself: a duplicate entry) and
+                        // is struck from the record, so the operator mints no handle for it.
+                        // A redo by a completer may strike entries the first pass claimed:
+                        // harmless, as nobody mints handles from a dead operator's record
+                        // (they stay held by it: orphans).
+                        if self.owners()[e as usize]
+                            .compare_exchange(mark, holder, Ordering::AcqRel, Ordering::Acquire)
+                            .is_err()
+                        {
+                            r.store(NO_ENTRY, Ordering::Relaxed);
+                        }
                     }
                 }
             }
@@ -540,6 +548,37 @@ mod tests {
         assert_eq!(unsafe { pool.repair_lost() }, 32);
         assert!(pool.audit().is_consistent());
         assert_eq!(pool.available(), 32);
+        let _ = SharedPool::<u8>::remove(&name);
+    }
+
+    /// A channel entry naming an object the receiver already holds (a peer wrote it there)
+    /// must not give the receiver a second handle to it (two `&mut T`).
+    #[test]
+    fn duplicate_of_a_held_object_in_a_channel_is_dropped() {
+        let name = format!("idxpool-unit-{}-xdup", std::process::id());
+        let pool =
+            SharedPool::<u64>::create(&name, 8, 1, SharedOptions::new().cache_size(0)).unwrap();
+        let mut h = pool.get().unwrap();
+        let i = h.index();
+        let ch = &pool.chans[0];
+        let t = ch.st().tail.load(Ordering::SeqCst);
+        ch.slot(t).store(i, Ordering::SeqCst);
+        ch.st().tail.store(t + 1, Ordering::SeqCst);
+        assert!(pool.recv(0).is_none(), "a second handle to a held object");
+        assert_eq!(pool.corrupt_entries(), 1);
+        *pool.get_mut(&mut h) = 5;
+        // The same through the common ring (a cache-less get).
+        let t = pool.ring.st().tail.load(Ordering::SeqCst);
+        pool.ring.slot(t).store(i, Ordering::SeqCst);
+        pool.ring.st().tail.store(t + 1, Ordering::SeqCst);
+        let mut others = Vec::new();
+        while let Ok(o) = pool.get() {
+            assert_ne!(o.index(), i, "a second handle to a held object");
+            others.push(o);
+        }
+        assert_eq!(others.len(), 7);
+        pool.put_bulk(&mut others);
+        pool.put(h);
         let _ = SharedPool::<u8>::remove(&name);
     }
 }
