@@ -470,3 +470,58 @@ fn a_branded_local_cache_allocates_while_a_reference_lives() {
         })
         .unwrap();
 }
+
+idxpool::brand!(ArcPool);
+
+/// Item 2 for branded pools: a pool in an `Arc` whose cache, resolver and ring halves are
+/// `'static` and move into `std::thread::spawn`.
+#[test]
+fn a_branded_pool_in_an_arc_feeds_spawned_threads() {
+    let pool = Arc::new(
+        PoolBuilder::<[u64; 4]>::with_default(128)
+            .cache_size(16)
+            .build::<ArcPool>()
+            .unwrap(),
+    );
+    let (mut tx, mut rx) = idxpool::HandleRing::new_owned(&pool, 32, Zeroing::Batched).unwrap();
+    let cache = pool.local_cache_owned();
+    let objs = pool.resolver_owned();
+    let n = N.min(5_000);
+    let producer = std::thread::spawn(move || {
+        let mut burst = Vec::new();
+        let mut seq = 0u64;
+        while seq < n {
+            let got = cache.get_burst(&mut burst, 8.min((n - seq) as usize));
+            for h in burst.iter_mut() {
+                cache.get_mut(h)[0] = seq;
+                seq += 1;
+            }
+            debug_assert!(got <= 8);
+            while !burst.is_empty() {
+                if tx.produce_burst(&mut burst) == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    });
+    let worker = std::thread::spawn(move || {
+        let cache = rx.pool().local_cache_owned();
+        let mut got = Vec::new();
+        let mut seen = 0u64;
+        while seen < n {
+            if rx.consume_burst(&mut got, 8) == 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            for h in got.iter() {
+                assert_eq!(objs.get_ref(h)[0], seen);
+                seen += 1;
+            }
+            cache.put_bulk(&mut got);
+        }
+    });
+    producer.join().unwrap();
+    worker.join().unwrap();
+    let mut pool = Arc::try_unwrap(pool).expect("every companion is gone");
+    assert_eq!(pool.audit().unwrap().in_use, 0);
+}

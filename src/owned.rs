@@ -1,0 +1,381 @@
+//! Owned sharing of a branded pool (issue 11): a pool in an `Arc` whose explicit cache,
+//! resolver and handle-ring halves each hold a clone of the `Arc`, so they are `'static` and
+//! move into `std::thread::spawn` (no `static`, no `thread::scope`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use idxpool::{HandleRing, PoolBuilder, handle_ring::Zeroing};
+//!
+//! idxpool::brand!(Rx);
+//! let pool = Arc::new(PoolBuilder::<[u8; 64]>::zeroed(256).cache_size(16).build::<Rx>()?);
+//! let (mut tx, mut rx) = HandleRing::new_owned(&pool, 64, Zeroing::Batched)?;
+//! let cache = pool.local_cache_owned();
+//! let producer = std::thread::spawn(move || {
+//!     for i in 0..100u8 {
+//!         let mut h = cache.get().unwrap();
+//!         cache.get_mut(&mut h)[0] = i;
+//!         let mut h = Some(h);
+//!         while let Some(x) = h.take() {
+//!             if let Err(back) = tx.produce(x) { h = Some(back); std::thread::yield_now(); }
+//!         }
+//!     }
+//! });
+//! let worker = std::thread::spawn(move || {
+//!     let cache = rx.pool().local_cache_owned();
+//!     let mut seen = 0u8;
+//!     while seen < 100 {
+//!         if let Some(h) = rx.consume() {
+//!             assert_eq!(cache.get_ref(&h)[0], seen);
+//!             cache.put(h);
+//!             seen += 1;
+//!         }
+//!     }
+//! });
+//! producer.join().unwrap();
+//! worker.join().unwrap();
+//! assert_eq!(pool.in_use(), 0);
+//! # Ok::<(), idxpool::PoolError>(())
+//! ```
+//!
+//! Each type keeps its borrowing core (`LocalCache<'static, ..>`, a ring half) in a field
+//! declared before the `Arc`, so the core is dropped first, and never hands out anything that
+//! carries the `'static` borrow (no `Deref` to the core: its `pool()` would return a
+//! `&'static` pool that outlives the `Arc`). Brands must be `'static` (named brands); a
+//! scoped pool cannot leave its closure anyway.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::brand::Brand;
+use crate::error::PoolError;
+use crate::handle::GenericHandle;
+use crate::handle_ring::{Consumer, GenericHandleRing, Producer, SlotRepr, Zeroing};
+use crate::local::LocalCache;
+use crate::pool::{GenericPool, Resolver};
+use crate::repr::Repr;
+
+type H<T, B, R> = GenericHandle<T, B, R>;
+
+/// The pool behind an `Arc`, with its lifetime extended, for a companion that also holds a
+/// clone of that `Arc` in a field declared after the borrower.
+fn static_pool<T: 'static, B: Brand + 'static, R: Repr>(
+    pool: &Arc<GenericPool<T, B, R>>,
+) -> &'static GenericPool<T, B, R> {
+    // SAFETY: the pool lives in the Arc allocation, which does not move and lives as long as
+    // any clone. Every caller stores the result (inside a LocalCache, a Resolver or a ring
+    // half) in a struct that also holds a clone of the Arc in a field declared after it, so
+    // the borrower is dropped first, and no method hands the 'static borrow out.
+    unsafe { &*Arc::as_ptr(pool) }
+}
+
+impl<T: 'static, B: Brand + 'static, R: Repr> GenericPool<T, B, R> {
+    /// An explicit cache ([`crate::LocalCache`]) that holds a clone of the pool's `Arc`:
+    /// `'static`, `Send` when `T: Send`, not `Sync`. See [`OwnedLocalCache`].
+    pub fn local_cache_owned(self: &Arc<Self>) -> OwnedLocalCache<T, B, R> {
+        let p = static_pool(self);
+        OwnedLocalCache {
+            cache: UnsafeCell::new(p.local_cache()),
+            objs: p.resolver(),
+            pool: self.clone(),
+        }
+    }
+
+    /// A resolver ([`crate::Resolver`]) that holds a clone of the pool's `Arc`: `'static`,
+    /// `Clone`; references it gives borrow it.
+    pub fn resolver_owned(self: &Arc<Self>) -> OwnedResolver<T, B, R> {
+        OwnedResolver {
+            objs: static_pool(self).resolver(),
+            pool: self.clone(),
+        }
+    }
+}
+
+/// A [`LocalCache`] of a pool in an `Arc`, holding a clone of the `Arc`: it can be stored next
+/// to the pool in a struct or moved into a spawned thread. Made by
+/// [`GenericPool::local_cache_owned`].
+///
+/// Every method takes `&self` (the cache is `!Sync`, and no method runs user code while it
+/// works on the cache), so a reference from [`OwnedLocalCache::get_mut`] can be held while the
+/// same cache keeps allocating. References borrow the cache (which keeps the pool alive).
+pub struct OwnedLocalCache<T: 'static, B: Brand + 'static, R: Repr> {
+    // Field order matters: the cache (which borrows the pool) is dropped before `pool`.
+    cache: UnsafeCell<LocalCache<'static, T, B, R>>,
+    objs: Resolver<'static, T, B, R>,
+    pool: Arc<GenericPool<T, B, R>>,
+}
+
+impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    fn c(&self) -> &mut LocalCache<'static, T, B, R> {
+        // SAFETY: OwnedLocalCache is !Sync (UnsafeCell), so only this thread reaches it; each
+        // method takes this reference once, uses it without calling user code (handles have no
+        // destructor; no T is created or dropped) and drops it before returning, so it is
+        // never aliased. get_ref/get_mut do not touch the cell.
+        unsafe { &mut *self.cache.get() }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Arc<GenericPool<T, B, R>> {
+        &self.pool
+    }
+    /// Objects held by this cache now.
+    pub fn len(&self) -> usize {
+        self.c().len()
+    }
+    /// True when the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// As [`LocalCache::get`].
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`].
+    #[inline(always)]
+    #[must_use = "the handle owns an object: put it back with cache.put(h)"]
+    pub fn get(&self) -> Result<H<T, B, R>, PoolError> {
+        self.c().get()
+    }
+    /// As [`LocalCache::put`].
+    #[inline(always)]
+    pub fn put(&self, h: H<T, B, R>) {
+        self.c().put(h)
+    }
+    /// As [`LocalCache::get_bulk`].
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`]; `out` unchanged.
+    #[inline(always)]
+    #[must_use = "on Ok, `out` holds objects that must be put back"]
+    pub fn get_bulk(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
+        self.c().get_bulk(out, n)
+    }
+    /// As [`LocalCache::get_burst`].
+    #[inline]
+    #[must_use = "the count says how many objects were appended to `out`"]
+    pub fn get_burst(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
+        self.c().get_burst(out, n)
+    }
+    /// As [`LocalCache::put_bulk`].
+    #[inline(always)]
+    pub fn put_bulk(&self, handles: &mut Vec<H<T, B, R>>) {
+        self.c().put_bulk(handles)
+    }
+    /// As [`LocalCache::put_bulk_tail`].
+    #[inline(always)]
+    pub fn put_bulk_tail(&self, handles: &mut Vec<H<T, B, R>>, n: usize) {
+        self.c().put_bulk_tail(handles, n)
+    }
+    /// As [`LocalCache::get_array`].
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`].
+    #[inline(always)]
+    pub fn get_array<const N: usize>(&self) -> Result<[H<T, B, R>; N], PoolError> {
+        self.c().get_array::<N>()
+    }
+    /// As [`LocalCache::put_array`].
+    #[inline(always)]
+    pub fn put_array<const N: usize>(&self, handles: [H<T, B, R>; N]) {
+        self.c().put_array(handles)
+    }
+    /// Shared access to an object (borrows the handle and this cache, shared).
+    #[inline(always)]
+    pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
+        self.objs.get_ref(h)
+    }
+    /// Exclusive access to an object (borrows the handle mutably and this cache shared, so
+    /// the cache can keep allocating while the reference lives).
+    #[inline(always)]
+    pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
+        self.objs.get_mut(h)
+    }
+    /// As [`LocalCache::flush`].
+    pub fn flush(&self) {
+        self.c().flush()
+    }
+}
+
+impl<T: 'static, B: Brand + 'static, R: Repr> fmt::Debug for OwnedLocalCache<T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedLocalCache")
+            .field("pool", &self.pool.name())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// A [`Resolver`] holding a clone of the pool's `Arc` (`'static`, `Clone`); references borrow
+/// the resolver. Made by [`GenericPool::resolver_owned`].
+pub struct OwnedResolver<T: 'static, B: Brand + 'static, R: Repr> {
+    objs: Resolver<'static, T, B, R>,
+    pool: Arc<GenericPool<T, B, R>>,
+}
+
+impl<T: 'static, B: Brand + 'static, R: Repr> Clone for OwnedResolver<T, B, R> {
+    fn clone(&self) -> Self {
+        OwnedResolver {
+            objs: self.objs,
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+impl<T: 'static, B: Brand + 'static, R: Repr> OwnedResolver<T, B, R> {
+    /// Shared access to the object of `h`.
+    #[inline(always)]
+    pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
+        self.objs.get_ref(h)
+    }
+    /// Exclusive access to the object of `h`.
+    #[inline(always)]
+    pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
+        self.objs.get_mut(h)
+    }
+    /// The pool.
+    pub fn pool(&self) -> &Arc<GenericPool<T, B, R>> {
+        &self.pool
+    }
+}
+
+impl<T: 'static, B: Brand + 'static, R: SlotRepr> GenericHandleRing<'static, T, B, R> {
+    /// As [`GenericHandleRing::new`], for a pool in an `Arc`: each half holds a clone of the
+    /// `Arc`, so both are `'static` and move into `std::thread::spawn`. Handles left in the
+    /// ring return to the pool when both halves are dropped.
+    ///
+    /// # Errors
+    /// As [`GenericHandleRing::new`].
+    #[allow(clippy::type_complexity)]
+    pub fn new_owned(
+        pool: &Arc<GenericPool<T, B, R>>,
+        size: usize,
+        zeroing: Zeroing,
+    ) -> Result<(OwnedProducer<T, B, R>, OwnedConsumer<T, B, R>), PoolError> {
+        let (tx, rx) = GenericHandleRing::new(static_pool(pool), size, zeroing)?;
+        Ok((
+            OwnedProducer {
+                tx,
+                pool: pool.clone(),
+            },
+            OwnedConsumer {
+                rx,
+                pool: pool.clone(),
+            },
+        ))
+    }
+}
+
+/// The producing half of a ring made by [`GenericHandleRing::new_owned`] (`'static`, `Send`
+/// when `T: Send`); methods as [`Producer`]'s.
+pub struct OwnedProducer<T: 'static, B: Brand + 'static, R: SlotRepr> {
+    // Field order: the ring half (which borrows the pool) is dropped before `pool`.
+    tx: Producer<'static, T, B, R>,
+    pool: Arc<GenericPool<T, B, R>>,
+}
+
+impl<T: 'static, B: Brand + 'static, R: SlotRepr> OwnedProducer<T, B, R> {
+    /// The pool.
+    pub fn pool(&self) -> &Arc<GenericPool<T, B, R>> {
+        &self.pool
+    }
+    /// Slot count of the ring.
+    pub fn size(&self) -> usize {
+        self.tx.ring().size()
+    }
+    /// As [`Producer::is_full`].
+    pub fn is_full(&self) -> bool {
+        self.tx.is_full()
+    }
+    /// As [`Producer::produce`].
+    ///
+    /// # Errors
+    /// The handle, when the ring is full.
+    #[inline]
+    pub fn produce(&mut self, h: H<T, B, R>) -> Result<(), H<T, B, R>> {
+        self.tx.produce(h)
+    }
+    /// As [`Producer::produce_bulk`].
+    #[must_use = "on false the handles are still in the Vec"]
+    pub fn produce_bulk(&mut self, handles: &mut Vec<H<T, B, R>>) -> bool {
+        self.tx.produce_bulk(handles)
+    }
+    /// As [`Producer::produce_burst`].
+    pub fn produce_burst(&mut self, handles: &mut Vec<H<T, B, R>>) -> usize {
+        self.tx.produce_burst(handles)
+    }
+    /// As [`Producer::produce_array`].
+    ///
+    /// # Errors
+    /// The handles, when they do not all fit.
+    pub fn produce_array<const N: usize>(
+        &mut self,
+        handles: [H<T, B, R>; N],
+    ) -> Result<(), [H<T, B, R>; N]> {
+        self.tx.produce_array(handles)
+    }
+}
+
+impl<T: 'static, B: Brand + 'static, R: SlotRepr> fmt::Debug for OwnedProducer<T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedProducer")
+            .field("tx", &self.tx)
+            .finish()
+    }
+}
+
+/// The consuming half of a ring made by [`GenericHandleRing::new_owned`] (`'static`, `Send`
+/// when `T: Send`); methods as [`Consumer`]'s.
+pub struct OwnedConsumer<T: 'static, B: Brand + 'static, R: SlotRepr> {
+    // Field order: the ring half (which borrows the pool) is dropped before `pool`.
+    rx: Consumer<'static, T, B, R>,
+    pool: Arc<GenericPool<T, B, R>>,
+}
+
+impl<T: 'static, B: Brand + 'static, R: SlotRepr> OwnedConsumer<T, B, R> {
+    /// The pool.
+    pub fn pool(&self) -> &Arc<GenericPool<T, B, R>> {
+        &self.pool
+    }
+    /// As [`Consumer::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+    /// As [`Consumer::pending`].
+    pub fn pending(&self) -> usize {
+        self.rx.pending()
+    }
+    /// As [`Consumer::consume`].
+    #[inline]
+    #[must_use = "the handle owns an object: put it back into the pool"]
+    pub fn consume(&mut self) -> Option<H<T, B, R>> {
+        self.rx.consume()
+    }
+    /// As [`Consumer::consume_bulk`].
+    #[must_use = "on true, `out` holds objects that must be put back"]
+    pub fn consume_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> bool {
+        self.rx.consume_bulk(out, n)
+    }
+    /// As [`Consumer::consume_burst`].
+    #[must_use = "the count says how many objects were appended to `out`"]
+    pub fn consume_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
+        self.rx.consume_burst(out, n)
+    }
+    /// As [`Consumer::consume_array`].
+    #[must_use = "the handles own objects: put them back into the pool"]
+    pub fn consume_array<const N: usize>(&mut self) -> Option<[H<T, B, R>; N]> {
+        self.rx.consume_array::<N>()
+    }
+    /// As [`Consumer::drain_into`].
+    pub fn drain_into(&mut self, out: &mut Vec<H<T, B, R>>) -> usize {
+        self.rx.drain_into(out)
+    }
+}
+
+impl<T: 'static, B: Brand + 'static, R: SlotRepr> fmt::Debug for OwnedConsumer<T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedConsumer")
+            .field("rx", &self.rx)
+            .finish()
+    }
+}
