@@ -301,18 +301,49 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         dst: &mut [MaybeUninit<E>],
         behavior: Behavior,
     ) -> Result<usize, usize> {
-        let n = dst.len();
-        if n <= self.len {
-            // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has
-            // room for n and does not overlap the cache's array (it is a &mut).
-            unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
-            self.len -= n;
-            self.publish();
-            self.count(Counter::GetSuccessBulk, 1);
-            self.count(Counter::GetSuccessObjs, n);
-            return Ok(n);
+        if self.take_top(dst) {
+            return Ok(dst.len());
         }
-        self.get_slow(dst, behavior)
+        self.cold(|c| c.get_slow(dst, behavior))
+    }
+
+    /// Runs a slow path on a copy of this token held in a local, then takes its length back.
+    /// The token's own memory (inside a `LocalCache`, the caller's loop state) then never
+    /// escapes to the out-of-line call, so the caller's loop keeps the cache's state in
+    /// registers instead of reloading it after every operation (-30% at bulk 1 otherwise).
+    /// The copy is the only token used until it is dropped: `self` stays mutably borrowed.
+    #[inline(always)]
+    fn cold<X>(&mut self, f: impl FnOnce(&mut CacheMut<'a, E>) -> X) -> X {
+        let mut local = CacheMut {
+            cache: self.cache,
+            ring: self.ring,
+            objs: self.objs,
+            len: self.len,
+            fill_limit: self.fill_limit,
+            _owner: PhantomData,
+        };
+        let x = f(&mut local);
+        self.len = local.len;
+        x
+    }
+
+    /// The get's fast path alone: fills `dst` from the top of the cache if it holds that many
+    /// (then true), else changes nothing (false). Adapters call it first, apart from
+    /// [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
+    #[inline(always)]
+    pub(crate) fn take_top(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
+        let n = dst.len();
+        if n > self.len {
+            return false;
+        }
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
+        // for n and does not overlap the cache's array (it is a &mut).
+        unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
+        self.len -= n;
+        self.publish();
+        self.count(Counter::GetSuccessBulk, 1);
+        self.count(Counter::GetSuccessObjs, n);
+        true
     }
 
     #[cold]
@@ -414,17 +445,26 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// policy first, or bypass the cache for large puts.
     #[inline(always)]
     pub(crate) fn put(&mut self, src: &[E]) {
-        let n = src.len();
-        if n <= self.fill_limit - self.len {
-            // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
-            unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
-            self.len += n;
-            self.publish();
-            self.count(Counter::PutBulk, 1);
-            self.count(Counter::PutObjs, n);
-            return;
+        if !self.append(src) {
+            self.cold(|c| c.put_slow(src));
         }
-        self.put_slow(src);
+    }
+
+    /// The put's fast path alone: appends `src` if it fits under the flush threshold (then
+    /// true), else changes nothing (false). See [`CacheMut::take_top`].
+    #[inline(always)]
+    pub(crate) fn append(&mut self, src: &[E]) -> bool {
+        let n = src.len();
+        if n > self.fill_limit - self.len {
+            return false;
+        }
+        // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
+        unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
+        self.len += n;
+        self.publish();
+        self.count(Counter::PutBulk, 1);
+        self.count(Counter::PutObjs, n);
+        true
     }
 
     #[cold]

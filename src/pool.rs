@@ -355,8 +355,29 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// Gets `n` handles appended to `out` through `cm` (bulk: all or none; burst: up to `n`).
     /// A request larger than the pool fails (bulk) or is clamped (burst) before anything is
     /// allocated.
+    ///
+    /// The hit (the cache holds `n`) returns on its own; the rest reaches the cache's
+    /// out-of-line slow path (see `CacheMut::cold`), so that a loop of hits keeps the cache's
+    /// state in registers.
     #[inline(always)]
     pub(crate) fn get_vec_via(
+        &self,
+        cm: &mut CacheMut<'_, R::Entry>,
+        out: &mut Vec<H<T, B, R>>,
+        n: usize,
+        behavior: Behavior,
+    ) -> Result<usize, PoolError> {
+        if n <= cm.len() {
+            return self.get_into_vec(out, n, |dst| {
+                cm.take_top(dst);
+                Ok(n)
+            });
+        }
+        self.get_vec_cold(cm, out, n, behavior)
+    }
+
+    #[inline(always)]
+    fn get_vec_cold(
         &self,
         cm: &mut CacheMut<'_, R::Entry>,
         out: &mut Vec<H<T, B, R>>,
@@ -374,6 +395,18 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
             Behavior::Bulk => n,
             Behavior::Burst => n.min(cap),
         };
+        self.get_into_vec(out, n, |dst| cm.get(dst, behavior))
+    }
+
+    /// Appends the handles of the entries `get` writes into `n` spare slots of `out`:
+    /// `get` returns how many it wrote, or `Err(reachable)`.
+    #[inline(always)]
+    fn get_into_vec(
+        &self,
+        out: &mut Vec<H<T, B, R>>,
+        n: usize,
+        get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
+    ) -> Result<usize, PoolError> {
         out.reserve(n);
         let len = out.len();
         // SAFETY: reserve made room for n entries after len; H is repr(transparent) over
@@ -384,7 +417,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
                 n,
             )
         };
-        match cm.get(dst, behavior) {
+        match get(dst) {
             Ok(got) => {
                 // SAFETY: the first `got` spare slots were written with entries of free objects,
                 // now owned by the new handles.
@@ -399,17 +432,41 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
     }
 
-    /// Gets exactly `N` handles through `cm`, as an array.
+    /// Gets exactly `N` handles through `cm`, as an array (hit inlined, as
+    /// [`GenericPool::get_vec_via`]).
     #[inline(always)]
     pub(crate) fn get_array_via<const N: usize>(
         &self,
         cm: &mut CacheMut<'_, R::Entry>,
     ) -> Result<[H<T, B, R>; N], PoolError> {
+        if N <= cm.len() {
+            return self.get_into_array(|dst| {
+                cm.take_top(dst);
+                Ok(N)
+            });
+        }
+        self.get_array_cold(cm)
+    }
+
+    #[inline(always)]
+    fn get_array_cold<const N: usize>(
+        &self,
+        cm: &mut CacheMut<'_, R::Entry>,
+    ) -> Result<[H<T, B, R>; N], PoolError> {
+        self.get_into_array(|dst| cm.get(dst, Behavior::Bulk))
+    }
+
+    /// The handles of the `N` entries `get` writes (all of them, or `Err(reachable)`).
+    #[inline(always)]
+    fn get_into_array<const N: usize>(
+        &self,
+        get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
+    ) -> Result<[H<T, B, R>; N], PoolError> {
         let mut out = MaybeUninit::<[H<T, B, R>; N]>::uninit();
         // SAFETY: an uninitialised [H; N] is N uninitialised entries (H is repr(transparent)
         // over R::Entry).
         let dst = unsafe { &mut *out.as_mut_ptr().cast::<[MaybeUninit<R::Entry>; N]>() };
-        match cm.get(dst, Behavior::Bulk) {
+        match get(dst) {
             Ok(_) => {
                 // SAFETY: a successful bulk get wrote all N entries.
                 let hs = unsafe { out.assume_init() };
@@ -424,7 +481,8 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     }
 
     /// Puts the handles of `hs` through `cm`. Ownership of their objects passes to the cache:
-    /// the caller forgets the handles (they have no destructor).
+    /// the caller forgets the handles (they have no destructor). The fit (no flush) is inlined
+    /// and returns on its own, as for gets.
     #[inline(always)]
     pub(crate) fn put_via(&self, cm: &mut CacheMut<'_, R::Entry>, hs: &[H<T, B, R>]) {
         self.debug_put(hs);
