@@ -19,7 +19,8 @@ use crate::repr::{CompactRepr, DefaultRepr, Index, Repr};
 /// For the default pool ([`Handle`], offset entries) and the index pool the handle is 4 bytes
 /// (a `NonZeroU32`), and `Option<Handle<T, B>>` is 4 bytes too.
 #[repr(transparent)]
-#[must_use = "dropping a handle leaks its object; put it back into its pool"]
+#[must_use = "a handle owns a pool object: give it back with pool.put(h) or cache.put(h), or hold it in \
+              a guard that does (idxpool::Pooled::new(&pool, h)); dropping it leaks the object"]
 pub struct GenericHandle<T, B, R: Repr> {
     entry: R::Entry,
     /// Invariant in `T` (a handle of `Pool<&'static str>` must not pass for one of
