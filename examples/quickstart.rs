@@ -24,7 +24,7 @@ fn main() -> Result<(), PoolError> {
     let mut burst: Vec<Handle<Packet, Packets>> = Vec::with_capacity(32);
     cache.get_bulk(&mut burst, 32)?; // all or nothing
     for h in burst.iter_mut() {
-        let p = cache.get_mut(h); // index -> &mut Packet
+        let p = cache.get_mut(h); // handle -> &mut Packet: [base + entry * 8]
         p.len = 64;
         p.data[0] = 0xff;
     }

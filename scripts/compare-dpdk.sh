@@ -21,7 +21,11 @@
 #                      pools (2 x 143 MB per core, prefaulted): seconds per cell, so narrow it
 #                      with --filter, or run both sides once over all cells (BENCHMARKS.md)
 #   --filter WORDS     only cells whose DPDK key holds every word, e.g. "n_keep=512 constant_n=0"
-#   --rounds N         DPDK/idxpool alternations per cell [2]
+#   --rounds N         DPDK/idxpool alternations per cell (or per pass) [2]
+#   --passes           alternate whole passes over the cells (DPDK C pass, idxpool pass, ...)
+#                      instead of single cells: one process per pass, for --matrix 2607 whose
+#                      pools take seconds to build [default with --matrix 2607]
+#   --per-cell         alternate per cell [default with --matrix 2211]
 #   --seconds S        DPDK C seconds per cell per round (the autotest's TIME_S) [0.4]
 #   --cell-ms MS       idxpool --cell-ms [80]
 #   --reps N           idxpool --reps per round [3]
@@ -56,6 +60,7 @@ rounds=2
 seconds=0.4
 cell_ms=80
 floor=(--floor)
+mode=""
 reps=3
 clock="wall"
 policy=""
@@ -79,6 +84,8 @@ while [ $# -gt 0 ]; do
     --clock) clock=${2:?--clock needs wall or cpu}; shift 2 ;;
     --policy) policy=${2:?--policy needs a name}; shift 2 ;;
     --no-floor) floor=(); shift ;;
+    --passes) mode=passes; shift ;;
+    --per-cell) mode=cells; shift ;;
     --pin) pin=1; shift ;;
     --huge) huge=1; shift ;;
     --install-dpdk) install=1; shift ;;
@@ -104,6 +111,10 @@ fi
 [[ $cores =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "bad --cores $cores" 2
 maxcores=$(tr ',' '\n' <<<"$cores" | sort -n | tail -n1)
 [ -z "$policy" ] && [ "$matrix" = 2607 ] && policy=dpdk2607
+if [ -z "$mode" ]; then
+  mode=cells
+  [ "$matrix" = 2607 ] && mode=passes
+fi
 mkdir -p "$out"
 
 join_bin="$repo/target/release/examples/dpdk_join"
@@ -165,54 +176,75 @@ else
   echo "compare-dpdk: DPDK C: $harness ${eal[*]} -- --matrix $matrix --seconds $seconds --clock $clock --stdin" >&2
   echo "compare-dpdk: idxpool: $perf_bin --cores N --filter CELL --cell-ms $cell_ms --reps $reps --clock $clock --stride 2112 ${floor[*]} ${matrix_args[*]} ${policy_args[*]} ${extra[*]}" >&2
 
-  # ---- run, interleaved per cell ----------------------------------------------------------------
   dpdk_log="$out/dpdk.log"
   idx_csv="$out/idxpool.csv"
   : >"$dpdk_log"
   : >"$idx_csv"
-  coproc DPDK { stdbuf -oL "$harness" "${eal[@]}" -- --matrix "$matrix" --seconds "$seconds" \
-    --clock "$clock" --stdin 2>"$out/dpdk.stderr"; }
-  dpdk_in=${DPDK[1]}
-  dpdk_out=${DPDK[0]}
-  # the harness's banner
-  IFS= read -r -t 120 banner <&"$dpdk_out" || die "the DPDK harness did not start (see $out/dpdk.stderr)"
-  echo "$banner" | tee -a "$dpdk_log" >&2
   tmp="$out/cell.csv"
-  i=0
-  for cell in "${cells[@]}"; do
-    i=$((i + 1))
-    # cell key -> mempool_perf label words
-    eval "$(sed 's/= */=/g; s/\([a-z_]*\)=\([0-9]*\)/k_\1=\2;/g' <<<"$cell")"
-    if [ "${k_n_max_bulk:-0}" != 0 ]; then
-      label="cache=$k_cache cores=$k_cores keep=$k_n_keep max=$k_n_max_bulk touch=0"
-    else
-      label="cache=$k_cache cores=$k_cores get=$k_n_get_bulk put=$k_n_put_bulk keep=$k_n_keep const=$k_constant_n touch=0"
-    fi
-    unset k_n_max_bulk
+  if [ "$mode" = passes ]; then
+    # ---- run, whole passes: DPDK C over every cell, idxpool over every cell, per round --------
+    # mempool_perf's --filter in its label words (n_get_bulk= -> get=, ...), touch=0 only
+    rfilter="touch=0 $(sed 's/n_get_bulk=/get=/g; s/n_put_bulk=/put=/g; s/n_keep=/keep=/g;
+      s/constant_n=/const=/g; s/n_max_bulk=/max=/g' <<<"$filter")"
+    [[ $cache =~ , ]] || rfilter="$rfilter cache=$cache"
     for ((r = 1; r <= rounds; r++)); do
-      echo "$cell" >&"$dpdk_in"
-      line=""
-      while IFS= read -r -t 600 line <&"$dpdk_out"; do
-        case "$line" in
-          mempool_autotest*rate_persec=*) break ;;
-          "mempool_perf: cell failed"*|*"not full"*|*"test failed"*) die "DPDK harness: $line (see $out/dpdk.stderr)" ;;
-        esac
-      done
-      [[ $line == *rate_persec=* ]] || die "the DPDK harness stopped (see $out/dpdk.stderr)"
-      echo "$line" >>"$dpdk_log"
-      (cd "$repo" && "$perf_bin" --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
+      echo "compare-dpdk: round $r of $rounds: DPDK C pass over ${#cells[@]} cells" >&2
+      "$harness" "${eal[@]}" -- "${sel[@]}" --seconds "$seconds" --clock "$clock" \
+        2>>"$out/dpdk.stderr" | grep -E '^mempool_(autotest|perf)' >>"$dpdk_log" ||
+        die "the DPDK harness failed (see $out/dpdk.stderr)"
+      echo "compare-dpdk: round $r of $rounds: idxpool pass (mempool_perf --filter \"$rfilter\")" >&2
+      (cd "$repo" && "$perf_bin" --cores "$cores" --filter "$rfilter" --cell-ms "$cell_ms" --reps "$reps" \
         --clock "$clock" --stride 2112 "${floor[@]}" "${matrix_args[@]}" "${policy_args[@]}" "${extra[@]}" --csv "$tmp" \
         >"$out/idxpool.txt" 2>"$out/idxpool.stderr") ||
-        { cat "$out/idxpool.stderr" >&2; die "mempool_perf failed on $label"; }
+        { cat "$out/idxpool.stderr" >&2; die "mempool_perf failed"; }
       if [ ! -s "$idx_csv" ]; then head -n1 "$tmp" >"$idx_csv"; fi
       tail -n +2 "$tmp" >>"$idx_csv"
     done
-    printf 'compare-dpdk: [%d/%d] %s: DPDK %s, idxpool %s\n' "$i" "${#cells[@]}" "$label" \
-      "$(tail -n1 "$dpdk_log" | sed 's/.*rate_persec= *//')" \
-      "$(tail -n +2 "$tmp" | awk -F, '{printf "%s %.0f ", $1, $NF / 1e6}')M" >&2
-  done
-  exec {dpdk_in}>&-
-  wait "$DPDK_PID" 2>/dev/null || true
+  else
+    # ---- run, interleaved per cell ----------------------------------------------------------------
+    coproc DPDK { stdbuf -oL "$harness" "${eal[@]}" -- --matrix "$matrix" --seconds "$seconds" \
+      --clock "$clock" --stdin 2>"$out/dpdk.stderr"; }
+    dpdk_in=${DPDK[1]}
+    dpdk_out=${DPDK[0]}
+    # the harness's banner
+    IFS= read -r -t 120 banner <&"$dpdk_out" || die "the DPDK harness did not start (see $out/dpdk.stderr)"
+    echo "$banner" | tee -a "$dpdk_log" >&2
+    i=0
+    for cell in "${cells[@]}"; do
+      i=$((i + 1))
+      # cell key -> mempool_perf label words
+      eval "$(sed 's/= */=/g; s/\([a-z_]*\)=\([0-9]*\)/k_\1=\2;/g' <<<"$cell")"
+      if [ "${k_n_max_bulk:-0}" != 0 ]; then
+        label="cache=$k_cache cores=$k_cores keep=$k_n_keep max=$k_n_max_bulk touch=0"
+      else
+        label="cache=$k_cache cores=$k_cores get=$k_n_get_bulk put=$k_n_put_bulk keep=$k_n_keep const=$k_constant_n touch=0"
+      fi
+      unset k_n_max_bulk
+      for ((r = 1; r <= rounds; r++)); do
+        echo "$cell" >&"$dpdk_in"
+        line=""
+        while IFS= read -r -t 600 line <&"$dpdk_out"; do
+          case "$line" in
+            mempool_autotest*rate_persec=*) break ;;
+            "mempool_perf: cell failed"*|*"not full"*|*"test failed"*) die "DPDK harness: $line (see $out/dpdk.stderr)" ;;
+          esac
+        done
+        [[ $line == *rate_persec=* ]] || die "the DPDK harness stopped (see $out/dpdk.stderr)"
+        echo "$line" >>"$dpdk_log"
+        (cd "$repo" && "$perf_bin" --cores "$k_cores" --filter "$label" --cell-ms "$cell_ms" --reps "$reps" \
+          --clock "$clock" --stride 2112 "${floor[@]}" "${matrix_args[@]}" "${policy_args[@]}" "${extra[@]}" --csv "$tmp" \
+          >"$out/idxpool.txt" 2>"$out/idxpool.stderr") ||
+          { cat "$out/idxpool.stderr" >&2; die "mempool_perf failed on $label"; }
+        if [ ! -s "$idx_csv" ]; then head -n1 "$tmp" >"$idx_csv"; fi
+        tail -n +2 "$tmp" >>"$idx_csv"
+      done
+      printf 'compare-dpdk: [%d/%d] %s: DPDK %s, idxpool %s\n' "$i" "${#cells[@]}" "$label" \
+        "$(tail -n1 "$dpdk_log" | sed 's/.*rate_persec= *//')" \
+        "$(tail -n +2 "$tmp" | awk -F, '{printf "%s %.0f ", $1, $NF / 1e6}')M" >&2
+    done
+    exec {dpdk_in}>&-
+    wait "$DPDK_PID" 2>/dev/null || true
+  fi
   title="DPDK $dpdk_version C (bench/dpdk/mempool_perf.c, --matrix $matrix, the installed librte_mempool), $rounds rounds of ${seconds}s; clock $clock"
   [ "$matrix" = 2607 ] && title="$title; DPDK 26.07's cells on DPDK $dpdk_version's cache algorithm"
 fi

@@ -10,7 +10,7 @@ use crate::debug::ObjectStates;
 use crate::error::PoolError;
 use crate::pool::{GenericPool, PoolCore};
 use crate::region::{BackingPolicy, Region};
-use crate::repr::{Geometry, Index, Pointer, Repr};
+use crate::repr::{DefaultRepr, Geometry, Pointer, Repr};
 use crate::ring::RingFlags;
 
 /// Cache line size assumed for layout (x86-64, most arm64).
@@ -326,14 +326,14 @@ impl<'a, T> PoolBuilder<'a, T> {
         self
     }
 
-    /// Creates an index pool carrying the named brand `B` (declared with
+    /// Creates a pool ([`crate::Pool`]: offset entries, [`crate::DefaultRepr`]) carrying the named brand `B` (declared with
     /// [`brand!`](macro@crate::brand)).
     ///
     /// # Errors
     /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with
     /// handles outstanding); configuration, size and backing errors as listed on
     /// [`PoolError`].
-    pub fn build<B: NamedBrand>(self) -> Result<GenericPool<T, B, Index>, PoolError> {
+    pub fn build<B: NamedBrand>(self) -> Result<GenericPool<T, B, DefaultRepr>, PoolError> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
     }
 
@@ -384,7 +384,7 @@ impl<'a, T> PoolBuilder<'a, T> {
         self.build_generic(None)
     }
 
-    /// Creates an index pool with a fresh brand and passes it to `f`; the pool is dropped when
+    /// Creates a pool ([`crate::Pool`]) with a fresh brand and passes it to `f`; the pool is dropped when
     /// `f` returns. Handles cannot leave `f`. Any number of scoped pools may coexist.
     ///
     /// ```
@@ -402,7 +402,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// Configuration, size and backing errors as listed on [`PoolError`]; `f` is not called.
     pub fn scoped<R>(
         self,
-        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, Index>) -> R,
+        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, DefaultRepr>) -> R,
     ) -> Result<R, PoolError> {
         Ok(f(self.build_generic(None)?))
     }
@@ -415,12 +415,14 @@ impl<'a, T> PoolBuilder<'a, T> {
         Ok(f(self.build_generic(None)?))
     }
 
-    /// Creates an index pool whose handles the compiler does not tie to it.
+    /// Creates a pool ([`crate::Pool`]) whose handles the compiler does not tie to it.
     ///
     /// # Safety
     /// The caller must never pass a handle of one `Unchecked` pool to another `Unchecked` pool
     /// of the same `T` (that would alias objects), nor use a handle after its pool is dropped.
-    pub unsafe fn build_unchecked(self) -> Result<GenericPool<T, Unchecked, Index>, PoolError> {
+    pub unsafe fn build_unchecked(
+        self,
+    ) -> Result<GenericPool<T, Unchecked, DefaultRepr>, PoolError> {
         self.build_generic(None)
     }
 
@@ -467,7 +469,6 @@ impl<'a, T> PoolBuilder<'a, T> {
                 .checked_next_multiple_of(R::STRIDE_MULTIPLE)
                 .ok_or_else(|| PoolError::overflow("stride rounding"))?;
         }
-        R::check_layout(stride, self.capacity)?;
         let len = stride.checked_mul(self.capacity as usize).ok_or_else(|| {
             PoolError::overflow(format!("{} objects x stride {stride}", self.capacity))
         })?;
@@ -477,6 +478,8 @@ impl<'a, T> PoolBuilder<'a, T> {
                 self.capacity
             )));
         }
+        // After the size checks: a size overflow is reported as such first.
+        R::check_layout(stride, self.capacity)?;
         let ring = crate::ring::Ring::<R::Entry>::new(
             self.capacity,
             RingFlags {

@@ -130,20 +130,21 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         Ok(i)
     }
 
-    /// Checks that a raw index (from [`crate::Handle::into_raw`]) names an object of this pool
-    /// that is in use, before rebuilding a handle with `from_raw`. The in-use part is checked
-    /// only with debug checks on ([`DEBUG_CHECKS`]).
+    /// Checks that a raw value (from [`crate::GenericHandle::into_raw`]: the index for index
+    /// entries, the scaled offset for offset entries, the index for the pointer twin) names an
+    /// object of this pool that is in use, before rebuilding a handle with `from_raw`. The
+    /// in-use part is checked only with debug checks on ([`DEBUG_CHECKS`]).
     ///
     /// # Errors
-    /// [`PoolError::IndexOutOfRange`] or [`PoolError::DoubleFree`] (the object is free).
-    pub fn check_raw(&self, index: u32) -> Result<(), PoolError> {
-        if index >= self.capacity() {
-            return Err(PoolError::IndexOutOfRange {
-                index,
+    /// [`PoolError::IndexOutOfRange`] (naming the index the value would have, or the value
+    /// itself when it names no entry) or [`PoolError::DoubleFree`] (the object is free).
+    pub fn check_raw(&self, raw: u32) -> Result<(), PoolError> {
+        match R::entry_from_raw(&self.geometry, raw) {
+            Some(e) => self.check_entry(e).map(|_| ()),
+            None => Err(PoolError::IndexOutOfRange {
+                index: raw,
                 capacity: self.capacity(),
-            });
+            }),
         }
-        self.check_entry(R::encode(&self.geometry, index))
-            .map(|_| ())
     }
 }

@@ -66,8 +66,7 @@ use crate::brand::Unchecked;
 use crate::builder::PoolBuilder;
 use crate::cache::FlushPolicy;
 use crate::error::PoolError;
-use crate::handle::Handle;
-use crate::handle_ring::{Consumer, HandleRing, Producer, Zeroing};
+use crate::handle_ring::{Consumer, Producer, Zeroing};
 use crate::local::LocalCache;
 use crate::pool::{GenericPool, Resolver};
 use crate::region::BackingReport;
@@ -75,7 +74,9 @@ use crate::repr::Index;
 use crate::stats::Stats;
 
 type Inner<T> = GenericPool<T, Unchecked, Index>;
-type Bare<T> = Handle<T, Unchecked>;
+// Index entries: `DynHandle::index()` needs the index without the pool (offset entries, the
+// default of `Pool`, would need the stride; see BENCHMARKS.md "Handle to `&mut T`").
+type Bare<T> = crate::GenericHandle<T, Unchecked, Index>;
 
 /// Names of live run-time pools by id, for the foreign-handle message (touched only at pool
 /// creation, at drop and on the cold error path).
@@ -199,7 +200,7 @@ impl<T> Drop for Shared<T> {
 }
 
 /// Ownership of one object of a [`DynPool`]: the object's 4-byte entry and the pool's 4-byte
-/// id (8 bytes; `Option<DynHandle<T>>` too). Like [`Handle`], it is neither `Clone` nor
+/// id (8 bytes; `Option<DynHandle<T>>` too). Like [`crate::Handle`], it is neither `Clone` nor
 /// `Copy`, and dropping it instead of putting it back leaks its object (reported when the pool
 /// is dropped, see [`crate::leaks`]). Every pool operation checks the id first.
 #[must_use = "a DynHandle owns a pool object: give it back with pool.put(h) (or cache.put(h)), \
@@ -278,7 +279,7 @@ impl<T> DynPool<T> {
         // use one after its pool is dropped) is kept by this module: the pool's bare handles
         // leave it only inside a DynHandle carrying this pool's never-reused id, and every
         // operation that unwraps a DynHandle checks the id against its pool's first.
-        let pool = unsafe { builder.build_unchecked() }?;
+        let pool = unsafe { builder.build_unchecked_repr::<Index>() }?;
         let id = next_id()?;
         NAMES
             .lock()
@@ -580,19 +581,19 @@ impl<T: 'static> DynPool<T> {
     }
 
     /// A ring of `size` slots moving this pool's handles from one thread to another
-    /// ([`HandleRing`]: 4-byte slots, ptr_ring batching). Both halves hold a clone of the
+    /// ([`crate::HandleRing`]: 4-byte slots, ptr_ring batching). Both halves hold a clone of the
     /// pool, so they are `'static` and move into `std::thread::spawn`; handles left in the
     /// ring return to the pool when both halves are dropped.
     ///
     /// # Errors
-    /// As [`HandleRing::new`] (`size` 0, `BatchOf(0)`, allocation).
+    /// As [`crate::handle_ring::GenericHandleRing::new`] (`size` 0, `BatchOf(0)`, allocation).
     pub fn handle_ring(
         &self,
         size: usize,
         zeroing: Zeroing,
     ) -> Result<(DynProducer<T>, DynConsumer<T>), PoolError> {
         let p = self.static_inner();
-        let (tx, rx) = HandleRing::new(p, size, zeroing)?;
+        let (tx, rx) = crate::handle_ring::GenericHandleRing::new(p, size, zeroing)?;
         Ok((
             DynProducer {
                 tx,

@@ -70,6 +70,22 @@ impl<'p, T, B: Brand, R: Repr> Pooled<'p, T, B, R> {
     }
 }
 
+impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
+    /// Takes one object in a guard that puts it back when dropped (as [`Pooled::get`]).
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`], as [`GenericPool::get`].
+    pub fn get_pooled(&self) -> Result<Pooled<'_, T, B, R>, PoolError> {
+        Pooled::get(self)
+    }
+
+    /// Wraps a handle of this pool in a guard that puts it back when dropped (as
+    /// [`Pooled::new`]).
+    pub fn pooled(&self, h: GenericHandle<T, B, R>) -> Pooled<'_, T, B, R> {
+        Pooled::new(self, h)
+    }
+}
+
 impl<T, B: Brand, R: Repr> std::ops::Deref for Pooled<'_, T, B, R> {
     type Target = T;
     #[inline(always)]

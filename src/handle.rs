@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::num::NonZeroU32;
 
-use crate::repr::{Index, Repr};
+use crate::repr::{CompactRepr, DefaultRepr, Index, Repr};
 
 /// Ownership of one object of a pool of brand `B`, stored as the pool's entry type `R::Entry`.
 ///
@@ -16,10 +16,11 @@ use crate::repr::{Index, Repr};
 /// Dropping a handle instead of putting it back leaks its object: the pool keeps counting it
 /// in [`crate::GenericPool::in_use`], and `audit()` reports it, but it cannot come back.
 ///
-/// For the index pool ([`Handle`]) the handle is 4 bytes (`index + 1` as a `NonZeroU32`), and
-/// `Option<Handle<T, B>>` is 4 bytes too.
+/// For the default pool ([`Handle`], offset entries) and the index pool the handle is 4 bytes
+/// (a `NonZeroU32`), and `Option<Handle<T, B>>` is 4 bytes too.
 #[repr(transparent)]
-#[must_use = "dropping a handle leaks its object; put it back into its pool"]
+#[must_use = "a handle owns a pool object: give it back with pool.put(h) or cache.put(h), or hold it in \
+              a guard that does (idxpool::Pooled::new(&pool, h)); dropping it leaks the object"]
 pub struct GenericHandle<T, B, R: Repr> {
     entry: R::Entry,
     /// Invariant in `T` (a handle of `Pool<&'static str>` must not pass for one of
@@ -29,8 +30,9 @@ pub struct GenericHandle<T, B, R: Repr> {
     _brand: PhantomData<crate::pool::Invariant<B>>,
 }
 
-/// A 4-byte handle of the index pool: the type users hold.
-pub type Handle<T, B> = GenericHandle<T, B, Index>;
+/// A 4-byte handle of the default pool ([`crate::Pool`], [`crate::repr::DefaultRepr`]
+/// entries): the type users hold. Its object index is `pool.index_of(&h)`.
+pub type Handle<T, B> = GenericHandle<T, B, DefaultRepr>;
 
 impl<T, B, R: Repr> GenericHandle<T, B, R> {
     /// Wraps an entry the pool just took out of a cache or the ring.
@@ -56,37 +58,38 @@ impl<T, B, R: Repr> GenericHandle<T, B, R> {
     }
 }
 
-impl<T, B> Handle<T, B> {
-    /// 0-based index of the object in its pool (`0..capacity`).
+impl<T, B> GenericHandle<T, B, Index> {
+    /// 0-based index of the object in its pool (`0..capacity`); for any representation,
+    /// `pool.index_of(&h)`.
     #[inline]
     pub fn index(&self) -> u32 {
         self.entry.get() - 1
     }
+}
 
-    /// Gives up the handle and returns the object's 0-based index, e.g. to store it in a
-    /// foreign structure or send it to another process mapping the same region. The object
-    /// stays in use until a handle made by [`Handle::from_raw`] is put back.
+impl<T, B, R: CompactRepr> GenericHandle<T, B, R> {
+    /// Gives up the handle and returns its raw 32-bit form (`entry - 1`), e.g. to store it in
+    /// a foreign structure or send it to another process mapping the same region: the object's
+    /// index for [`Index`] entries, its byte offset / 8 for offset entries (the default;
+    /// `pool.index_of(&h)` gives the index). The object stays in use until a handle made by
+    /// [`GenericHandle::from_raw`] is put back.
     #[inline]
     pub fn into_raw(self) -> u32 {
-        self.index()
+        self.entry.get() - 1
     }
 
-    /// Rebuilds a handle from [`Handle::into_raw`].
+    /// Rebuilds a handle from [`GenericHandle::into_raw`].
     ///
     /// # Safety
-    /// `index` must come from `into_raw` of a handle of the live pool of brand `B`, and this
+    /// `raw` must come from `into_raw` of a handle of the live pool of brand `B`, and this
     /// must be the only handle rebuilt from that call (a handle is unique ownership). Violating
     /// this can alias objects; with debug checks on (debug builds or the `debug-checks`
-    /// feature), an index out of range panics naming it, and a put of an object that is
-    /// already free panics naming the index and the pool.
+    /// feature), a value naming no object panics naming it, and a put of an object that is
+    /// already free panics naming the index and the pool. `pool.check_raw(raw)` checks first.
     #[inline]
-    pub unsafe fn from_raw(index: u32) -> Self {
-        debug_assert_ne!(
-            index,
-            u32::MAX,
-            "idxpool: raw index u32::MAX is never valid"
-        );
-        Self::from_entry(NonZeroU32::new(index.wrapping_add(1)).unwrap_or(NonZeroU32::MAX))
+    pub unsafe fn from_raw(raw: u32) -> Self {
+        debug_assert_ne!(raw, u32::MAX, "idxpool: raw value u32::MAX is never valid");
+        Self::from_entry(NonZeroU32::new(raw.wrapping_add(1)).unwrap_or(NonZeroU32::MAX))
     }
 }
 
@@ -124,8 +127,15 @@ mod tests {
     #[test]
     fn raw_round_trip() {
         // SAFETY: not used with any pool.
-        let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
+        let h: GenericHandle<u8, Unchecked, Index> = unsafe { GenericHandle::from_raw(41) };
         assert_eq!(h.index(), 41);
         assert_eq!(h.into_raw(), 41);
+        // SAFETY: as above.
+        let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
+        assert_eq!(h.into_raw(), 41);
+        assert_eq!(
+            std::mem::size_of::<Option<GenericHandle<u8, Unchecked, Index>>>(),
+            4
+        );
     }
 }

@@ -81,7 +81,7 @@ use crate::brand::Brand;
 use crate::error::PoolError;
 use crate::handle::GenericHandle;
 use crate::pool::GenericPool;
-use crate::repr::{Index, ObjPtr, Offset, Pointer, Repr};
+use crate::repr::{DefaultRepr, Index, ObjPtr, Offset, Pointer, Repr};
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 
 /// Cache-line size assumed by the batch rule (`SMP_CACHE_BYTES` on x86-64 and most arm64).
@@ -224,8 +224,8 @@ pub struct GenericHandleRing<'p, T, B: Brand, R: SlotRepr> {
     pool: &'p GenericPool<T, B, R>,
 }
 
-/// Handle ring of the index pool: 4-byte slots, batches of 32.
-pub type HandleRing<'p, T, B> = GenericHandleRing<'p, T, B, Index>;
+/// Handle ring of the default pool ([`crate::Pool`]): 4-byte slots, batches of 32.
+pub type HandleRing<'p, T, B> = GenericHandleRing<'p, T, B, DefaultRepr>;
 /// Handle ring of the pointer twin ([`crate::ptr::Pool`]): 8-byte slots, batches of 16, as
 /// ptr_ring stores pointers.
 pub type PtrHandleRing<'p, T, B> = GenericHandleRing<'p, T, B, Pointer>;
@@ -376,7 +376,7 @@ impl<T, B: Brand, R: SlotRepr> fmt::Debug for GenericHandleRing<'_, T, B, R> {
 
 /// The producing half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
 /// Its position is private, on its own cache line.
-pub struct Producer<'p, T, B: Brand, R: SlotRepr = Index> {
+pub struct Producer<'p, T, B: Brand, R: SlotRepr = DefaultRepr> {
     pos: CachePadded<usize>,
     ring: Arc<GenericHandleRing<'p, T, B, R>>,
 }
@@ -502,7 +502,7 @@ struct ConsPos {
 /// The consuming half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
 /// Its positions are private, on their own cache line. Dropping it empties the slots it has
 /// consumed but not yet emptied.
-pub struct Consumer<'p, T, B: Brand, R: SlotRepr = Index> {
+pub struct Consumer<'p, T, B: Brand, R: SlotRepr = DefaultRepr> {
     pos: CachePadded<ConsPos>,
     ring: Arc<GenericHandleRing<'p, T, B, R>>,
 }

@@ -3,10 +3,12 @@
 //! An index-based compact memory pool in the style of DPDK's `rte_mempool`.
 //!
 //! All objects of a pool are carved from one region (hugetlb, THP or 4 KiB pages) at
-//! `base + index x stride`. Free objects are named by 32-bit indices held in a lock-free common
+//! `base + index x stride`. Free objects are named by 32-bit entries held in a lock-free common
 //! ring and in per-thread (or user-owned) LIFO caches, which halves the bytes moved per get/put
 //! and the cache footprint compared with DPDK's 8-byte pointers. Users hold 4-byte typed
-//! [`Handle`]s and turn them into `&T` / `&mut T` on demand.
+//! [`Handle`]s and turn them into `&T` / `&mut T` on demand. By default an entry is the
+//! object's byte offset / 8 ([`repr::Offset`]), so that conversion is the store's addressing
+//! mode and costs what a pointer costs; [`index::Pool`] stores indices instead.
 //!
 //! ```
 //! use idxpool::{PoolBuilder, Handle};
@@ -79,16 +81,34 @@ pub use local::LocalCache;
 pub use owned::{OwnedConsumer, OwnedLocalCache, OwnedProducer, OwnedResolver};
 pub use pool::{GenericPool, Resolver};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
-pub use repr::{Index, Offset, Pointer};
+pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use stats::Stats;
 
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools.
 pub use bytemuck;
 
-/// The index pool: 4-byte entries in caches and ring, 4-byte handles.
-pub type Pool<T, B> = GenericPool<T, B, Index>;
-/// A user-owned cache of the index pool.
-pub type IndexLocalCache<'p, T, B> = LocalCache<'p, T, B, Index>;
+/// The pool: 4-byte entries in caches and ring, 4-byte handles. Entries are scaled byte
+/// offsets ([`repr::Offset`], [`DefaultRepr`]): handle -> `&mut T` is the store's addressing
+/// mode, as fast as a pointer (BENCHMARKS.md); regions up to 32 GiB. [`index::Pool`] names
+/// objects by index instead (any region size).
+pub type Pool<T, B> = GenericPool<T, B, DefaultRepr>;
+/// A user-owned cache of the default pool [`Pool`].
+pub type IndexLocalCache<'p, T, B> = LocalCache<'p, T, B, DefaultRepr>;
+
+/// The pool with index entries ([`repr::Index`]: `index + 1`, address `base + index x stride`,
+/// a multiply by the run-time stride per conversion): any region size up to `u32::MAX`
+/// objects, and `Handle::index()` without the pool. Build with
+/// `PoolBuilder::build_repr::<B, Index>()` or `scoped_repr::<Index, _>`.
+pub mod index {
+    use crate::repr::Index;
+
+    /// Pool with index entries.
+    pub type Pool<T, B> = crate::GenericPool<T, B, Index>;
+    /// 4-byte handle of the index pool.
+    pub type Handle<T, B> = crate::GenericHandle<T, B, Index>;
+    /// User-owned cache of the index pool.
+    pub type LocalCache<'p, T, B> = crate::LocalCache<'p, T, B, Index>;
+}
 
 /// The pointer twin: the same pool algorithm with 8-byte object pointers in the caches and the
 /// ring, as DPDK's rte_mempool stores them. It exists as the baseline the index pool is

@@ -86,6 +86,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// # Errors
     /// [`PoolError::Exhausted`] when this cache and the ring are empty.
     #[inline(always)]
+    #[must_use = "the handle owns an object: give it back with cache.put(h)"]
     pub fn get(&mut self) -> Result<H<T, B, R>, PoolError> {
         self.pool.get_array_via::<1>(&mut self.cm).map(|[h]| h)
     }
@@ -102,6 +103,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// [`PoolError::Exhausted`] with `requested = n` and the objects this cache plus the ring
     /// held; `out` is unchanged (nothing is allocated for a request larger than the pool).
     #[inline(always)]
+    #[must_use = "on Ok, `out` holds objects that must be given back with cache.put_bulk"]
     pub fn get_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
         self.pool
             .get_vec_via(&mut self.cm, out, n, Behavior::Bulk)
@@ -110,6 +112,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
 
     /// Appends up to `n` handles to `out`; returns how many.
     #[inline]
+    #[must_use = "the count says how many objects were appended to `out`; give them back with cache.put_bulk"]
     pub fn get_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
         self.pool
             .get_vec_via(&mut self.cm, out, n, Behavior::Burst)
@@ -135,6 +138,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// # Errors
     /// [`PoolError::Exhausted`] as [`LocalCache::get_bulk`].
     #[inline(always)]
+    #[must_use = "the handles own objects: give them back with cache.put_array"]
     pub fn get_array<const N: usize>(&mut self) -> Result<[H<T, B, R>; N], PoolError> {
         self.pool.get_array_via::<N>(&mut self.cm)
     }

@@ -302,6 +302,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// held in other threads' caches are not reachable (up to `threads x flush threshold`);
     /// size the pool for them, or have those threads call [`GenericPool::flush`].
     #[inline]
+    #[must_use = "the handle owns an object: give it back with pool.put(h), or use Pooled::get(&pool) for a guard that does"]
     pub fn get(&self) -> Result<H<T, B, R>, PoolError> {
         self.get_array_via::<1>(&mut self.thread_cache_mut())
             .map(|[h]| h)
@@ -318,12 +319,14 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// # Errors
     /// [`PoolError::Exhausted`] with `requested = n` and what was reachable; `out` unchanged
     /// (nothing is allocated for a request larger than the pool).
+    #[must_use = "on Ok, `out` holds objects that must be given back with pool.put_bulk"]
     pub fn get_bulk(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
         self.get_vec_via(&mut self.thread_cache_mut(), out, n, Behavior::Bulk)
             .map(|_| ())
     }
 
     /// Appends up to `n` handles to `out`; returns how many.
+    #[must_use = "the count says how many objects were appended to `out`; give them back with pool.put_bulk"]
     pub fn get_burst(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
         self.get_vec_via(&mut self.thread_cache_mut(), out, n, Behavior::Burst)
             .unwrap_or(0)

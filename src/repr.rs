@@ -88,6 +88,27 @@ pub unsafe trait Repr: 'static + Sized {
         let _ = (stride, capacity);
         Ok(())
     }
+    /// The entry named by a raw value as [`crate::GenericHandle::into_raw`] returns it
+    /// (`entry - 1` for 4-byte entries; the object index for [`Pointer`]), or None when no
+    /// entry has that raw value. Used by `check_raw`; no other check.
+    fn entry_from_raw(g: &Geometry, raw: u32) -> Option<Self::Entry>;
+}
+
+/// The representation of [`crate::Pool`], [`crate::Handle`], [`crate::HandleRing`] and
+/// [`crate::PoolBuilder::build`]: [`Offset`], chosen by measurement (BENCHMARKS.md, "Handle to
+/// `&mut T`"). [`crate::index`] and [`crate::ptr`] name the other two.
+pub type DefaultRepr = Offset;
+
+/// The 4-byte representations ([`Offset`], [`Index`]): entries are `NonZeroU32`, so a handle
+/// has a raw `u32` form (`into_raw` / `from_raw`) and `Option<Handle>` is 4 bytes. Sealed.
+pub trait CompactRepr: Repr<Entry = NonZeroU32> + sealed::Sealed {}
+impl CompactRepr for Index {}
+impl CompactRepr for Offset {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Index {}
+    impl Sealed for super::Offset {}
 }
 
 /// Offset entries store byte offsets divided by this (`1 << OFFSET_SHIFT`).
@@ -144,6 +165,9 @@ unsafe impl Repr for Offset {
     fn ptr(g: &Geometry, e: NonZeroU32) -> *mut u8 {
         g.obase0.wrapping_add((e.get() as usize) << OFFSET_SHIFT)
     }
+    fn entry_from_raw(_g: &Geometry, raw: u32) -> Option<NonZeroU32> {
+        NonZeroU32::new(raw.wrapping_add(1))
+    }
     fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
         if stride % OFFSET_SCALE != 0 {
             return Err(PoolError::config(format!(
@@ -152,7 +176,9 @@ unsafe impl Repr for Offset {
                  representation"
             )));
         }
-        let last = (capacity as u64).saturating_sub(1) * stride as u64;
+        let last = (capacity as u64)
+            .saturating_sub(1)
+            .saturating_mul(stride as u64);
         if last > OFFSET_MAX_OBJECT_OFFSET {
             return Err(PoolError::ReprLimit {
                 repr: Self::NAME,
@@ -187,6 +213,9 @@ unsafe impl Repr for Index {
     #[inline(always)]
     fn ptr(g: &Geometry, e: NonZeroU32) -> *mut u8 {
         g.base0.wrapping_add(e.get() as usize * g.stride)
+    }
+    fn entry_from_raw(_g: &Geometry, raw: u32) -> Option<NonZeroU32> {
+        NonZeroU32::new(raw.wrapping_add(1))
     }
 }
 
@@ -227,6 +256,9 @@ unsafe impl Repr for Pointer {
     #[inline(always)]
     fn ptr(_g: &Geometry, e: ObjPtr) -> *mut u8 {
         e.0.as_ptr()
+    }
+    fn entry_from_raw(g: &Geometry, raw: u32) -> Option<ObjPtr> {
+        (raw < g.capacity).then(|| Self::encode(g, raw))
     }
 }
 
@@ -416,7 +448,7 @@ mod tests {
             fn offset_limit_is_exact(units in 1usize..=1 << 17) {
                 let stride = units * 8;
                 let max_cap = OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1;
-                if max_cap <= u32::MAX as u64 {
+                if max_cap < u32::MAX as u64 {
                     prop_assert!(Offset::check_layout(stride, max_cap as u32).is_ok());
                     let over = Offset::check_layout(stride, max_cap as u32 + 1);
                     let limited = matches!(over, Err(PoolError::ReprLimit { .. }));

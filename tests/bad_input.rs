@@ -465,7 +465,7 @@ fn check_raw_rejects_bad_and_free_indices() {
                 }
             }
             let h = pool.get().unwrap();
-            let i = h.index();
+            let i = pool.index_of(&h);
             assert!(pool.check_raw(i).is_ok(), "held object is in use");
             let other = (i + 1) % 8;
             if idxpool::DEBUG_CHECKS {
@@ -509,7 +509,7 @@ fn audit_reports_an_object_named_twice() {
         .unwrap();
     let h = pool.get().unwrap();
     let _held = pool.get().unwrap(); // leaves room in the ring for the duplicate
-    let i = h.index();
+    let i = pool.index_of(&h);
     pool.put(h);
     // SAFETY (deliberately broken contract, no access to the object): object i is free; the
     // rebuilt handle is put without ever resolving it.
@@ -556,7 +556,7 @@ fn capacity_one() {
                 .policy(policy)
                 .scoped(|mut pool| {
                     let mut h = pool.get().unwrap();
-                    assert_eq!(h.index(), 0);
+                    assert_eq!(pool.index_of(&h), 0);
                     *pool.get_mut(&mut h) = 7;
                     assert!(pool.get().is_err());
                     {

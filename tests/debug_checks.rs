@@ -106,6 +106,8 @@ fn put_of_an_index_out_of_range_panics() {
     ignore = "needs debug checks"
 )]
 fn a_caught_double_free_leaves_the_pool_consistent() {
+    // u64 objects sit 8 bytes apart, so an offset entry's raw value (offset / 8) is the index:
+    // `from_raw(index)` below names the object of that index.
     let mut pool = PoolBuilder::<u64>::with_default(8)
         .cache_size(2)
         .name("dc-caught")
@@ -113,7 +115,7 @@ fn a_caught_double_free_leaves_the_pool_consistent() {
         .unwrap();
     let mut v = Vec::new();
     pool.get_bulk(&mut v, 3).unwrap();
-    let i = v[0].index();
+    let i = pool.index_of(&v[0]);
     let h = v.remove(0);
     pool.put(h);
     // Single put of the freed object: refused before anything moved.
@@ -129,7 +131,8 @@ fn a_caught_double_free_leaves_the_pool_consistent() {
     );
     assert_eq!(pool.available(), 6);
     assert_eq!(
-        pool.check_raw(v[0].index()).map_err(|e| e.to_string()),
+        pool.check_raw(pool.index_of(&v[0]))
+            .map_err(|e| e.to_string()),
         Ok(())
     );
     assert!(matches!(
@@ -161,7 +164,7 @@ fn a_bulk_put_with_one_bad_handle_moves_nothing() {
             let mut v = Vec::new();
             pool.get_bulk(&mut v, 4).unwrap();
             let freed = v.pop().unwrap();
-            let i = freed.index();
+            let i = pool.index_of(&freed);
             pool.put(freed);
             // SAFETY (deliberately broken, object free): only put, stopped by the check.
             v.push(unsafe { Handle::from_raw(i) });
@@ -176,9 +179,9 @@ fn a_bulk_put_with_one_bad_handle_moves_nothing() {
             let _forged = v.pop().unwrap(); // a handle has no destructor: dropping it is a no-op
             for h in &v {
                 assert!(
-                    pool.check_raw(h.index()).is_ok(),
+                    pool.check_raw(pool.index_of(h)).is_ok(),
                     "object {} must still be marked in use after the failed bulk",
-                    h.index()
+                    pool.index_of(h)
                 );
             }
             pool.put_bulk(&mut v);
@@ -198,7 +201,7 @@ fn the_same_object_twice_in_one_bulk_is_caught_and_moves_nothing() {
         .scoped(|mut pool| {
             let mut v = Vec::new();
             pool.get_bulk(&mut v, 2).unwrap();
-            let i = v[0].index();
+            let i = pool.index_of(&v[0]);
             // SAFETY (deliberately broken: two handles to object i, both in use): only put.
             v.push(unsafe { Handle::from_raw(i) });
             let r = catch_unwind(AssertUnwindSafe(|| pool.put_bulk(&mut v)));
@@ -212,7 +215,7 @@ fn the_same_object_twice_in_one_bulk_is_caught_and_moves_nothing() {
             );
             let _forged = v.pop().unwrap(); // dropping a handle is a no-op
             for h in &v {
-                assert!(pool.check_raw(h.index()).is_ok(), "still in use");
+                assert!(pool.check_raw(pool.index_of(h)).is_ok(), "still in use");
             }
             pool.put_bulk(&mut v);
             assert_eq!(pool.audit().unwrap().in_ring, 4);

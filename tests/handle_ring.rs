@@ -58,9 +58,9 @@ mod std_tests {
                 fill(&pool, &mut p, 64); // all slots usable
                 assert!(p.is_full());
                 let h = pool.get().unwrap();
-                let idx = h.index();
+                let idx = pool.index_of(&h);
                 let h = p.produce(h).unwrap_err(); // full: handed back
-                assert_eq!(h.index(), idx);
+                assert_eq!(pool.index_of(&h), idx);
                 // After one consume the next produce may fail (here it does: the slot is not
                 // emptied until the batch is complete) ...
                 consume_put(&pool, &mut c, 1);
@@ -150,13 +150,16 @@ mod std_tests {
                 assert!(empty.is_empty());
                 // Bulk larger than the ring: refused, handles kept.
                 let mut v = get_n(&pool, 9);
-                let before: Vec<u32> = v.iter().map(|h| h.index()).collect();
+                let before: Vec<u32> = v.iter().map(|h| pool.index_of(h)).collect();
                 assert!(!p.produce_bulk(&mut v));
-                assert_eq!(v.iter().map(|h| h.index()).collect::<Vec<_>>(), before);
+                assert_eq!(
+                    v.iter().map(|h| pool.index_of(h)).collect::<Vec<_>>(),
+                    before
+                );
                 // Burst: the first 8 go in order, the 9th stays.
                 assert_eq!(p.produce_burst(&mut v), 8);
                 assert_eq!(v.len(), 1);
-                assert_eq!(v[0].index(), before[8]);
+                assert_eq!(pool.index_of(&v[0]), before[8]);
                 assert!(!p.produce_bulk(&mut v));
                 assert_eq!(v.len(), 1);
                 // Consume bulk: all or nothing.
@@ -165,13 +168,13 @@ mod std_tests {
                 assert!(out.is_empty());
                 assert!(c.consume_bulk(&mut out, 3));
                 assert_eq!(
-                    out.iter().map(|h| h.index()).collect::<Vec<_>>(),
+                    out.iter().map(|h| pool.index_of(h)).collect::<Vec<_>>(),
                     before[..3]
                 );
                 // size 8: batch 1, so the 3 slots are free again.
                 let arr: [Handle<u64, _>; 3] = c.consume_array::<3>().unwrap();
                 assert_eq!(
-                    arr.iter().map(|h| h.index()).collect::<Vec<_>>(),
+                    arr.iter().map(|h| pool.index_of(h)).collect::<Vec<_>>(),
                     before[3..6]
                 );
                 assert!(c.consume_array::<3>().is_none()); // only 2 left
@@ -180,7 +183,10 @@ mod std_tests {
                 let mut rest = Vec::new();
                 assert_eq!(c.consume_burst(&mut rest, 100), 5);
                 let want: Vec<u32> = before[6..8].iter().chain(&before[3..6]).copied().collect();
-                assert_eq!(rest.iter().map(|h| h.index()).collect::<Vec<_>>(), want);
+                assert_eq!(
+                    rest.iter().map(|h| pool.index_of(h)).collect::<Vec<_>>(),
+                    want
+                );
                 // An array that does not fit comes back whole.
                 let full: [Handle<u64, _>; 8] = std::array::from_fn(|_| pool.get().unwrap());
                 p.produce(v.pop().unwrap()).unwrap();

@@ -267,7 +267,7 @@ fn stamp_get<B: idxpool::Brand>(pool: &idxpool::Pool<Obj, B>, h: &Handle<Obj, B>
         prev,
         0,
         "object {} handed out twice (held by {prev}, given to {me})",
-        h.index()
+        pool.index_of(h)
     );
 }
 
@@ -277,7 +277,7 @@ fn stamp_put<B: idxpool::Brand>(pool: &idxpool::Pool<Obj, B>, h: &Handle<Obj, B>
         prev,
         me,
         "object {} put by {me} but stamped {prev}",
-        h.index()
+        pool.index_of(h)
     );
 }
 

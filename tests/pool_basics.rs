@@ -13,7 +13,7 @@ fn get_put_and_access() {
     assert_eq!(pool.capacity(), 100);
     assert_eq!(pool.available(), 100);
     let mut h = pool.get().unwrap();
-    let i = h.index();
+    let i = pool.index_of(&h);
     assert_eq!(*pool.get_ref(&h), i as u64 * 10);
     *pool.get_mut(&mut h) += 1;
     assert_eq!(pool.in_use(), 1);
@@ -44,7 +44,7 @@ fn scoped_pools_bulk_and_exhaustion() {
                 assert_eq!(v.len(), 60, "failed bulk leaves out unchanged");
                 assert_eq!(c.get_burst(&mut v, 10), 4);
                 assert!(c.get().is_err());
-                let mut idx: Vec<u32> = v.iter().map(|h| h.index()).collect();
+                let mut idx: Vec<u32> = v.iter().map(|h| pool.index_of(h)).collect();
                 idx.sort_unstable();
                 idx.dedup();
                 assert_eq!(idx.len(), 64, "{policy}: distinct objects");

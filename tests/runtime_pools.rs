@@ -338,6 +338,11 @@ fn guards_return_objects_on_drop_and_on_panic() {
             let h = Pooled::get(&pool).unwrap().into_handle();
             let g = Pooled::new(&pool, h);
             assert_eq!(g[0], 3, "the object comes back as it was put");
+            drop(g);
+            let h = pool.get_pooled().unwrap().into_handle();
+            assert_eq!(pool.in_use(), 1);
+            drop(pool.pooled(h));
+            assert_eq!(pool.in_use(), 0);
         })
         .unwrap();
 }

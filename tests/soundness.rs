@@ -159,7 +159,7 @@ fn max_threads_limit_itself_builds() {
 #[test]
 fn default_cache_size_fits_every_policy_and_capacity() {
     let caps: &[u32] = if cfg!(miri) {
-        &[1, 2, 3, 7, 100, 767, 768, 1000]
+        &[1, 3, 7, 100, 767]
     } else {
         &[
             1, 2, 3, 4, 5, 7, 8, 31, 32, 100, 341, 342, 511, 512, 513, 767, 768, 769, 1000,
@@ -182,9 +182,11 @@ fn default_cache_size_fits_every_policy_and_capacity() {
                     policy.validate(cs, cap).unwrap();
                     // The largest such size: one more would be refused (or exceeds 512).
                     assert!(cs == CACHE_MAX_SIZE || policy.validate(cs + 1, cap).is_err());
-                    let mut v = Vec::new();
-                    pool.get_bulk(&mut v, cap as usize).unwrap();
-                    pool.put_bulk(&mut v);
+                    if !cfg!(miri) || cap <= 100 {
+                        let mut v = Vec::new();
+                        pool.get_bulk(&mut v, cap as usize).unwrap();
+                        pool.put_bulk(&mut v);
+                    }
                 })
                 .unwrap_or_else(|e| panic!("{policy} cap {cap}: {e}"));
         }

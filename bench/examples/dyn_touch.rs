@@ -14,7 +14,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use idxpool::{DynHandle, DynPool, Handle, LocalCache, PoolBuilder};
+use idxpool::{DynHandle, DynPool, LocalCache, PoolBuilder};
 use idxpool_bench::clock::thread_cpu_time;
 use idxpool_bench::stats::median;
 
@@ -40,7 +40,7 @@ fn run_branded<const TOUCH: bool>(
     objs: u64,
 ) -> u64 {
     let res = c.pool().resolver();
-    let mut kept: Vec<Handle<Obj, Branded>> = Vec::with_capacity(keep);
+    let mut kept: Vec<idxpool::index::Handle<Obj, Branded>> = Vec::with_capacity(keep);
     let mut count = 0u64;
     while count < objs {
         while kept.len() < keep {
@@ -113,7 +113,7 @@ fn main() {
     let branded = PoolBuilder::<Obj>::zeroed(CAP)
         .cache_size(512)
         .prefault(true)
-        .build::<Branded>()
+        .build_repr::<Branded, idxpool::Index>() // the entries DynPool uses
         .unwrap();
     let dynp = DynPool::new(
         PoolBuilder::<Obj>::zeroed(CAP)

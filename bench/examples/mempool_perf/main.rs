@@ -64,8 +64,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use idxpool::repr::Repr;
 use idxpool::Brand;
-use idxpool::{FlushPolicy, GenericPool, Index, Pointer, PoolBuilder, PoolError, StrideMode};
+use idxpool::{
+    FlushPolicy, GenericPool, Index, Offset, Pointer, PoolBuilder, PoolError, StrideMode,
+};
 use idxpool_bench::clock::Clock;
 use idxpool_bench::pin::{context_line, PinMode, Pinning};
 use idxpool_bench::report::{change_chart, create_csv, svg_path, write_csv};
@@ -165,6 +168,20 @@ struct Args {
     /// floor64.
     #[arg(long)]
     floor: bool,
+    /// Entry representation of the 4-byte pool (A and A'): `offset` (the crate's default,
+    /// idxpool::Pool) or `index` (idxpool::repr::Index, index x run-time stride); the B pool is
+    /// always the pointer twin.
+    #[arg(long, value_enum, default_value_t = ReprArg::Offset)]
+    repr: ReprArg,
+}
+
+/// `--repr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ReprArg {
+    /// idxpool::repr::Offset: scaled byte offsets (the default of idxpool::Pool).
+    Offset,
+    /// idxpool::repr::Index: `index + 1`, converted with a multiply by the stride.
+    Index,
 }
 
 /// Parses `--stride`.
@@ -198,6 +215,7 @@ struct Ctx {
     floor: bool,
     clock: Clock,
     stride: StrideMode,
+    repr: ReprArg,
     pinning: Pinning,
     length: RunLength,
     budget: Budget,
@@ -253,8 +271,8 @@ fn warm_length(run: Duration) -> Duration {
 
 /// Runs the cells of one (policy, cache, cores) group on a pair of pools that live for the
 /// whole group, with one persistent cache per thread per pool. Stops early (Ok) on Ctrl-C.
-fn run_group<B1: Brand, B2: Brand>(
-    ip: &GenericPool<Obj, B1, Index>,
+fn run_group<B1: Brand, B2: Brand, RA: Repr>(
+    ip: &GenericPool<Obj, B1, RA>,
     pp: &GenericPool<Obj, B2, Pointer>,
     policy: FlushPolicy,
     cells: &[Cell],
@@ -330,12 +348,36 @@ fn run_pools(policy: FlushPolicy, cells: &[Cell], ctx: &mut Ctx) -> Result<(), P
             .stride(stride)
             .prefault(true)
     };
-    let nested = builder().scoped(|ip| {
-        builder().scoped_ptr(|pp| {
+    match ctx.repr {
+        ReprArg::Offset => {
+            builder().scoped_repr::<Offset, _>(|ip| run_pair(ip, policy, cells, ctx))?
+        }
+        ReprArg::Index => {
+            builder().scoped_repr::<Index, _>(|ip| run_pair(ip, policy, cells, ctx))?
+        }
+    }
+}
+
+/// Builds the pointer twin of `ip`'s group and runs the group on the pair.
+fn run_pair<B1: Brand, RA: Repr>(
+    ip: GenericPool<Obj, B1, RA>,
+    policy: FlushPolicy,
+    cells: &[Cell],
+    ctx: &mut Ctx,
+) -> Result<(), PoolError> {
+    let c0 = cells[0];
+    let stride = ctx.stride;
+    PoolBuilder::<Obj>::zeroed(c0.pool_size())
+        .cache_size(c0.cache)
+        .policy(policy)
+        .stride(stride)
+        .prefault(true)
+        .scoped_ptr(|pp| {
             if !ctx.backing_printed {
                 ctx.backing_printed = true;
                 ctx.print(&format!(
-                    "backing: index pool {}, stride {} B; pointer pool {}, stride {} B\n",
+                    "backing: 4-byte pool ({} entries) {}, stride {} B; pointer pool {}, stride {} B\n",
+                    ip.repr_name(),
                     ip.backing(),
                     ip.stride(),
                     pp.backing(),
@@ -343,9 +385,7 @@ fn run_pools(policy: FlushPolicy, cells: &[Cell], ctx: &mut Ctx) -> Result<(), P
                 ));
             }
             run_group(&ip, &pp, policy, cells, ctx)
-        })
-    });
-    nested??
+        })?
 }
 
 fn run(args: Args) -> Result<(), Box<dyn Error>> {
@@ -441,6 +481,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         floor: args.floor,
         clock: args.clock,
         stride: args.stride,
+        repr: args.repr,
         pinning,
         length,
         budget: Budget::new(budget, todo.len()),

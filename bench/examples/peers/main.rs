@@ -477,7 +477,7 @@ mod tests {
     fn scan_touches_every_object_once() {
         let mut p = ScanPool::<O64, TestScan>::new("t", Backing::Pages4K, 1 << 20).unwrap();
         assert_eq!(p.hs.len(), (1 << 20) / 64);
-        let mut idx: Vec<u32> = p.hs.iter().map(|h| h.index()).collect();
+        let mut idx: Vec<u32> = p.hs.iter().map(|h| p.pool.index_of(h)).collect();
         assert_ne!(idx, (0..idx.len() as u32).collect::<Vec<_>>(), "shuffled");
         idx.sort_unstable();
         assert_eq!(
