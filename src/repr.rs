@@ -448,7 +448,7 @@ mod tests {
             fn offset_limit_is_exact(units in 1usize..=1 << 17) {
                 let stride = units * 8;
                 let max_cap = OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1;
-                if max_cap <= u32::MAX as u64 {
+                if max_cap < u32::MAX as u64 {
                     prop_assert!(Offset::check_layout(stride, max_cap as u32).is_ok());
                     let over = Offset::check_layout(stride, max_cap as u32 + 1);
                     let limited = matches!(over, Err(PoolError::ReprLimit { .. }));
