@@ -56,7 +56,7 @@ pub struct SharedPool<T> {
     page_size: u64,
     primary: bool,
     unlink_on_drop: bool,
-    _object: PhantomData<fn() -> T>,
+    _object: PhantomData<fn(T) -> T>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
