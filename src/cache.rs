@@ -12,8 +12,20 @@
 //!   read `len` (atomically) for `available()`, and read `objs` only when the pool is
 //!   quiescent (`&mut` access).
 //!
-//! `CacheMut::get` and `CacheMut::put` are the pool's one get path and one put path: the
-//! fast path, refill, flush, bypass, and the uncached case (a zero-size cache).
+//! The cache algorithm is written once, in two layers:
+//! * its **decisions** ([`CachePlan`]: on a miss, refill how many and how, or bypass; on an
+//!   overflow, flush how many of the coldest, or bypass), one per [`FlushPolicy`];
+//! * its **sequence** ([`take_top`], [`append`], [`get_miss`], [`put_overflow`], [`flush_all`]:
+//!   fast path, refill, bypass, last resort, give-back, flush), generic over the
+//!   **mechanics** trait [`CacheOps`] that moves entries between the caller, the cache and
+//!   the ring.
+//!
+//! Two mechanics implement it: [`CacheMut`] (the core pool: plain memory and the lock-free
+//! [`Ring`]; monomorphised, so the core's code is what it was when it was written by hand) and
+//! the shared pool's in-region cache (`shared::pool::RegionCache`: recoverable rings, owner
+//! words, kill points). `CacheMut::get` and `CacheMut::put` are the core pool's one get path
+//! and one put path: the fast path, refill, flush, bypass, and the uncached case (a zero-size
+//! cache).
 
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -120,6 +132,306 @@ impl fmt::Display for FlushPolicy {
     }
 }
 
+/// The decisions of the cache algorithm for one cache size under one [`FlushPolicy`]: what a
+/// get that misses and a put that overflows do. Pure arithmetic, shared by every cache
+/// (the core's [`CacheMut`] and the shared pool's in-region cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CachePlan {
+    /// Cache size (0 = uncached: every get and put bypasses).
+    pub(crate) size: u32,
+    /// Most entries the cache may hold (the flush threshold).
+    pub(crate) fill_limit: u32,
+    /// Largest put that goes through the cache; larger ones go straight to the ring.
+    pub(crate) max_put: u32,
+    /// Largest get that refills the cache; larger ones go straight to the ring.
+    pub(crate) max_get: u32,
+    pub(crate) policy: FlushPolicy,
+}
+
+/// What a get of `n` that the cache cannot serve does ([`CachePlan::on_get_miss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GetMiss {
+    /// Refill up to `want` entries from the ring onto the cache's top (`how`: all or
+    /// nothing, or as many as there are), then serve from the top.
+    Refill { want: usize, how: Behavior },
+    /// Take the request straight from the ring, all or nothing.
+    Bypass,
+}
+
+/// What a put of `n` that does not fit under the flush threshold does
+/// ([`CachePlan::on_put_overflow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PutOverflow {
+    /// Send the coldest `k` entries (the bottom of the LIFO) to the ring, then append.
+    Flush(usize),
+    /// Send the put straight to the ring.
+    Bypass,
+}
+
+impl CachePlan {
+    /// The plan of a cache of `size` (0..=512) under `policy`.
+    pub(crate) fn new(size: u32, policy: FlushPolicy) -> Self {
+        let (max_put, max_get) = match policy {
+            FlushPolicy::Classic => (policy.fill_limit(size), size.saturating_sub(1)),
+            FlushPolicy::Dpdk2607 => (size / 2, size / 2),
+            FlushPolicy::SizeAligned => (size, size),
+        };
+        CachePlan {
+            size,
+            fill_limit: policy.fill_limit(size),
+            max_put,
+            max_get,
+            policy,
+        }
+    }
+
+    /// Entries a cache array needs: a refill may overshoot the fill limit transiently
+    /// (Classic refills `size + n - len` before serving `n`), never beyond `2 x size`.
+    pub(crate) fn capacity(&self) -> usize {
+        2 * self.size as usize
+    }
+
+    /// A get of `n` found `len < n` entries in the cache: refill (how many, how) or bypass.
+    #[inline]
+    pub(crate) fn on_get_miss(&self, n: usize, len: usize) -> GetMiss {
+        debug_assert!(len < n);
+        if n > self.max_get as usize {
+            return GetMiss::Bypass;
+        }
+        let (want, how) = match self.policy {
+            FlushPolicy::Classic => (self.size as usize + n - len, Behavior::Bulk),
+            FlushPolicy::Dpdk2607 => ((self.size / 2) as usize, Behavior::Burst),
+            FlushPolicy::SizeAligned => (self.size as usize, Behavior::Bulk),
+        };
+        debug_assert!(len + want <= self.capacity());
+        GetMiss::Refill { want, how }
+    }
+
+    /// A put of `n` found `len` entries, too many to append under the fill limit: flush the
+    /// coldest `k <= len` (Classic: all; the others: the policy's transfer size), or bypass.
+    #[inline]
+    pub(crate) fn on_put_overflow(&self, n: usize, len: usize) -> PutOverflow {
+        if n > self.max_put as usize {
+            return PutOverflow::Bypass;
+        }
+        let k = match self.policy {
+            FlushPolicy::Classic => len,
+            FlushPolicy::Dpdk2607 => (self.size / 2) as usize,
+            FlushPolicy::SizeAligned => self.size as usize,
+        };
+        // A put that crosses the limit finds at least `k` entries, and after the flush
+        // `len - k + n <= fill_limit` (policy arithmetic).
+        debug_assert!(k <= len && len - k + n <= self.fill_limit as usize);
+        PutOverflow::Flush(k)
+    }
+}
+
+/// The mechanics of one cache and the ring behind it: how entries move, with no decision of
+/// their own. The cache algorithm ([`take_top`], [`append`], [`get_miss`], [`put_overflow`],
+/// [`flush_all`]) calls them in the order its [`CachePlan`] says.
+///
+/// Contract of every implementation: the cache is a LIFO of `len()` entries, coldest at the
+/// bottom; each method moves exactly what it says (an implementation may drop an entry it
+/// finds corrupt, writing a marker the caller's adapter recognises, see the shared pool) and
+/// keeps its own invariants at each step (the shared pool: recoverable after a kill at any
+/// instruction).
+pub(crate) trait CacheOps<E: Copy> {
+    /// Entries held.
+    fn len(&self) -> usize;
+    /// Most entries the cache may hold (the flush threshold).
+    fn fill_limit(&self) -> usize;
+    /// Moves the top `dst.len() <= len()` entries into `dst` (in cache order: the hottest
+    /// last).
+    fn pop_top(&mut self, dst: &mut [MaybeUninit<E>]);
+    /// Appends `src` on top (`len() + src.len()` fits the cache's array).
+    fn push(&mut self, src: &[E]);
+    /// Moves up to `want` entries from the ring onto the top (`Bulk`: all or none); returns
+    /// how many came.
+    fn refill(&mut self, want: usize, how: Behavior) -> usize;
+    /// Gives the top `k` entries (those the last refill brought) back to the ring, or leaves
+    /// them in the cache where that is within its fill limit (the shared pool).
+    fn unrefill(&mut self, k: usize);
+    /// Moves the coldest `k <= len()` entries to the ring; the rest slide to the bottom.
+    fn flush_bottom(&mut self, k: usize);
+    /// Takes entries from the ring straight into `dst` (`Bulk`: all or none); returns how many.
+    fn ring_get(&mut self, dst: &mut [MaybeUninit<E>], how: Behavior) -> usize;
+    /// Sends `src` straight to the ring.
+    fn ring_put(&mut self, src: &[E]);
+    /// Entries in the ring (a snapshot).
+    fn ring_count(&self) -> usize;
+    /// Makes `len()` visible to other threads' counts (a no-op where every step stores it).
+    fn publish(&self);
+    /// Adds `n` to a statistics counter.
+    fn count(&self, which: Counter, n: usize);
+}
+
+/// The get's fast path: fills `dst` from the top of the cache if it holds that many (then
+/// true), else changes nothing (false).
+#[inline(always)]
+pub(crate) fn take_top<E: Copy, M: CacheOps<E>>(m: &mut M, dst: &mut [MaybeUninit<E>]) -> bool {
+    let n = dst.len();
+    if n > m.len() {
+        return false;
+    }
+    m.pop_top(dst);
+    m.publish();
+    m.count(Counter::GetSuccessBulk, 1);
+    m.count(Counter::GetSuccessObjs, n);
+    true
+}
+
+/// The put's fast path: appends `src` if it fits under the flush threshold (then true), else
+/// changes nothing (false).
+#[inline(always)]
+pub(crate) fn append<E: Copy, M: CacheOps<E>>(m: &mut M, src: &[E]) -> bool {
+    let n = src.len();
+    if n > m.fill_limit() - m.len() {
+        return false;
+    }
+    m.push(src);
+    m.publish();
+    m.count(Counter::PutBulk, 1);
+    m.count(Counter::PutObjs, n);
+    true
+}
+
+/// The one get (DPDK's `rte_mempool_do_generic_get`): fills `dst` with entries of free
+/// objects, the hottest first. `Bulk`: all of `dst` or nothing, returning `Ok(dst.len())` or
+/// `Err(reachable)` (this cache plus the ring held too few; every count is left where it was).
+/// `Burst`: as many as this cache plus the ring hold, `Ok(k)` with `dst[..k]` written.
+#[inline]
+pub(crate) fn get<E: Copy, M: CacheOps<E>>(
+    m: &mut M,
+    plan: &CachePlan,
+    dst: &mut [MaybeUninit<E>],
+    behavior: Behavior,
+) -> Result<usize, usize> {
+    if take_top(m, dst) {
+        return Ok(dst.len());
+    }
+    get_miss(m, plan, dst, behavior)
+}
+
+/// The one put (DPDK's `rte_mempool_do_generic_put`): returns the entries of `src` (free
+/// objects now owned by the cache); always succeeds.
+#[inline]
+pub(crate) fn put<E: Copy, M: CacheOps<E>>(m: &mut M, plan: &CachePlan, src: &[E]) {
+    if !append(m, src) {
+        put_overflow(m, plan, src);
+    }
+}
+
+/// The get's cold path, after [`take_top`] failed: refill from the ring by the policy, or
+/// bypass the cache for large requests, or as a last resort take the whole cache plus the
+/// rest from the ring (so that a get never fails while this cache plus the ring hold enough).
+pub(crate) fn get_miss<E: Copy, M: CacheOps<E>>(
+    m: &mut M,
+    plan: &CachePlan,
+    dst: &mut [MaybeUninit<E>],
+    behavior: Behavior,
+) -> Result<usize, usize> {
+    let n = dst.len();
+    let mut refilled = 0;
+    match plan.on_get_miss(n, m.len()) {
+        GetMiss::Refill { want, how } => {
+            refilled = m.refill(want, how);
+            if refilled > 0 {
+                m.count(Counter::GetCommonBulk, 1);
+                m.count(Counter::GetCommonObjs, refilled);
+            }
+            // The refill may overshoot the fill limit only transiently: serving n below
+            // brings it back (Classic: size + n - len refilled, n served).
+            if n <= m.len() {
+                m.pop_top(dst);
+                return Ok(got(m, n));
+            }
+        }
+        GetMiss::Bypass => {
+            if m.ring_get(dst, Behavior::Bulk) == n {
+                m.count(Counter::GetCommonBulk, 1);
+                m.count(Counter::GetCommonObjs, n);
+                return Ok(got(m, n));
+            }
+        }
+    }
+    // Last resort: the whole cache plus the rest from the ring.
+    let len = m.len().min(n);
+    let need = n - len;
+    let (mine, rest) = dst.split_at_mut(len);
+    if m.ring_get(rest, Behavior::Bulk) == need {
+        m.pop_top(mine);
+        m.count(Counter::GetCommonBulk, 1);
+        m.count(Counter::GetCommonObjs, need);
+        return Ok(got(m, n));
+    }
+    // Too few. A failed bulk get changes no count: give back what the refill took.
+    if refilled > 0 {
+        m.unrefill(refilled);
+        m.count(Counter::PutCommonBulk, 1);
+        m.count(Counter::PutCommonObjs, refilled);
+    }
+    if behavior == Behavior::Burst {
+        // Hand over the cache and whatever the ring has.
+        let take = m.len().min(n);
+        let (mine, rest) = dst.split_at_mut(take);
+        m.pop_top(mine);
+        let more = m.ring_get(rest, Behavior::Burst);
+        if more > 0 {
+            m.count(Counter::GetCommonBulk, 1);
+            m.count(Counter::GetCommonObjs, more);
+        }
+        if take + more > 0 {
+            return Ok(got(m, take + more));
+        }
+    }
+    m.publish();
+    m.count(Counter::GetFailBulk, 1);
+    m.count(Counter::GetFailObjs, n);
+    Err(m.len() + m.ring_count())
+}
+
+/// Publishes and counts a successful slow-path get of `n`; returns `n`.
+fn got<E: Copy, M: CacheOps<E>>(m: &M, n: usize) -> usize {
+    m.publish();
+    m.count(Counter::GetSuccessBulk, 1);
+    m.count(Counter::GetSuccessObjs, n);
+    n
+}
+
+/// The put's cold path, after [`append`] failed: flush by the policy first, or bypass the
+/// cache for large puts.
+pub(crate) fn put_overflow<E: Copy, M: CacheOps<E>>(m: &mut M, plan: &CachePlan, src: &[E]) {
+    let n = src.len();
+    m.count(Counter::PutBulk, 1);
+    m.count(Counter::PutObjs, n);
+    match plan.on_put_overflow(n, m.len()) {
+        PutOverflow::Bypass => {
+            m.ring_put(src);
+            m.count(Counter::PutCommonBulk, 1);
+            m.count(Counter::PutCommonObjs, n);
+        }
+        PutOverflow::Flush(k) => {
+            m.flush_bottom(k);
+            m.push(src);
+            m.publish();
+            m.count(Counter::PutCommonBulk, 1);
+            m.count(Counter::PutCommonObjs, k);
+        }
+    }
+}
+
+/// Returns every held entry to the ring (`rte_mempool_cache_flush`).
+pub(crate) fn flush_all<E: Copy, M: CacheOps<E>>(m: &mut M) {
+    let len = m.len();
+    if len == 0 {
+        return;
+    }
+    m.flush_bottom(len);
+    m.count(Counter::PutCommonBulk, 1);
+    m.count(Counter::PutCommonObjs, len);
+    m.publish();
+}
+
 /// One LIFO cache of entries of type `E`. Mutated only through a [`CacheMut`], the proof of
 /// exclusive access; other threads read its atomic `len` and counters.
 ///
@@ -131,14 +443,10 @@ impl fmt::Display for FlushPolicy {
 pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
     len: AtomicU32,
-    size: u32,
     /// Most entries the cache may hold (the flush threshold).
     fill_limit: u32,
-    /// Largest put that goes through the cache; larger ones go straight to the ring.
-    max_put: u32,
-    /// Largest get that refills the cache; larger ones go straight to the ring.
-    max_get: u32,
-    policy: FlushPolicy,
+    /// The policy's decisions for this size.
+    plan: CachePlan,
     objs: Box<[UnsafeCell<MaybeUninit<E>>]>,
     pub(crate) counters: Counters,
 }
@@ -164,18 +472,10 @@ impl<E: Copy> Cache<E> {
 
     fn with_counters(size: u32, policy: FlushPolicy, counters: Counters) -> Self {
         debug_assert!(size <= CACHE_MAX_SIZE);
-        let (max_put, max_get) = match policy {
-            FlushPolicy::Classic => (policy.fill_limit(size), size.saturating_sub(1)),
-            FlushPolicy::Dpdk2607 => (size / 2, size / 2),
-            FlushPolicy::SizeAligned => (size, size),
-        };
         Cache {
             len: AtomicU32::new(0),
-            size,
             fill_limit: policy.fill_limit(size),
-            max_put,
-            max_get,
-            policy,
+            plan: CachePlan::new(size, policy),
             objs: (0..2 * size as usize)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
@@ -275,26 +575,10 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         self.len + self.ring.count()
     }
 
-    /// Publishes the length (a relaxed store: other threads only count it).
-    #[inline(always)]
-    fn publish(&self) {
-        debug_assert!(self.len <= self.fill_limit);
-        self.cache().len.store(self.len as u32, Ordering::Relaxed);
-    }
-
-    #[inline(always)]
-    fn count(&self, which: Counter, n: usize) {
-        self.cache().counters.add(which, n);
-    }
-
-    /// The one get: fills `dst` with entries of free objects, the hottest first. `Bulk`: all of
-    /// `dst` or nothing, returning `Ok(dst.len())` or `Err(reachable)` (this cache plus the
-    /// ring held too few; every count is left where it was). `Burst`: as many as this cache
-    /// plus the ring hold, `Ok(k)` with `dst[..k]` written.
+    /// The one get ([`get`] with this token's mechanics): fills `dst` with entries of free
+    /// objects, the hottest first; `Ok(n)` or `Err(reachable)` as [`get`] says.
     ///
-    /// Fast path: the cache holds `dst.len()`: copy from its top. Else (cold) refill from the
-    /// ring by the policy, or bypass the cache for large requests, or as a last resort take the
-    /// whole cache plus the rest from the ring.
+    /// Fast path: the cache holds `dst.len()`: copy from its top. Else (cold) [`get_miss`].
     #[inline(always)]
     pub(crate) fn get(
         &mut self,
@@ -327,122 +611,26 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         x
     }
 
-    /// The get's fast path alone: fills `dst` from the top of the cache if it holds that many
-    /// (then true), else changes nothing (false). Adapters call it first, apart from
-    /// [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
+    /// The get's fast path alone ([`take_top`]): fills `dst` from the top of the cache if it
+    /// holds that many (then true), else changes nothing (false). Adapters call it first,
+    /// apart from [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
     #[inline(always)]
     pub(crate) fn take_top(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
-        let n = dst.len();
-        if n > self.len {
-            return false;
-        }
-        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
-        // for n and does not overlap the cache's array (it is a &mut).
-        unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
-        self.len -= n;
-        self.publish();
-        self.count(Counter::GetSuccessBulk, 1);
-        self.count(Counter::GetSuccessObjs, n);
-        true
+        take_top(self, dst)
     }
 
     #[cold]
     #[inline(never)]
     fn get_slow(&mut self, dst: &mut [MaybeUninit<E>], behavior: Behavior) -> Result<usize, usize> {
-        let n = dst.len();
-        let d = dst.as_mut_ptr().cast::<E>();
-        let c = self.cache();
-        let ring = self.ring;
-        let len_before = self.len;
-        let mut refilled = 0;
-        if n <= c.max_get as usize {
-            // Refill, then serve from the top.
-            let (want, how) = match c.policy {
-                FlushPolicy::Classic => (c.size as usize + n - self.len, Behavior::Bulk),
-                FlushPolicy::Dpdk2607 => ((c.size / 2) as usize, Behavior::Burst),
-                FlushPolicy::SizeAligned => (c.size as usize, Behavior::Bulk),
-            };
-            debug_assert!(self.len + want <= c.objs.len());
-            // SAFETY: objs[len .. len + want] is inside the array (policy arithmetic above).
-            refilled = unsafe { ring.dequeue_raw(self.objs.add(self.len), want, how).n };
-            if refilled > 0 {
-                self.count(Counter::GetCommonBulk, 1);
-                self.count(Counter::GetCommonObjs, refilled);
-                // The refill may overshoot the fill limit only transiently: serving n below
-                // brings it back (Classic: size + n - len refilled, n served).
-                self.len += refilled;
-            }
-            if n <= self.len {
-                // SAFETY: as in get.
-                unsafe { copy_entries(self.objs.add(self.len - n), d, n) };
-                self.len -= n;
-                return Ok(self.got(n));
-            }
-        } else {
-            // Bypass: straight from the ring.
-            // SAFETY: dst is valid for n writes.
-            if unsafe { ring.dequeue_raw(d, n, Behavior::Bulk).n } == n {
-                self.count(Counter::GetCommonBulk, 1);
-                self.count(Counter::GetCommonObjs, n);
-                return Ok(self.got(n));
-            }
-        }
-        // Last resort, so that a get never fails while this cache plus the ring hold enough:
-        // the whole cache plus the rest from the ring.
-        let need = n - self.len;
-        // SAFETY: dst[len..n] is inside dst.
-        if unsafe { ring.dequeue_raw(d.add(self.len), need, Behavior::Bulk).n } == need {
-            // SAFETY: objs[..len] initialised; dst[..len] valid and disjoint.
-            unsafe { copy_entries(self.objs, d, self.len) };
-            self.len = 0;
-            self.count(Counter::GetCommonBulk, 1);
-            self.count(Counter::GetCommonObjs, need);
-            return Ok(self.got(n));
-        }
-        // Too few. A failed bulk get changes no count: give back what the refill took (the
-        // top `refilled` entries, above the `len_before` held before).
-        if refilled > 0 {
-            // SAFETY: objs[len_before .. len_before + refilled] are the refilled entries.
-            unsafe { enqueue_all(ring, self.objs.add(len_before), refilled) };
-            self.len = len_before;
-            self.count(Counter::PutCommonBulk, 1);
-            self.count(Counter::PutCommonObjs, refilled);
-        }
-        if behavior == Behavior::Burst {
-            // Hand over the cache and whatever the ring has.
-            let take = self.len.min(n);
-            // SAFETY: the top `take` entries are initialised; dst[..take] valid.
-            unsafe { copy_entries(self.objs.add(self.len - take), d, take) };
-            self.len -= take;
-            // SAFETY: dst[take..n] valid.
-            let more = unsafe { ring.dequeue_raw(d.add(take), n - take, Behavior::Burst).n };
-            if more > 0 {
-                self.count(Counter::GetCommonBulk, 1);
-                self.count(Counter::GetCommonObjs, more);
-            }
-            if take + more > 0 {
-                return Ok(self.got(take + more));
-            }
-        }
-        self.publish();
-        self.count(Counter::GetFailBulk, 1);
-        self.count(Counter::GetFailObjs, n);
-        Err(self.len + ring.count())
+        let plan = self.cache().plan;
+        get_miss(self, &plan, dst, behavior)
     }
 
-    /// Publishes and counts a successful slow-path get of `n`; returns `n`.
-    fn got(&self, n: usize) -> usize {
-        self.publish();
-        self.count(Counter::GetSuccessBulk, 1);
-        self.count(Counter::GetSuccessObjs, n);
-        n
-    }
-
-    /// The one put: returns the entries of `src` (free objects of this pool, now owned by the
-    /// cache); always succeeds.
+    /// The one put ([`put`] with this token's mechanics): returns the entries of `src` (free
+    /// objects of this pool, now owned by the cache); always succeeds.
     ///
-    /// Fast path: they fit under the flush threshold: append them. Else (cold) flush by the
-    /// policy first, or bypass the cache for large puts.
+    /// Fast path: they fit under the flush threshold: append them. Else (cold)
+    /// [`put_overflow`].
     #[inline(always)]
     pub(crate) fn put(&mut self, src: &[E]) {
         if !self.append(src) {
@@ -450,68 +638,116 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         }
     }
 
-    /// The put's fast path alone: appends `src` if it fits under the flush threshold (then
-    /// true), else changes nothing (false). See [`CacheMut::take_top`].
+    /// The put's fast path alone ([`append`]): appends `src` if it fits under the flush
+    /// threshold (then true), else changes nothing (false). See [`CacheMut::take_top`].
     #[inline(always)]
     pub(crate) fn append(&mut self, src: &[E]) -> bool {
-        let n = src.len();
-        if n > self.fill_limit - self.len {
-            return false;
-        }
-        // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
-        unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
-        self.len += n;
-        self.publish();
-        self.count(Counter::PutBulk, 1);
-        self.count(Counter::PutObjs, n);
-        true
+        append(self, src)
     }
 
     #[cold]
     #[inline(never)]
     fn put_slow(&mut self, src: &[E]) {
-        let n = src.len();
-        let c = self.cache();
-        self.count(Counter::PutBulk, 1);
-        self.count(Counter::PutObjs, n);
-        if n > c.max_put as usize {
-            // SAFETY: src is valid for n reads.
-            unsafe { enqueue_all(self.ring, src.as_ptr(), n) };
-            self.count(Counter::PutCommonBulk, 1);
-            self.count(Counter::PutCommonObjs, n);
-            return;
-        }
-        let len = self.len;
-        let flush = match c.policy {
-            FlushPolicy::Classic => len,
-            FlushPolicy::Dpdk2607 => (c.size / 2) as usize,
-            FlushPolicy::SizeAligned => c.size as usize,
-        };
-        let objs = self.objs;
-        // SAFETY: flush <= len (policy arithmetic: a put that crosses the limit finds at least
-        // `flush` entries), objs[..len] initialised; the moved tail stays inside objs.
-        unsafe {
-            enqueue_all(self.ring, objs, flush);
-            std::ptr::copy(objs.add(flush), objs, len - flush);
-            copy_entries(src.as_ptr(), objs.add(len - flush), n);
-        }
-        self.len = len - flush + n;
-        self.publish();
-        self.count(Counter::PutCommonBulk, 1);
-        self.count(Counter::PutCommonObjs, flush);
+        let plan = self.cache().plan;
+        put_overflow(self, &plan, src)
     }
 
     /// Returns every held entry to the ring (rte_mempool_cache_flush).
     pub(crate) fn flush(&mut self) {
-        if self.len == 0 {
-            return;
+        flush_all(self)
+    }
+}
+
+/// The core's mechanics: the cache's array in plain memory (this token owns it) and the
+/// lock-free [`Ring`].
+impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn fill_limit(&self) -> usize {
+        self.fill_limit
+    }
+
+    #[inline(always)]
+    fn pop_top(&mut self, dst: &mut [MaybeUninit<E>]) {
+        let n = dst.len();
+        debug_assert!(n <= self.len);
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len);
+        // dst has room for n and does not overlap the cache's array (it is a &mut).
+        unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
+        self.len -= n;
+    }
+
+    #[inline(always)]
+    fn push(&mut self, src: &[E]) {
+        let n = src.len();
+        // SAFETY: len + n fits the array (contract: the fast path checked the fill limit, the
+        // flush path flushed first); src does not overlap the cache.
+        unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
+        self.len += n;
+    }
+
+    #[inline]
+    fn refill(&mut self, want: usize, how: Behavior) -> usize {
+        debug_assert!(self.len + want <= self.cache().objs.len());
+        // SAFETY: objs[len .. len + want] is inside the array (CachePlan::on_get_miss).
+        let got = unsafe { self.ring.dequeue_raw(self.objs.add(self.len), want, how).n };
+        self.len += got;
+        got
+    }
+
+    #[inline]
+    fn unrefill(&mut self, k: usize) {
+        self.len -= k;
+        // SAFETY: objs[len .. len + k] are the entries the refill brought (initialised).
+        unsafe { enqueue_all(self.ring, self.objs.add(self.len), k) };
+    }
+
+    #[inline]
+    fn flush_bottom(&mut self, k: usize) {
+        let (objs, len) = (self.objs, self.len);
+        debug_assert!(k <= len);
+        // SAFETY: k <= len, objs[..len] initialised; the moved tail stays inside objs.
+        unsafe {
+            enqueue_all(self.ring, objs, k);
+            std::ptr::copy(objs.add(k), objs, len - k);
         }
-        // SAFETY: objs[..len] initialised.
-        unsafe { enqueue_all(self.ring, self.objs, self.len) };
-        self.count(Counter::PutCommonBulk, 1);
-        self.count(Counter::PutCommonObjs, self.len);
-        self.len = 0;
-        self.publish();
+        self.len = len - k;
+    }
+
+    #[inline]
+    fn ring_get(&mut self, dst: &mut [MaybeUninit<E>], how: Behavior) -> usize {
+        // SAFETY: dst is valid for dst.len() writes.
+        unsafe {
+            self.ring
+                .dequeue_raw(dst.as_mut_ptr().cast(), dst.len(), how)
+                .n
+        }
+    }
+
+    #[inline]
+    fn ring_put(&mut self, src: &[E]) {
+        // SAFETY: src is valid for src.len() reads.
+        unsafe { enqueue_all(self.ring, src.as_ptr(), src.len()) };
+    }
+
+    fn ring_count(&self) -> usize {
+        self.ring.count()
+    }
+
+    /// Publishes the length (a relaxed store: other threads only count it).
+    #[inline(always)]
+    fn publish(&self) {
+        debug_assert!(self.len <= self.fill_limit);
+        self.cache().len.store(self.len as u32, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn count(&self, which: Counter, n: usize) {
+        self.cache().counters.add(which, n);
     }
 }
 

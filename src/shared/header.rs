@@ -10,6 +10,7 @@ use std::mem::{align_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use super::xring::{XRingState, REC_BATCH};
+use crate::cache::{CachePlan, FlushPolicy};
 use crate::error::PoolError;
 
 /// `"IDXPSHRD"` in little-endian byte order.
@@ -18,7 +19,11 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"IDXPSHRD");
 ///
 /// Version 2 (issue 15): recoverable rings (`XRingState`: lock, head, tail), redo records in
 /// the process slots and a records section.
-pub(crate) const VERSION: u32 = 2;
+///
+/// Version 3 (issue 14): the flush policy in [`Params`] (`policy`, `_reserved`), cache arrays
+/// and records of `2 x cache_size` entries (a Classic refill overshoots the fill limit
+/// transiently, as in the core's caches).
+pub(crate) const VERSION: u32 = 3;
 /// Alignment of every section: the ring state's (128 bytes), so states of different rings
 /// never share a cache line pair.
 pub(crate) const SECTION_ALIGN: u64 = {
@@ -57,6 +62,38 @@ pub(crate) struct Params {
     pub max_procs: u32,
     /// Number of handle channels.
     pub channels: u32,
+    /// The caches' flush policy ([`policy_code`]).
+    pub policy: u32,
+    /// Zero.
+    pub _reserved: u32,
+}
+
+/// The region's code of a flush policy (never 0, so a zeroed header names none).
+pub(crate) fn policy_code(p: FlushPolicy) -> u32 {
+    match p {
+        FlushPolicy::Classic => 1,
+        FlushPolicy::Dpdk2607 => 2,
+        FlushPolicy::SizeAligned => 3,
+    }
+}
+
+/// The flush policy of a region's code, if it names one.
+pub(crate) fn policy_of(code: u32) -> Option<FlushPolicy> {
+    FlushPolicy::ALL
+        .into_iter()
+        .find(|&p| policy_code(p) == code)
+}
+
+impl Params {
+    /// The caches' flush policy (checked by [`Params::check`]; the default when invalid).
+    pub(crate) fn flush_policy(&self) -> FlushPolicy {
+        policy_of(self.policy).unwrap_or_default()
+    }
+
+    /// The decisions of every cache of the region.
+    pub(crate) fn plan(&self) -> CachePlan {
+        CachePlan::new(self.cache_size, self.flush_policy())
+    }
 }
 
 /// Offsets (bytes from the region start) of the sections, and derived sizes.
@@ -83,11 +120,11 @@ pub(crate) struct Sections {
     pub procs: u64,
     /// `max_procs` record entry arrays of `rec_cap` u32 entries, `rec_stride` bytes apart.
     pub records: u64,
-    /// Entries of a record array: `max(cache_size, REC_BATCH)`.
+    /// Entries of a record array: `max(2 x cache_size, REC_BATCH)`.
     pub rec_cap: u64,
     /// Bytes between consecutive record arrays.
     pub rec_stride: u64,
-    /// `max_procs` cache arrays of `cache_size` u32 entries, `cache_stride` bytes apart.
+    /// `max_procs` cache arrays of `2 x cache_size` u32 entries, `cache_stride` bytes apart.
     pub caches: u64,
     /// Bytes between consecutive cache arrays.
     pub cache_stride: u64,
@@ -221,14 +258,13 @@ impl Params {
                 self.capacity
             )));
         }
-        if self.cache_size > crate::CACHE_MAX_SIZE || self.cache_size > self.capacity {
+        let Some(policy) = policy_of(self.policy) else {
             return Err(PoolError::config(format!(
-                "cache size {} must be <= {} and <= the capacity {}",
-                self.cache_size,
-                crate::CACHE_MAX_SIZE,
-                self.capacity
+                "flush policy code {} names no policy",
+                self.policy
             )));
-        }
+        };
+        policy.validate(self.cache_size, self.capacity)?;
         if self.max_procs == 0 || self.max_procs > MAX_PROCESSES {
             return Err(PoolError::config(format!(
                 "max processes {} must be in 1..={MAX_PROCESSES}",
@@ -268,11 +304,12 @@ impl Params {
             off,
             mul(size_of::<ProcSlot>() as u64, self.max_procs as u64)?,
         )?;
-        let rec_cap = (self.cache_size.max(REC_BATCH)) as u64;
+        let cache_cap = self.plan().capacity() as u64;
+        let rec_cap = cache_cap.max(REC_BATCH as u64);
         let rec_stride = round_up(mul(rec_cap, 4)?, 64)?;
         let records = off;
         off = round_up(add(off, mul(rec_stride, self.max_procs as u64)?)?, a)?;
-        let cache_stride = round_up(mul(self.cache_size as u64, 4)?, 64)?;
+        let cache_stride = round_up(mul(cache_cap, 4)?, 64)?;
         let caches = off;
         off = round_up(add(off, mul(cache_stride, self.max_procs as u64)?)?, a)?;
         let owners = off;
@@ -340,6 +377,13 @@ impl Header {
             self.header_size as u64,
         )?;
         let p = &self.params;
+        if policy_of(p.policy).is_none() {
+            return Err(PoolError::LayoutMismatch {
+                field: "policy",
+                expected: policy_code(FlushPolicy::DEFAULT) as u64,
+                found: p.policy as u64,
+            });
+        }
         mismatch("obj_size", obj_size, p.obj_size)?;
         mismatch("obj_align", obj_align, p.obj_align)?;
         if self.fingerprint != fingerprint {
@@ -404,6 +448,8 @@ mod tests {
             cache_size: 32,
             max_procs: 8,
             channels: 2,
+            policy: policy_code(FlushPolicy::DEFAULT),
+            _reserved: 0,
         }
     }
 
@@ -469,5 +515,19 @@ mod tests {
         let mut bad = h;
         bad.version = 1; // the format before issue 15
         assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
+        let mut bad = h;
+        bad.version = 2; // the format before issue 14 (no policy, caches of cache_size)
+        assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
+        let mut bad = h;
+        bad.params.policy = 0; // no policy
+        assert_eq!(field(bad.validate(len, 24, 8, 7)), "policy");
+        // Another valid policy changes no offset here (every policy's caches take 2 x size
+        // entries): the region's policy is what every attachment runs.
+        for p in FlushPolicy::ALL {
+            let mut other = h;
+            other.params.policy = policy_code(p);
+            other.validate(len, 24, 8, 7).unwrap();
+            assert_eq!(other.params.flush_policy(), p);
+        }
     }
 }

@@ -102,6 +102,7 @@ pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
 pub use xring::{arm_kill_point, kill_point, op_code};
 
 use crate::builder::StrideMode;
+use crate::cache::FlushPolicy;
 
 /// The position-independent handle of a [`SharedPool`] object: the object's index (the same in
 /// every process and every mapping of the region) plus the serial of the attachment that minted
@@ -193,6 +194,7 @@ pub struct SharedOptions {
     pub(crate) mode: u32,
     pub(crate) unlink_on_drop: bool,
     pub(crate) stride: StrideMode,
+    pub(crate) policy: FlushPolicy,
 }
 
 impl Default for SharedOptions {
@@ -205,6 +207,7 @@ impl Default for SharedOptions {
             mode: 0o600,
             unlink_on_drop: true,
             stride: StrideMode::Auto,
+            policy: FlushPolicy::DEFAULT,
         }
     }
 }
@@ -216,9 +219,11 @@ impl SharedOptions {
         Self::default()
     }
 
-    /// Per-process cache size in objects (0..=512, at most the capacity; 0 = no cache). The
-    /// cache follows DPDK 26.07: a full cache flushes its coldest half to the common ring, an
-    /// empty one refills half.
+    /// Per-process cache size in objects (0..=512; 0 = no cache). The cache runs the core
+    /// pool's cache algorithm under [`SharedOptions::policy`] (by default DPDK 26.07: a full
+    /// cache flushes its coldest half to the common ring, an empty one refills half); the
+    /// policy's limit applies (`1.5 x size <= capacity` for Classic, `size <= capacity` for
+    /// the others).
     ///
     /// Unset, the cache holds `min(32, capacity)` objects; a size set here that the capacity
     /// cannot take is an error of [`SharedPool::create`].
@@ -255,6 +260,14 @@ impl SharedOptions {
     /// keep their mappings either way.
     pub fn unlink_on_drop(mut self, yes: bool) -> Self {
         self.unlink_on_drop = yes;
+        self
+    }
+
+    /// The caches' flush policy, as in [`crate::PoolBuilder::policy`] (default
+    /// [`FlushPolicy::DEFAULT`]). Recorded in the region header: every attachment runs the
+    /// creator's policy.
+    pub fn policy(mut self, p: FlushPolicy) -> Self {
+        self.policy = p;
         self
     }
 

@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{size_of, MaybeUninit};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,14 +11,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use bytemuck::Pod;
 
 use super::file::{self, SharedBacking, SharedBackingPolicy, TempFile};
-use super::header::{Header, Params, ProcSlot, RegionStats, Sections, MAGIC, VERSION};
+use super::header::{
+    policy_code, Header, Params, ProcSlot, RegionStats, Sections, MAGIC, VERSION,
+};
 use super::owner::{holder_id, ProcessId, FREE};
 use super::xring::{
     kill_hook, kill_point, lock_id, XRing, K_DEQ_CACHE, K_DEQ_HELD, K_ENQ_CACHE, K_ENQ_HELD,
-    REC_BATCH, REC_IDLE,
+    NO_ENTRY, REC_BATCH, REC_IDLE,
 };
 use super::{SharedHandle, SharedOptions};
+use crate::cache::{self, CacheOps, CachePlan, FlushPolicy};
 use crate::error::PoolError;
+use crate::ring::Behavior;
+use crate::stats::Counter;
 
 /// A fixed-size pool of `T` shared by several processes through a named region.
 ///
@@ -37,6 +42,8 @@ pub struct SharedPool<T> {
     pub(crate) base: NonNull<u8>,
     pub(crate) header: Header,
     pub(crate) params: Params,
+    /// The cache algorithm's decisions for this region (`params.plan()`).
+    pub(crate) plan: CachePlan,
     pub(crate) sections: Sections,
     pub(crate) ring: XRing,
     pub(crate) chans: Vec<XRing>,
@@ -106,6 +113,8 @@ impl<T: Pod> SharedPool<T> {
             cache_size: opts.cache_size.unwrap_or(capacity.min(32)),
             max_procs: opts.max_processes,
             channels: opts.channels,
+            policy: policy_code(opts.policy),
+            _reserved: 0,
         };
         let sections = params.layout()?;
         let ident = ProcessId::current()
@@ -369,6 +378,7 @@ impl<T: Pod> SharedPool<T> {
             base,
             header,
             params,
+            plan: params.plan(),
             sections,
             ring,
             chans,
@@ -493,7 +503,7 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// The cache entries of slot `s` (`cache_size` words).
+    /// The cache entries of slot `s` (`2 x cache_size` words: see [`SharedPool::cache_cap`]).
     #[inline(always)]
     pub(crate) fn cache_of(&self, s: u32) -> &[AtomicU32] {
         debug_assert!(s < self.params.max_procs);
@@ -501,7 +511,7 @@ impl<T> SharedPool<T> {
         unsafe {
             std::slice::from_raw_parts(
                 self.at::<AtomicU32>(self.sections.caches + s as u64 * self.sections.cache_stride),
-                self.params.cache_size as usize,
+                self.cache_cap() as usize,
             )
         }
     }
@@ -614,7 +624,7 @@ impl<T> SharedPool<T> {
     /// Moves the first `n` entries of cache `cs` (the coldest) into the common ring, as the
     /// operator `party`. Returns the cache length afterwards.
     pub(crate) fn flush_cache(&self, cs: u32, n: u32, party: (u32, u64)) -> u32 {
-        let size = self.params.cache_size;
+        let size = self.cache_cap();
         let len_word = &self.procs()[cs as usize].len;
         self.with_ring(&self.ring, party.0, party.1, K_ENQ_CACHE, |p, t| {
             let len = len_word.load(Ordering::Relaxed).min(size);
@@ -672,85 +682,64 @@ impl<T> SharedPool<T> {
         );
     }
 
-    /// Takes one object: from the cache (refilled with half a cache from the ring when empty),
-    /// or from the ring when the cache size is 0. Marks it held before it leaves the cache.
-    fn take_one(&self) -> Option<u32> {
-        let size = self.params.cache_size;
-        if size == 0 {
-            loop {
-                let mut one = None;
-                if self.deq_held(&self.ring, 1, FREE, |e| one = Some(e)) == 0 {
-                    return None;
-                }
-                if one.is_some() {
-                    return one;
-                }
-            }
-        }
-        let slot = self.my_slot();
-        let cache = self.cache_of(self.slot);
-        loop {
-            let mut len = slot.len.load(Ordering::Relaxed).min(size);
-            if len == 0 {
-                let want = (size / 2).max(1);
-                let (rs, id) = self.party();
-                let me = self.slot;
-                let got = self.with_ring(&self.ring, rs, id, K_DEQ_CACHE, |p, t| {
-                    let n = want.min(t.count());
-                    if n == 0 {
-                        return 0;
-                    }
-                    p.record_head(rs, t, n);
-                    p.commit(t, K_DEQ_CACHE, t.head, n, 0, me, 0, 0, &[]);
-                    n
-                });
-                if got == 0 {
-                    return None;
-                }
-                len = slot.len.load(Ordering::Relaxed).min(size);
-                if len == 0 {
-                    return None;
-                }
-            }
-            let e = cache[len as usize - 1].load(Ordering::Relaxed);
-            // Held first, popped second: killed in between, the object is in the dead cache
-            // *and* marked held by the dead attachment, which reclaim_dead resolves (once).
-            let ok = self.claim(e, FREE);
-            kill_hook(kill_point::CACHE_POP);
-            slot.len.store(len - 1, Ordering::Release);
-            if ok {
-                return Some(e);
-            }
-        }
+    /// This attachment's cache as mechanics of the one cache algorithm (`crate::cache`).
+    #[inline(always)]
+    fn region_cache(&self) -> RegionCache<'_, T> {
+        debug_assert!(self.slot != u32::MAX);
+        RegionCache { pool: self }
     }
 
-    /// Returns one held object: into the cache (flushing its coldest half to the ring first
-    /// when full), or to the ring when the cache size is 0.
-    fn give_one(&self, e: u32) {
-        let size = self.params.cache_size;
-        if size == 0 {
-            self.enq_held(&self.ring, &[e], FREE);
-            return;
-        }
-        let slot = self.my_slot();
-        let cache = self.cache_of(self.slot);
-        let mut len = slot.len.load(Ordering::Relaxed).min(size);
-        if len == size {
-            // DPDK 26.07: flush the coldest half (the bottom of the LIFO), recoverably.
-            len = self.flush_cache(self.slot, (size / 2).max(1), self.party());
-            if len == size {
-                // No room in the ring: only a corrupt region gets here. The object stays
-                // marked held by us (lost to circulation, counted).
-                self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
-                return;
+    /// Entries a cache array holds (`2 x cache_size`): what every cache length read from the
+    /// region is clamped to.
+    #[inline(always)]
+    pub(crate) fn cache_cap(&self) -> u32 {
+        2 * self.params.cache_size
+    }
+
+    /// The one get of the shared pool: the cache algorithm ([`cache::get`]) over this
+    /// attachment's in-region cache. Fills `dst[..k]` with claimed objects (owner word ours),
+    /// entries found corrupt dropped; `Bulk`: `Ok(n)` or `Err(())` with nothing taken.
+    fn get_entries(&self, dst: &mut [MaybeUninit<u32>], behavior: Behavior) -> Result<usize, ()> {
+        let n = dst.len();
+        let mut have = 0;
+        while have < n {
+            let got = match cache::get(
+                &mut self.region_cache(),
+                &self.plan,
+                &mut dst[have..],
+                behavior,
+            ) {
+                Ok(k) => k,
+                Err(_) if have == 0 || behavior == Behavior::Burst => break,
+                Err(_) => {
+                    // Bulk, short after corrupt entries were dropped: give back what we took.
+                    // SAFETY: dst[..have] were written by the gets above.
+                    let taken = unsafe { assume_init(&dst[..have]) };
+                    cache::put(&mut self.region_cache(), &self.plan, taken);
+                    return Err(());
+                }
+            };
+            // Strike the entries the mechanics dropped as corrupt (NO_ENTRY), keeping order.
+            let mut w = have;
+            for r in have..have + got {
+                // SAFETY: the get wrote dst[have .. have + got].
+                let e = unsafe { dst[r].assume_init() };
+                if e != NO_ENTRY {
+                    dst[w].write(e);
+                    w += 1;
+                }
+            }
+            let struck = have + got - w;
+            have = w;
+            if behavior == Behavior::Burst || struck == 0 {
+                break;
             }
         }
-        cache[len as usize].store(e, Ordering::Relaxed);
-        slot.len.store(len + 1, Ordering::Release);
-        kill_hook(kill_point::CACHE_PUSH);
-        // In the cache first, free second: killed in between, the object is in the dead cache
-        // and marked held by the dead attachment, which reclaim_dead resolves.
-        self.owners()[e as usize].store(FREE, Ordering::Release);
+        if have == 0 && n > 0 {
+            Err(())
+        } else {
+            Ok(have)
+        }
     }
 
     /// Returns every object in this attachment's cache to the common ring.
@@ -758,8 +747,201 @@ impl<T> SharedPool<T> {
         if self.params.cache_size == 0 || self.slot == u32::MAX {
             return;
         }
-        self.flush_cache(self.slot, self.params.cache_size, self.party());
+        cache::flush_all(&mut self.region_cache());
     }
+}
+
+/// `&[MaybeUninit<u32>]` whose entries are written, as `&[u32]`.
+///
+/// # Safety
+/// Every entry of `s` is initialised.
+unsafe fn assume_init(s: &[MaybeUninit<u32>]) -> &[u32] {
+    // SAFETY: MaybeUninit<u32> has u32's layout; the caller vouches every entry is written.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
+}
+
+/// Entries a get or put handles on the stack; larger runs use a heap buffer.
+const STACK_RUN: usize = 64;
+
+/// Runs `f` on a scratch buffer of `n` entries (on the stack up to [`STACK_RUN`]).
+fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<u32>]) -> R) -> R {
+    if n <= STACK_RUN {
+        let mut a = [MaybeUninit::<u32>::uninit(); STACK_RUN];
+        f(&mut a[..n])
+    } else {
+        f(&mut vec![MaybeUninit::<u32>::uninit(); n])
+    }
+}
+
+/// The shared pool's mechanics of the cache algorithm (see [`CacheOps`]): the attachment's
+/// cache array and length word in its process slot, and the recoverable common ring. Every
+/// step stays recoverable after a kill at any instruction:
+///
+/// * **pop** (a run of `k` from the top): claim all `k` owner words (FREE -> us), then publish
+///   the new length once. Killed in between, the objects are in the dead cache *and* marked
+///   held by the dead attachment, which `reclaim_dead` resolves (it frees them; they stay in
+///   the cache it flushes);
+/// * **push** (a run of `k`): write the entries above the length, publish the new length,
+///   then free the `k` owner words; killed in between, the same resolution;
+/// * **refill / flush**: one ring operation each (`K_DEQ_CACHE` / `K_ENQ_CACHE`), redo
+///   record first, so a completer finishes it;
+/// * **ring get / put** (bypass): held-object ring operations (`K_DEQ_HELD` / `K_ENQ_HELD`)
+///   in records of [`REC_BATCH`]; a bulk get that comes up short gives back what it took.
+///
+/// Entries found corrupt (out of range, held elsewhere) are dropped, counted in
+/// `corrupt_entries`, and written as [`NO_ENTRY`] in the caller's buffer; the adapter
+/// (`SharedPool::get_entries`) strikes them.
+pub(crate) struct RegionCache<'p, T> {
+    pool: &'p SharedPool<T>,
+}
+
+impl<T> RegionCache<'_, T> {
+    fn len_word(&self) -> &AtomicU32 {
+        &self.pool.my_slot().len
+    }
+}
+
+impl<T> CacheOps<u32> for RegionCache<'_, T> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.len_word()
+            .load(Ordering::Relaxed)
+            .min(self.pool.cache_cap()) as usize
+    }
+
+    #[inline]
+    fn fill_limit(&self) -> usize {
+        self.pool.plan.fill_limit as usize
+    }
+
+    fn pop_top(&mut self, dst: &mut [MaybeUninit<u32>]) {
+        let k = dst.len();
+        if k == 0 {
+            return;
+        }
+        let p = self.pool;
+        let len = self.len();
+        let cache = &p.cache_of(p.slot)[len - k..len];
+        // Held first, popped second (see the type's docs).
+        for (i, (d, c)) in dst.iter_mut().zip(cache).enumerate() {
+            let e = c.load(Ordering::Relaxed);
+            d.write(if p.claim(e, FREE) { e } else { NO_ENTRY });
+            if i == 0 && k > 1 {
+                kill_hook(kill_point::CACHE_POP_RUN);
+            }
+        }
+        kill_hook(kill_point::CACHE_POP);
+        self.len_word().store((len - k) as u32, Ordering::Release);
+    }
+
+    fn push(&mut self, src: &[u32]) {
+        let p = self.pool;
+        let (len, k) = (self.len(), src.len());
+        if len + k > p.cache_cap() as usize {
+            // No room: only when a flush found the ring full (a corrupt region). The ring
+            // put keeps what does not fit marked held by us (lost to circulation, counted).
+            self.ring_put(src);
+            return;
+        }
+        for (c, &e) in p.cache_of(p.slot)[len..].iter().zip(src) {
+            c.store(e, Ordering::Relaxed);
+        }
+        self.len_word().store((len + k) as u32, Ordering::Release);
+        kill_hook(kill_point::CACHE_PUSH);
+        // In the cache first, free second (see the type's docs).
+        for (i, &e) in src.iter().enumerate() {
+            if let Some(w) = p.owners().get(e as usize) {
+                w.store(FREE, Ordering::Release);
+            }
+            if i == 0 && k > 1 {
+                kill_hook(kill_point::CACHE_PUSH_RUN);
+            }
+        }
+    }
+
+    fn refill(&mut self, want: usize, how: Behavior) -> usize {
+        let p = self.pool;
+        let (rs, id) = p.party();
+        let len = self.len() as u32;
+        let want = want as u32;
+        p.with_ring(&p.ring, rs, id, K_DEQ_CACHE, |p, t| {
+            let avail = t.count();
+            let n = match how {
+                Behavior::Bulk if avail < want => 0,
+                _ => want.min(avail),
+            };
+            if n == 0 {
+                return 0;
+            }
+            p.record_head(rs, t, n);
+            p.commit(t, K_DEQ_CACHE, t.head, n, len, rs, 0, 0, &[]);
+            n as usize
+        })
+    }
+
+    /// Leaves the refilled entries in the cache: only a Dpdk2607 burst refill that came up
+    /// short gets here (the other policies refill all or nothing, and a full refill serves
+    /// the get), and then `len < n <= size / 2`, well within the fill limit. Moving them back
+    /// would be a second recoverable ring operation for nothing.
+    fn unrefill(&mut self, _k: usize) {}
+
+    fn flush_bottom(&mut self, k: usize) {
+        let p = self.pool;
+        p.flush_cache(p.slot, k as u32, p.party());
+    }
+
+    fn ring_get(&mut self, dst: &mut [MaybeUninit<u32>], how: Behavior) -> usize {
+        let p = self.pool;
+        let n = dst.len();
+        if how == Behavior::Bulk && p.ring.count() < n {
+            return 0;
+        }
+        let mut k = 0;
+        while k < n {
+            let want = (n - k).min(REC_BATCH as usize);
+            let mut j = k;
+            let left = p.deq_held(&p.ring, want as u32, FREE, |e| {
+                dst[j].write(e);
+                j += 1;
+            }) as usize;
+            for d in &mut dst[j..k + left] {
+                d.write(NO_ENTRY);
+            }
+            k += left;
+            if left < want {
+                break;
+            }
+        }
+        if how == Behavior::Bulk && k < n {
+            // Short (others took some meanwhile): give back what we claimed.
+            // SAFETY: dst[..k] were written above.
+            let taken: Vec<u32> = unsafe { assume_init(&dst[..k]) }
+                .iter()
+                .copied()
+                .filter(|&e| e != NO_ENTRY)
+                .collect();
+            p.enq_held(&p.ring, &taken, FREE);
+            return 0;
+        }
+        k
+    }
+
+    fn ring_put(&mut self, src: &[u32]) {
+        let p = self.pool;
+        p.enq_held(&p.ring, src, FREE);
+    }
+
+    fn ring_count(&self) -> usize {
+        self.pool.ring.count()
+    }
+
+    /// Every step stores the length itself.
+    #[inline(always)]
+    fn publish(&self) {}
+
+    /// The shared pool keeps no per-operation counters.
+    #[inline(always)]
+    fn count(&self, _which: Counter, _n: usize) {}
 }
 
 impl<T: Pod> SharedPool<T> {
@@ -770,16 +952,19 @@ impl<T: Pod> SharedPool<T> {
     /// other processes' caches or in channels: see [`SharedPool::available`]).
     #[inline]
     pub fn get(&self) -> Result<SharedHandle<T>, PoolError> {
-        match self.take_one() {
-            Some(e) => Ok(SharedHandle::new(e, self.serial)),
-            None => Err(PoolError::Exhausted {
+        let mut one = [MaybeUninit::uninit()];
+        match self.get_entries(&mut one, Behavior::Bulk) {
+            // SAFETY: a successful bulk get of one wrote it.
+            Ok(_) => Ok(SharedHandle::new(unsafe { one[0].assume_init() }, self.serial)),
+            Err(()) => Err(PoolError::Exhausted {
                 requested: 1,
                 available: self.reachable(),
             }),
         }
     }
 
-    /// Appends exactly `n` handles to `out`, or none (bulk).
+    /// Appends exactly `n` handles to `out`, or none (bulk): one run through the cache
+    /// algorithm (served from the cache, refilled, or bypassing it as the policy says).
     ///
     /// # Errors
     /// [`PoolError::Exhausted`] when fewer than `n` could be taken (at once, without
@@ -792,23 +977,18 @@ impl<T: Pod> SharedPool<T> {
                 available: self.reachable(),
             });
         }
-        let start = out.len();
-        out.reserve(n);
-        for _ in 0..n {
-            match self.take_one() {
-                Some(e) => out.push(SharedHandle::new(e, self.serial)),
-                None => {
-                    for h in out.drain(start..) {
-                        self.give_one(h.into_raw());
-                    }
-                    return Err(PoolError::Exhausted {
-                        requested: n,
-                        available: self.reachable(),
-                    });
-                }
+        with_scratch(n, |buf| match self.get_entries(buf, Behavior::Bulk) {
+            Ok(_) => {
+                // SAFETY: a successful bulk get wrote all n.
+                let got = unsafe { assume_init(buf) };
+                out.extend(got.iter().map(|&e| SharedHandle::new(e, self.serial)));
+                Ok(())
             }
-        }
-        Ok(())
+            Err(()) => Err(PoolError::Exhausted {
+                requested: n,
+                available: self.reachable(),
+            }),
+        })
     }
 
     /// Objects this attachment could take now: its cache plus the common ring (a snapshot,
@@ -819,15 +999,14 @@ impl<T: Pod> SharedPool<T> {
 
     /// Appends up to `n` handles to `out` (burst); returns how many.
     pub fn get_burst(&self, out: &mut Vec<SharedHandle<T>>, n: usize) -> usize {
-        let mut k = 0;
-        while k < n {
-            match self.take_one() {
-                Some(e) => out.push(SharedHandle::new(e, self.serial)),
-                None => break,
-            }
-            k += 1;
-        }
-        k
+        let n = n.min(self.params.capacity as usize);
+        with_scratch(n, |buf| {
+            let k = self.get_entries(buf, Behavior::Burst).unwrap_or(0);
+            // SAFETY: a burst get of k wrote buf[..k].
+            let got = unsafe { assume_init(&buf[..k]) };
+            out.extend(got.iter().map(|&e| SharedHandle::new(e, self.serial)));
+            k
+        })
     }
 
     /// Returns an object to the pool.
@@ -839,17 +1018,23 @@ impl<T: Pod> SharedPool<T> {
     #[inline]
     pub fn put(&self, h: SharedHandle<T>) {
         let e = self.check_handle(&h, "put");
-        self.give_one(e);
+        cache::put(&mut self.region_cache(), &self.plan, &[e]);
     }
 
-    /// Returns every handle in `v` (drains it).
+    /// Returns every handle in `v` (drains it): one run through the cache algorithm.
     ///
     /// # Panics
-    /// As [`SharedPool::put`].
+    /// As [`SharedPool::put`] (checked for every handle before any goes back).
     pub fn put_bulk(&self, v: &mut Vec<SharedHandle<T>>) {
-        for h in v.drain(..) {
-            self.put(h);
-        }
+        with_scratch(v.len(), |buf| {
+            for (b, h) in buf.iter_mut().zip(v.iter()) {
+                b.write(self.check_handle(h, "put"));
+            }
+            // SAFETY: every entry was written above.
+            let src = unsafe { assume_init(buf) };
+            v.clear();
+            cache::put(&mut self.region_cache(), &self.plan, src);
+        })
     }
 
     /// The object of a handle this attachment holds.
@@ -901,6 +1086,12 @@ impl<T> SharedPool<T> {
     /// Per-process cache size.
     pub fn cache_size(&self) -> u32 {
         self.params.cache_size
+    }
+
+    /// The caches' flush policy (the creator's [`SharedOptions::policy`], recorded in the
+    /// region header).
+    pub fn policy(&self) -> FlushPolicy {
+        self.plan.policy
     }
 
     /// Number of process slots.
@@ -973,7 +1164,7 @@ impl<T> SharedPool<T> {
         if self.params.cache_size == 0 || self.slot == u32::MAX {
             0
         } else {
-            self.my_slot().len.load(Ordering::Relaxed) as usize
+            self.my_slot().len.load(Ordering::Relaxed).min(self.cache_cap()) as usize
         }
     }
 
@@ -986,7 +1177,7 @@ impl<T> SharedPool<T> {
             self.procs()
                 .iter()
                 .filter(|p| p.owner.load(Ordering::Acquire) != 0)
-                .map(|p| p.len.load(Ordering::Relaxed).min(self.params.cache_size) as usize)
+                .map(|p| p.len.load(Ordering::Relaxed).min(self.cache_cap()) as usize)
                 .sum()
         };
         (self.ring.count() + cached).min(self.params.capacity as usize)
@@ -1074,6 +1265,7 @@ impl<T> std::fmt::Debug for SharedPool<T> {
             .field("capacity", &self.params.capacity)
             .field("stride", &self.params.stride)
             .field("cache_size", &self.params.cache_size)
+            .field("policy", &self.plan.policy)
             .field("slot", &self.slot)
             .field("primary", &self.primary)
             .finish()

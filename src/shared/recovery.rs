@@ -168,7 +168,7 @@ impl<T> SharedPool<T> {
                     process,
                     alive: self.slot_alive(s as u32, w),
                     reclaiming: w & RECLAIM_BIT != 0,
-                    cached: ps.len.load(Ordering::Relaxed).min(self.params.cache_size),
+                    cached: ps.len.load(Ordering::Relaxed).min(self.cache_cap()),
                     held: held[s],
                     is_self: s as u32 == self.slot,
                 })
@@ -279,7 +279,7 @@ impl<T> SharedPool<T> {
             //    held elsewhere or listed twice are dropped (rewriting the cache in place
             //    keeps every valid entry at or before its old position, so a reclaimer
             //    killed halfway leaves a cache whose valid entries are the same set).
-            let len = ps.len.load(Ordering::Acquire).min(self.params.cache_size) as usize;
+            let len = ps.len.load(Ordering::Acquire).min(self.cache_cap()) as usize;
             let cache = self.cache_of(s);
             let mut back = Vec::with_capacity(len);
             for c in &cache[..len] {
@@ -434,7 +434,7 @@ impl<T> SharedPool<T> {
             if ps.owner.load(Ordering::Acquire) == 0 {
                 continue;
             }
-            let len = ps.len.load(Ordering::Acquire).min(self.params.cache_size) as usize;
+            let len = ps.len.load(Ordering::Acquire).min(self.cache_cap()) as usize;
             a.in_caches += len;
             for c in &self.cache_of(s as u32)[..len] {
                 let e = c.load(Ordering::Relaxed);

@@ -100,12 +100,17 @@ pub mod kill_point {
     pub const UNLOCKING: u32 = 5;
     /// Cache get: object marked held, still in the cache.
     pub const CACHE_POP: u32 = 6;
-    /// Cache put: object in the cache, still marked held.
+    /// Cache put: objects in the cache, still marked held.
     pub const CACHE_PUSH: u32 = 7;
     /// Reclaimer: dead slot taken over, its cache not yet flushed.
     pub const RECLAIM: u32 = 8;
+    /// Cache get of a run: the first of several objects marked held, the others not yet,
+    /// all still in the cache.
+    pub const CACHE_POP_RUN: u32 = 9;
+    /// Cache put of a run: all in the cache, the first marked free, the others still held.
+    pub const CACHE_PUSH_RUN: u32 = 10;
     /// Number of points (1..COUNT).
-    pub const COUNT: u32 = 9;
+    pub const COUNT: u32 = 11;
 }
 
 static KILL_ARMED: AtomicU32 = AtomicU32::new(0);
@@ -417,7 +422,7 @@ impl<T> SharedPool<T> {
         let mark = ps.rec_mark.load(Ordering::Relaxed);
         let holder = ps.rec_holder.load(Ordering::Relaxed);
         let st = ring.st();
-        let csize = self.params.cache_size;
+        let csize = self.cache_cap();
         match kind {
             K_ENQ_CACHE | K_ENQ_HELD => {
                 for k in 0..n {
