@@ -89,6 +89,15 @@ impl<T, B, R: CompactRepr> GenericHandle<T, B, R> {
     #[inline]
     pub unsafe fn from_raw(raw: u32) -> Self {
         debug_assert_ne!(raw, u32::MAX, "idxpool: raw value u32::MAX is never valid");
+        Self::from_raw_entry(raw)
+    }
+
+    /// The handle whose raw value is `raw` (entry `raw + 1`; `u32::MAX`, which names no
+    /// object, becomes the largest entry). Making a handle is harmless; what needs care is a
+    /// pool accepting it: [`GenericHandle::from_raw`] for users, the shared pool's owner-word
+    /// checks for [`crate::shared::SharedHandle`].
+    #[inline(always)]
+    pub(crate) fn from_raw_entry(raw: u32) -> Self {
         Self::from_entry(NonZeroU32::new(raw.wrapping_add(1)).unwrap_or(NonZeroU32::MAX))
     }
 }

@@ -91,8 +91,6 @@ mod recovery;
 mod xring;
 
 use std::fmt;
-use std::marker::PhantomData;
-use std::num::NonZeroU32;
 
 pub use file::{SharedBacking, SharedBackingPolicy};
 pub use owner::ProcessId;
@@ -102,6 +100,9 @@ pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
 pub use xring::{arm_kill_point, kill_point, op_code};
 
 use crate::builder::StrideMode;
+use crate::handle::GenericHandle;
+use crate::pool::Invariant;
+use crate::repr::Index;
 use crate::cache::FlushPolicy;
 
 /// The position-independent handle of a [`SharedPool`] object: the object's index (the same in
@@ -119,28 +120,31 @@ use crate::cache::FlushPolicy;
 /// [`SharedPool::reclaim_in_use_of_dead`] runs.
 #[must_use = "dropping a handle leaks its object; put it back into its pool"]
 pub struct SharedHandle<T> {
-    entry: NonZeroU32,
+    /// The core's handle code (entry `index + 1` in a `NonZeroU32`, raw conversions,
+    /// equality), for objects of the shared brand. Its object parameter `Invariant<T>` keeps
+    /// the shared handle invariant in `T` (as the core handle) and `Send + Sync` whatever `T`.
+    handle: GenericHandle<Invariant<T>, SharedBrand, Index>,
     /// Process-local serial of the minting attachment (`SharedPool::serial`), never 0.
     serial: u32,
-    /// Invariant in `T` (as the core handle): a handle of `SharedPool<T>` is never one of a
-    /// pool of a subtype or supertype of `T`.
-    _object: PhantomData<fn(T) -> T>,
 }
+
+/// The brand of shared-pool handles: the attachment is checked at run time (serial and owner
+/// word on every access), not by a type.
+pub(crate) enum SharedBrand {}
 
 impl<T> SharedHandle<T> {
     #[inline(always)]
     pub(crate) fn new(index: u32, serial: u32) -> Self {
         SharedHandle {
-            entry: NonZeroU32::new(index.wrapping_add(1)).unwrap_or(NonZeroU32::MAX),
+            handle: GenericHandle::from_raw_entry(index),
             serial,
-            _object: PhantomData,
         }
     }
 
     /// 0-based index of the object (`0..capacity`).
     #[inline]
     pub fn index(&self) -> u32 {
-        self.entry.get() - 1
+        self.handle.index()
     }
 
     /// Serial of the attachment that minted the handle (process-local).
@@ -154,7 +158,7 @@ impl<T> SharedHandle<T> {
     /// handle rebuilt with [`SharedHandle::from_raw`] is put back or sent.
     #[inline]
     pub fn into_raw(self) -> u32 {
-        self.index()
+        self.handle.into_raw()
     }
 
     /// Rebuilds a handle of attachment `pool` from [`SharedHandle::into_raw`].
@@ -178,7 +182,7 @@ impl<T> fmt::Debug for SharedHandle<T> {
 
 impl<T> PartialEq for SharedHandle<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.entry == other.entry && self.serial == other.serial
+        self.handle == other.handle && self.serial == other.serial
     }
 }
 impl<T> Eq for SharedHandle<T> {}
