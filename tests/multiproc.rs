@@ -14,7 +14,7 @@ use bytemuck::{Pod, Zeroable};
 use idxpool::shared::{
     fingerprint, SharedBacking, SharedBackingPolicy, SharedHandle, SharedOptions, SharedPool,
 };
-use idxpool::PoolError;
+use idxpool::{FlushPolicy, PoolError};
 
 const ROLE: &str = "IDXPOOL_MP_ROLE";
 const NAME: &str = "IDXPOOL_MP_NAME";
@@ -928,6 +928,98 @@ fn exhaustion_and_cache_conservation() {
     }
 }
 
+/// Issue 14: the shared pool runs the core's cache algorithm under every flush policy. The
+/// region records the creator's policy (an attachment reads it); the cache never holds more
+/// than the policy's fill limit; bulk and burst gets and bulk puts keep every object in exactly
+/// one place, and fail only when the cache and the ring hold too few; gets and puts move whole
+/// runs (a Classic miss refills `size + n - len` at once).
+#[test]
+fn every_policy_runs_the_core_cache_algorithm() {
+    let g = Names::new("policies");
+    let cap = 128u32;
+    for policy in FlushPolicy::ALL {
+        for cache in [0u32, 1, 2, 8, 32] {
+            let _ = SharedPool::<u8>::remove(&g.name);
+            let o = opts().cache_size(cache).policy(policy);
+            let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), o).unwrap();
+            let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+            assert_eq!((pool.policy(), other.policy()), (policy, policy));
+            let limit = policy.fill_limit(cache) as usize;
+            let what = format!("{policy} cache {cache}");
+            let (mut held, mut v) = (Vec::new(), Vec::new());
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ cache as u64);
+            for _ in 0..1500 {
+                let n = 1 + rng.below(40) as usize;
+                let reachable = pool.cache_count() + pool.ring_count();
+                match rng.below(3) {
+                    0 => match pool.get_bulk(&mut v, n) {
+                        Ok(()) => held.append(&mut v),
+                        Err(PoolError::Exhausted { available, .. }) => {
+                            assert!(reachable < n && available == reachable, "{what}");
+                            assert!(v.is_empty(), "{what}");
+                        }
+                        Err(e) => panic!("{what}: {e}"),
+                    },
+                    1 => {
+                        assert_eq!(pool.get_burst(&mut v, n), n.min(reachable), "{what}");
+                        held.append(&mut v);
+                    }
+                    _ => {
+                        let k = n.min(held.len());
+                        v.extend(held.drain(held.len() - k..));
+                        pool.put_bulk(&mut v);
+                        assert!(v.is_empty());
+                    }
+                }
+                assert!(pool.cache_count() <= limit, "{what}: {}", pool.cache_count());
+                assert_eq!(
+                    pool.cache_count() + pool.ring_count() + held.len(),
+                    cap as usize,
+                    "{what}"
+                );
+            }
+            let mut idx: Vec<u32> = held.iter().map(|h| h.index()).collect();
+            idx.sort_unstable();
+            idx.dedup();
+            assert_eq!(idx.len(), held.len(), "{what}: a handle twice");
+            pool.put_bulk(&mut held);
+            pool.flush();
+            let a = pool.audit();
+            assert!(a.is_consistent() && a.in_ring == cap as usize, "{what}: {a}");
+            assert_eq!(pool.corrupt_entries(), 0, "{what}");
+        }
+    }
+    // Runs, as the core's caches: Classic, size 8, an empty cache asked for 3 refills
+    // 8 + 3 - 0 = 11 at once and serves 3 from its top; a put crossing the threshold (12)
+    // flushes the whole cache, then appends.
+    let _ = SharedPool::<u8>::remove(&g.name);
+    let o = opts().cache_size(8).policy(FlushPolicy::Classic);
+    let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), o).unwrap();
+    let mut v = Vec::new();
+    pool.get_bulk(&mut v, 3).unwrap();
+    assert_eq!((pool.cache_count(), pool.ring_count()), (8, 64 - 11));
+    let mut more = Vec::new();
+    pool.get_bulk(&mut more, 4).unwrap(); // hit: 4 from the top
+    assert_eq!((pool.cache_count(), pool.ring_count()), (4, 64 - 11));
+    v.append(&mut more);
+    pool.put_bulk(&mut v); // 4 + 7 = 11 <= 12: appended
+    assert_eq!((pool.cache_count(), pool.ring_count()), (11, 64 - 11));
+    // Cross the threshold: 11 held, put 2 more (taken by a get that bypasses the cache).
+    let ring_before = pool.ring_count();
+    let mut big = Vec::new();
+    pool.get_bulk(&mut big, 20).unwrap(); // 20 > size - 1: bypasses the cache
+    assert_eq!(pool.cache_count(), 11);
+    assert_eq!(pool.ring_count(), ring_before - 20);
+    let mut two: Vec<_> = big.drain(..2).collect();
+    pool.put_bulk(&mut two); // 11 + 2 > 12: the whole cache (11) to the ring, then the 2
+    assert_eq!(pool.cache_count(), 2);
+    assert_eq!(pool.ring_count(), ring_before - 20 + 11);
+    pool.put_bulk(&mut big); // 18 > 12: bypasses the cache
+    assert_eq!(pool.cache_count(), 2);
+    assert_eq!(pool.ring_count(), ring_before - 20 + 11 + 18);
+    assert!(pool.audit().is_consistent());
+}
+
 // ---- issue 10: holes found by attack (regression tests) ----
 
 /// Issue 10 item 3: two regions of the same `T`, both handing out index 0 first. A handle of
@@ -1054,12 +1146,14 @@ fn default_cache_size_fits_small_pools() {
 /// working on the same rings: at random moments (random delays), and deterministically at each
 /// step of each ring operation (lock taken, record prepared, half applied, applied, record
 /// idle; for each of: cache flush, cache refill, cache-less put, cache-less get, send,
-/// receive), inside a cache pop and a cache push, and inside `reclaim_dead` (after a planted
-/// dead slot), each at a random hit count. After each kill: the survivor must finish (never
-/// wait forever on the dead process's ring lock), and after `reclaim_in_use_of_dead` both
-/// pools' audits must be clean with every object in exactly one place: nothing lost (no
-/// `repair_lost`), nothing duplicated, no corrupt entry. 34 cases; 1,020 kills in a release
-/// build (`IDXPOOL_KILLS` overrides), 34 in a debug build.
+/// receive), inside a cache pop and a cache push (of one object, and between the first and
+/// the others of a run: issue 14), and inside `reclaim_dead` (after a planted dead slot), each
+/// at a random hit count, under every flush policy. After each kill: the survivor must finish
+/// (never wait forever on the dead process's ring lock), and after `reclaim_in_use_of_dead`
+/// both pools' audits must be clean with every object in exactly one place: nothing lost (no
+/// `repair_lost`), nothing duplicated, no corrupt entry. 36 cases x 3 policies; 1,080 kills
+/// in a release build (each case 10 times per policy; `IDXPOOL_KILLS` overrides), 36 in a
+/// debug build (each case under one policy, in turn).
 #[test]
 fn kill9_at_any_point_never_wedges_or_loses() {
     use idxpool::shared::{kill_point as kp, op_code};
@@ -1081,25 +1175,47 @@ fn kill9_at_any_point_never_wedges_or_loses() {
             cases.push((point, op_code(kind, chan)));
         }
     }
-    cases.extend([(kp::CACHE_POP, 0), (kp::CACHE_PUSH, 0), (kp::RECLAIM, 0)]);
+    cases.extend([
+        (kp::CACHE_POP, 0),
+        (kp::CACHE_PUSH, 0),
+        (kp::CACHE_POP_RUN, 0),
+        (kp::CACHE_PUSH_RUN, 0),
+        (kp::RECLAIM, 0),
+    ]);
     let kills: u32 = std::env::var("IDXPOOL_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if cfg!(debug_assertions) { 1 } else { 30 } * cases.len() as u32);
-    let g = Names::new("kill9any");
-    let gf = Names {
-        name: format!("{}-flat", g.name),
-        extra: Vec::new(),
-    };
     let cap = 96u32;
     let o = SharedOptions::new().channels(2).max_processes(6);
-    let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), o.clone().cache_size(8)).unwrap();
-    let flat = SharedPool::<Obj>::create(&gf.name, cap, fp(), o.cache_size(0)).unwrap();
+    // One pool pair (cached, cache-less) per flush policy (issue 14: the shared pool runs the
+    // core's cache algorithm under every policy).
+    let sets: Vec<_> = FlushPolicy::ALL
+        .into_iter()
+        .map(|policy| {
+            let g = Names::new(&format!("kill9any-{}", policy.name()));
+            let gf = Names {
+                name: format!("{}-flat", g.name),
+                extra: Vec::new(),
+            };
+            let o = o.clone().policy(policy);
+            let pool =
+                SharedPool::<Obj>::create(&g.name, cap, fp(), o.clone().cache_size(8)).unwrap();
+            let flat = SharedPool::<Obj>::create(&gf.name, cap, fp(), o.cache_size(0)).unwrap();
+            assert_eq!(pool.policy(), policy);
+            (g, gf, pool, flat)
+        })
+        .collect();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ std::process::id() as u64);
     let mut by_case = vec![0u32; cases.len()];
+    let mut by_policy = [0u32; 3];
     for k in 0..kills {
         let case = k as usize % cases.len();
         let (point, op) = cases[case];
+        // Every case meets every policy in turn (release), each case one policy (debug).
+        let set = (k as usize + k as usize / cases.len()) % sets.len();
+        let (g, _, pool, flat) = &sets[set];
+        by_policy[set] += 1;
         if point == kp::RECLAIM {
             // A dead slot for the victim to reclaim (and be killed inside of).
             let mut c = ChildGuard::spawn("hold", &[(NAME, g.name.clone())]);
@@ -1167,14 +1283,17 @@ fn kill9_at_any_point_never_wedges_or_loses() {
                 )
             });
         survivor.join().unwrap();
-        for (p, chans) in [(&pool, 2), (&flat, 2)] {
+        for (p, chans) in [(pool, 2), (flat, 2)] {
             p.reclaim_in_use_of_dead();
             for c in 0..chans {
                 p.reset_channel(c);
             }
             p.flush();
             let a = p.audit();
-            let what = format!("kill {k} (point {point}, op {op}, nth {nth}): {a}");
+            let what = format!(
+                "kill {k} (policy {}, point {point}, op {op}, nth {nth}): {a}",
+                p.policy()
+            );
             assert!(a.is_consistent() && a.in_ring == cap as usize, "{what}");
             assert_eq!(p.available(), cap as usize, "{what}");
             assert_eq!(p.corrupt_entries(), 0, "{what}");
@@ -1189,7 +1308,7 @@ fn kill9_at_any_point_never_wedges_or_loses() {
             p.flush();
         }
     }
-    println!("kills per case {:?}: {by_case:?}", cases);
+    println!("kills per case {:?}: {by_case:?}; per policy {by_policy:?}", cases);
     assert_eq!(by_case.iter().sum::<u32>(), kills);
 }
 
