@@ -443,10 +443,14 @@ pub(crate) fn flush_all<E: Copy, M: CacheOps<E>>(m: &mut M) {
 pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
     len: AtomicU32,
+    size: u32,
     /// Most entries the cache may hold (the flush threshold).
     fill_limit: u32,
-    /// The policy's decisions for this size.
-    plan: CachePlan,
+    /// Largest put that goes through the cache; larger ones go straight to the ring.
+    max_put: u32,
+    /// Largest get that refills the cache; larger ones go straight to the ring.
+    max_get: u32,
+    policy: FlushPolicy,
     objs: Box<[UnsafeCell<MaybeUninit<E>>]>,
     pub(crate) counters: Counters,
 }
@@ -472,10 +476,16 @@ impl<E: Copy> Cache<E> {
 
     fn with_counters(size: u32, policy: FlushPolicy, counters: Counters) -> Self {
         debug_assert!(size <= CACHE_MAX_SIZE);
+        // The plan's fields, kept one by one: the layout of the cache's first line is the one
+        // the fast paths were tuned with.
+        let plan = CachePlan::new(size, policy);
         Cache {
             len: AtomicU32::new(0),
-            fill_limit: policy.fill_limit(size),
-            plan: CachePlan::new(size, policy),
+            size,
+            fill_limit: plan.fill_limit,
+            max_put: plan.max_put,
+            max_get: plan.max_get,
+            policy,
             objs: (0..2 * size as usize)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
@@ -492,6 +502,18 @@ impl<E: Copy> Cache<E> {
     /// Flush threshold.
     pub(crate) fn fill_limit(&self) -> u32 {
         self.fill_limit
+    }
+
+    /// The decisions of the cache algorithm for this cache.
+    #[inline]
+    fn plan(&self) -> CachePlan {
+        CachePlan {
+            size: self.size,
+            fill_limit: self.fill_limit,
+            max_put: self.max_put,
+            max_get: self.max_get,
+            policy: self.policy,
+        }
     }
 
     /// The entry array; writable through UnsafeCell.
@@ -611,18 +633,35 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         x
     }
 
-    /// The get's fast path alone ([`take_top`]): fills `dst` from the top of the cache if it
-    /// holds that many (then true), else changes nothing (false). Adapters call it first,
-    /// apart from [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
+    /// The get's fast path alone: fills `dst` from the top of the cache if it holds that many
+    /// (then true), else changes nothing (false). Adapters call it first, apart from
+    /// [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
+    ///
+    /// It does what the generic [`take_top`] does with this token's `pop_top`, written out:
+    /// routed through the generic function, LLVM allocated registers differently in 13 of
+    /// mempool_perf's 36 `worker_const` loops (an extra reload of the cache pointer per put in
+    /// some), while written out the workers compile to the instructions they had before the
+    /// algorithm was shared (BENCHMARKS.md, section 11).
     #[inline(always)]
     pub(crate) fn take_top(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
-        take_top(self, dst)
+        let n = dst.len();
+        if n > self.len {
+            return false;
+        }
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
+        // for n and does not overlap the cache's array (it is a &mut).
+        unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
+        self.len -= n;
+        self.publish();
+        self.count(Counter::GetSuccessBulk, 1);
+        self.count(Counter::GetSuccessObjs, n);
+        true
     }
 
     #[cold]
     #[inline(never)]
     fn get_slow(&mut self, dst: &mut [MaybeUninit<E>], behavior: Behavior) -> Result<usize, usize> {
-        let plan = self.cache().plan;
+        let plan = self.cache().plan();
         get_miss(self, &plan, dst, behavior)
     }
 
@@ -638,17 +677,28 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         }
     }
 
-    /// The put's fast path alone ([`append`]): appends `src` if it fits under the flush
-    /// threshold (then true), else changes nothing (false). See [`CacheMut::take_top`].
+    /// The put's fast path alone: appends `src` if it fits under the flush threshold (then
+    /// true), else changes nothing (false). The generic [`append`] written out, as
+    /// [`CacheMut::take_top`] says why.
     #[inline(always)]
     pub(crate) fn append(&mut self, src: &[E]) -> bool {
-        append(self, src)
+        let n = src.len();
+        if n > self.fill_limit - self.len {
+            return false;
+        }
+        // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
+        unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
+        self.len += n;
+        self.publish();
+        self.count(Counter::PutBulk, 1);
+        self.count(Counter::PutObjs, n);
+        true
     }
 
     #[cold]
     #[inline(never)]
     fn put_slow(&mut self, src: &[E]) {
-        let plan = self.cache().plan;
+        let plan = self.cache().plan();
         put_overflow(self, &plan, src)
     }
 
