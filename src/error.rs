@@ -7,8 +7,16 @@ use crate::region::Backing;
 /// Bad input never panics (in release builds), never hangs and never loses an object: it returns
 /// one of these variants. Unlike DPDK (whose failed get is documented as `-ENOENT` but returns
 /// `-ENOBUFS`), each cause has its own variant.
+///
+/// Layout: `repr(u64)` (an 8-byte tag, then each variant's fields in order, as `repr(C)`) keeps
+/// `Result<[Handle; N], PoolError>` simple for the compiler: the array starts at offset 8 (or
+/// 0 for large `N`) and the error's fields are aligned. With rustc's default layout the array
+/// of `get_array::<N>` sat at offset 4, between the error's 8-byte fields, and LLVM moved it
+/// through the stack in 8-byte pieces straddling two entries (store-forwarding stalls, up to
+/// -40% per `get_array`; BENCHMARKS.md, issue 14 section).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[repr(u64)]
 pub enum PoolError {
     /// The pool configuration is invalid; `reason` says which field and why.
     #[error("invalid pool configuration: {reason}")]
