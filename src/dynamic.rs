@@ -478,7 +478,9 @@ impl<T> DynPool<T> {
     /// [`PoolError::Exhausted`]; `out` unchanged.
     #[must_use = "on Ok, `out` holds objects that must be put back"]
     pub fn get_bulk(&self, out: &mut Vec<DynHandle<T>>, n: usize) -> Result<(), PoolError> {
-        let mut tmp = Vec::with_capacity(n);
+        // No reserve here: the branded pool compares `n` with what it holds before it
+        // allocates, so a huge `n` is `Exhausted`, never a capacity overflow or an abort.
+        let mut tmp = Vec::new();
         self.inner().get_bulk(&mut tmp, n)?;
         tag_into(&mut tmp, out, self.nz_id());
         Ok(())
@@ -487,7 +489,8 @@ impl<T> DynPool<T> {
     /// Appends up to `n` handles to `out`; returns how many.
     #[must_use = "the count says how many objects were appended to `out`"]
     pub fn get_burst(&self, out: &mut Vec<DynHandle<T>>, n: usize) -> usize {
-        let mut tmp = Vec::with_capacity(n);
+        // As get_bulk: the branded pool clamps `n` before it reserves.
+        let mut tmp = Vec::new();
         let got = self.inner().get_burst(&mut tmp, n);
         tag_into(&mut tmp, out, self.nz_id());
         got

@@ -579,6 +579,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
 /// Converts handles of one pool to references; see [`GenericPool::resolver`].
 pub struct Resolver<'p, T, B, R: Repr> {
     geometry: Geometry,
+    /// Borrows the pool for `'p`; invariant in `T` because `GenericPool` is.
     _pool: PhantomData<&'p GenericPool<T, B, R>>,
 }
 

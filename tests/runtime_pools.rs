@@ -530,3 +530,36 @@ fn a_branded_pool_in_an_arc_feeds_spawned_threads() {
     let mut pool = Arc::try_unwrap(pool).expect("every companion is gone");
     assert_eq!(pool.audit().unwrap().in_use, 0);
 }
+
+#[test]
+fn huge_dyn_requests_fail_or_clamp_without_allocating() {
+    // Found by attack: `get_burst(usize::MAX)` panicked ("capacity overflow") and
+    // `get_burst(1 << 40)` aborted the process: a scratch Vec was reserved for `n` before `n`
+    // was compared with the pool.
+    let p = pool("huge", 64, 32);
+    let mut v = Vec::new();
+    for n in [usize::MAX, usize::MAX / 2, 1 << 40, 65] {
+        match p.get_bulk(&mut v, n) {
+            Err(PoolError::Exhausted { requested, .. }) => assert_eq!(requested, n),
+            other => panic!("get_bulk({n}): {other:?}"),
+        }
+        assert!(v.is_empty());
+    }
+    for n in [usize::MAX, 1 << 40] {
+        let got = p.get_burst(&mut v, n);
+        assert_eq!(got, 64);
+        assert_eq!(v.len(), 64);
+        p.put_bulk(&mut v);
+    }
+    let c = p.local_cache();
+    for n in [usize::MAX, 1 << 40] {
+        assert!(matches!(
+            c.get_bulk(&mut v, n),
+            Err(PoolError::Exhausted { requested, .. }) if requested == n
+        ));
+        assert_eq!(c.get_burst(&mut v, n), 64);
+        c.put_bulk(&mut v);
+    }
+    drop(c);
+    assert_eq!(p.in_use(), 0);
+}

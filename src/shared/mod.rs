@@ -121,7 +121,9 @@ pub struct SharedHandle<T> {
     entry: NonZeroU32,
     /// Process-local serial of the minting attachment (`SharedPool::serial`), never 0.
     serial: u32,
-    _object: PhantomData<fn() -> T>,
+    /// Invariant in `T` (as the core handle): a handle of `SharedPool<T>` is never one of a
+    /// pool of a subtype or supertype of `T`.
+    _object: PhantomData<fn(T) -> T>,
 }
 
 impl<T> SharedHandle<T> {

@@ -56,7 +56,7 @@ pub struct SharedPool<T> {
     page_size: u64,
     primary: bool,
     unlink_on_drop: bool,
-    _object: PhantomData<fn() -> T>,
+    _object: PhantomData<fn(T) -> T>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -591,13 +591,7 @@ impl<T> SharedPool<T> {
             if n == 0 {
                 return 0;
             }
-            let rec = p.rec_entries(rs);
-            for k in 0..n {
-                rec[k as usize].store(
-                    t.ring.slot(t.head.wrapping_add(k)).load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
-            }
+            p.record_head(rs, t, n);
             p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, &[]);
             n
         });
@@ -706,13 +700,7 @@ impl<T> SharedPool<T> {
                     if n == 0 {
                         return 0;
                     }
-                    let rec = p.rec_entries(rs);
-                    for k in 0..n {
-                        rec[k as usize].store(
-                            t.ring.slot(t.head.wrapping_add(k)).load(Ordering::Relaxed),
-                            Ordering::Relaxed,
-                        );
-                    }
+                    p.record_head(rs, t, n);
                     p.commit(t, K_DEQ_CACHE, t.head, n, 0, me, 0, 0, &[]);
                     n
                 });
@@ -877,8 +865,8 @@ impl<T: Pod> SharedPool<T> {
         // alignment of the mapping).
         // SAFETY: (above) the handle was minted by this attachment, the owner table names us,
         // and the handle is borrowed mutably; handles are not Clone and this attachment mints
-        // one handle per claim, so no other reference to the object exists in this process; T: Pod, so any bytes another
-        // process wrote are a valid T.
+        // one handle per claim, so no other reference to the object exists in this process;
+        // T: Pod, so any bytes another process wrote are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
 

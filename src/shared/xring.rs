@@ -210,6 +210,19 @@ impl Txn<'_> {
 }
 
 impl<T> SharedPool<T> {
+    /// Copies the `n` entries at the ring's head into slot `s`'s record (the redo record of a
+    /// dequeue, written before the head moves). `n <= rec_cap` and `n <= t.count()`.
+    #[inline]
+    pub(crate) fn record_head(&self, s: u32, t: &Txn<'_>, n: u32) {
+        let rec = self.rec_entries(s);
+        for k in 0..n {
+            rec[k as usize].store(
+                t.ring.slot(t.head.wrapping_add(k)).load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
+        }
+    }
+
     /// The record entries of slot `s` (`rec_cap` words).
     #[inline(always)]
     pub(crate) fn rec_entries(&self, s: u32) -> &[AtomicU32] {
