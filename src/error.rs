@@ -7,8 +7,16 @@ use crate::region::Backing;
 /// Bad input never panics (in release builds), never hangs and never loses an object: it returns
 /// one of these variants. Unlike DPDK (whose failed get is documented as `-ENOENT` but returns
 /// `-ENOBUFS`), each cause has its own variant.
+///
+/// Layout: `repr(u64)` (an 8-byte tag, then each variant's fields in order, as `repr(C)`) keeps
+/// `Result<[Handle; N], PoolError>` simple for the compiler: the array starts at offset 8 (or
+/// 0 for large `N`) and the error's fields are aligned. With rustc's default layout the array
+/// of `get_array::<N>` sat at offset 4, between the error's 8-byte fields, and LLVM moved it
+/// through the stack in 8-byte pieces straddling two entries (store-forwarding stalls, up to
+/// -40% per `get_array`; BENCHMARKS.md, issue 14 section).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[repr(u64)]
 pub enum PoolError {
     /// The pool configuration is invalid; `reason` says which field and why.
     #[error("invalid pool configuration: {reason}")]
@@ -147,5 +155,48 @@ impl PoolError {
     }
     pub(crate) fn overflow(what: impl Into<String>) -> Self {
         PoolError::SizeOverflow { what: what.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PoolError;
+    use crate::{Pool, PoolBuilder};
+
+    /// Where the `Ok` array of a `Result<[E; N], PoolError>` sits, in bytes from its start.
+    fn ok_offset<E: Copy + Default, const N: usize>() -> usize {
+        let r: Result<[E; N], PoolError> = Ok([E::default(); N]);
+        match &r {
+            Ok(a) => a.as_ptr() as usize - (&r as *const _ as usize),
+            Err(_) => unreachable!(),
+        }
+    }
+
+    /// The array `get_array::<N>` returns must start 8-aligned inside its `Result`: at offset 4
+    /// (rustc's default layout once `PoolError` grew to 56 bytes) LLVM copied it through the
+    /// stack in 8-byte pieces straddling two entries, and `get_array` lost up to 40%
+    /// (BENCHMARKS.md, issue 14). `repr(u64)` on `PoolError` keeps it at 0 or 8.
+    #[test]
+    fn get_array_result_keeps_the_array_8_aligned() {
+        crate::brand!(Layout);
+        let pool: Pool<u64, Layout> = PoolBuilder::<u64>::zeroed(8).build().unwrap();
+        let h = pool.get().unwrap();
+        assert_eq!(std::mem::size_of_val(&h), 4, "a handle is one 4-byte entry");
+        pool.put(h);
+        // Arrays up to the error's size share its space: the tag is the error's own 8-byte
+        // tag, so they start at 8. (Larger ones get a separate 4-byte tag and start at 4 in
+        // any layout; the measured loss was at 1 and 4 handles.)
+        assert!(4 * 8 < std::mem::size_of::<PoolError>());
+        for off in [
+            ok_offset::<u32, 1>(),
+            ok_offset::<u32, 2>(),
+            ok_offset::<u32, 3>(),
+            ok_offset::<u32, 4>(),
+            ok_offset::<u32, 8>(),
+            ok_offset::<u64, 1>(),
+            ok_offset::<u64, 4>(),
+        ] {
+            assert_eq!(off % 8, 0, "Ok array at offset {off}");
+        }
     }
 }
