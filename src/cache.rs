@@ -3,7 +3,7 @@
 //! A cache sits between one thread and the common ring, as `struct rte_mempool_cache` does, so
 //! that most gets and puts touch only memory owned by that thread. It holds entries of the
 //! pool's representation (4-byte indices for the index pool). The policy decides when the cache
-//! flushes to the ring and how much it refills from it; see [`FlushPolicy`].
+//! flushes to the ring and how much it refills from it; see `FlushPolicy`.
 //!
 //! Invariants (checked by `audit`, relied on by the `unsafe` blocks below):
 //! * `len <= fill_limit <= objs.len() == 2 * size`;
@@ -13,15 +13,15 @@
 //!   quiescent (`&mut` access).
 //!
 //! The cache algorithm is written once, in two layers:
-//! * its **decisions** ([`CachePlan`]: on a miss, refill how many and how, or bypass; on an
+//! * its **decisions** (`CachePlan`: on a miss, refill how many and how, or bypass; on an
 //!   overflow, flush how many of the coldest, or bypass), one per [`FlushPolicy`];
-//! * its **sequence** ([`take_top`], [`append`], [`get_miss`], [`put_overflow`], [`flush_all`]:
+//! * its **sequence** (`take_top`, `append`, `get_miss`, `put_overflow`, `flush_all`:
 //!   fast path, refill, bypass, last resort, give-back, flush), generic over the
-//!   **mechanics** trait [`CacheOps`] that moves entries between the caller, the cache and
+//!   **mechanics** trait `CacheOps` that moves entries between the caller, the cache and
 //!   the ring.
 //!
-//! Two mechanics implement it: [`CacheMut`] (the core pool: plain memory and the lock-free
-//! [`Ring`]; monomorphised, so the core's code is what it was when it was written by hand) and
+//! Two mechanics implement it: `CacheMut` (the core pool: plain memory and the lock-free
+//! `Ring`; monomorphised, so the core's code is what it was when it was written by hand) and
 //! the shared pool's in-region cache (`shared::pool::RegionCache`: recoverable rings, owner
 //! words, kill points). `CacheMut::get` and `CacheMut::put` are the core pool's one get path
 //! and one put path: the fast path, refill, flush, bypass, and the uncached case (a zero-size

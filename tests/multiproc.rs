@@ -971,7 +971,11 @@ fn every_policy_runs_the_core_cache_algorithm() {
                         assert!(v.is_empty());
                     }
                 }
-                assert!(pool.cache_count() <= limit, "{what}: {}", pool.cache_count());
+                assert!(
+                    pool.cache_count() <= limit,
+                    "{what}: {}",
+                    pool.cache_count()
+                );
                 assert_eq!(
                     pool.cache_count() + pool.ring_count() + held.len(),
                     cap as usize,
@@ -985,7 +989,10 @@ fn every_policy_runs_the_core_cache_algorithm() {
             pool.put_bulk(&mut held);
             pool.flush();
             let a = pool.audit();
-            assert!(a.is_consistent() && a.in_ring == cap as usize, "{what}: {a}");
+            assert!(
+                a.is_consistent() && a.in_ring == cap as usize,
+                "{what}: {a}"
+            );
             assert_eq!(pool.corrupt_entries(), 0, "{what}");
         }
     }
@@ -1308,7 +1315,10 @@ fn kill9_at_any_point_never_wedges_or_loses() {
             p.flush();
         }
     }
-    println!("kills per case {:?}: {by_case:?}; per policy {by_policy:?}", cases);
+    println!(
+        "kills per case {:?}: {by_case:?}; per policy {by_policy:?}",
+        cases
+    );
     assert_eq!(by_case.iter().sum::<u32>(), kills);
 }
 

@@ -100,10 +100,10 @@ pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
 pub use xring::{arm_kill_point, kill_point, op_code};
 
 use crate::builder::StrideMode;
+use crate::cache::FlushPolicy;
 use crate::handle::GenericHandle;
 use crate::pool::Invariant;
 use crate::repr::Index;
-use crate::cache::FlushPolicy;
 
 /// The position-independent handle of a [`SharedPool`] object: the object's index (the same in
 /// every process and every mapping of the region) plus the serial of the attachment that minted

@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use bytemuck::Pod;
 
 use super::file::{self, SharedBacking, SharedBackingPolicy, TempFile};
-use super::header::{
-    policy_code, Header, Params, ProcSlot, RegionStats, Sections, MAGIC, VERSION,
-};
+use super::header::{policy_code, Header, Params, ProcSlot, RegionStats, Sections, MAGIC, VERSION};
 use super::owner::{holder_id, ProcessId, FREE};
 use super::xring::{
     kill_hook, kill_point, lock_id, XRing, K_DEQ_CACHE, K_DEQ_HELD, K_ENQ_CACHE, K_ENQ_HELD,
@@ -955,7 +953,10 @@ impl<T: Pod> SharedPool<T> {
         let mut one = [MaybeUninit::uninit()];
         match self.get_entries(&mut one, Behavior::Bulk) {
             // SAFETY: a successful bulk get of one wrote it.
-            Ok(_) => Ok(SharedHandle::new(unsafe { one[0].assume_init() }, self.serial)),
+            Ok(_) => Ok(SharedHandle::new(
+                unsafe { one[0].assume_init() },
+                self.serial,
+            )),
             Err(()) => Err(PoolError::Exhausted {
                 requested: 1,
                 available: self.reachable(),
@@ -1164,7 +1165,10 @@ impl<T> SharedPool<T> {
         if self.params.cache_size == 0 || self.slot == u32::MAX {
             0
         } else {
-            self.my_slot().len.load(Ordering::Relaxed).min(self.cache_cap()) as usize
+            self.my_slot()
+                .len
+                .load(Ordering::Relaxed)
+                .min(self.cache_cap()) as usize
         }
     }
 
