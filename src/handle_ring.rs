@@ -119,8 +119,8 @@ mod sealed {
 }
 
 /// An entry representation that a [`GenericHandleRing`] can store in an atomic slot with an
-/// empty sentinel: [`Index`] (an `AtomicU32`, 0 = empty) and [`Pointer`] (an `AtomicPtr`,
-/// null = empty). Sealed.
+/// empty sentinel: [`Index`] and [`Offset`] (an `AtomicU32`, 0 = empty) and [`Pointer`] (an
+/// `AtomicPtr`, null = empty). Sealed.
 pub trait SlotRepr: Repr + sealed::Sealed {
     /// The atomic slot type.
     #[doc(hidden)]
@@ -139,46 +139,31 @@ pub trait SlotRepr: Repr + sealed::Sealed {
     fn clear(slot: &Self::Slot, order: Ordering);
 }
 
-impl SlotRepr for Index {
-    type Slot = AtomicU32;
-    #[inline(always)]
-    fn empty() -> AtomicU32 {
-        AtomicU32::new(0)
-    }
-    #[inline(always)]
-    fn load(slot: &AtomicU32, order: Ordering) -> Option<NonZeroU32> {
-        NonZeroU32::new(slot.load(order))
-    }
-    #[inline(always)]
-    fn store(slot: &AtomicU32, e: NonZeroU32, order: Ordering) {
-        slot.store(e.get(), order)
-    }
-    #[inline(always)]
-    fn clear(slot: &AtomicU32, order: Ordering) {
-        slot.store(0, order)
-    }
+/// Index and Offset entries are both `NonZeroU32`: the same `AtomicU32` slots, 0 = empty.
+macro_rules! u32_slot_repr {
+    ($($r:ty),*) => {$(
+        impl SlotRepr for $r {
+            type Slot = AtomicU32;
+            #[inline(always)]
+            fn empty() -> AtomicU32 {
+                AtomicU32::new(0)
+            }
+            #[inline(always)]
+            fn load(slot: &AtomicU32, order: Ordering) -> Option<NonZeroU32> {
+                NonZeroU32::new(slot.load(order))
+            }
+            #[inline(always)]
+            fn store(slot: &AtomicU32, e: NonZeroU32, order: Ordering) {
+                slot.store(e.get(), order)
+            }
+            #[inline(always)]
+            fn clear(slot: &AtomicU32, order: Ordering) {
+                slot.store(0, order)
+            }
+        }
+    )*};
 }
-
-// Offset entries are NonZeroU32 as Index entries: same slots, 0 = empty.
-impl SlotRepr for Offset {
-    type Slot = AtomicU32;
-    #[inline(always)]
-    fn empty() -> AtomicU32 {
-        AtomicU32::new(0)
-    }
-    #[inline(always)]
-    fn load(slot: &AtomicU32, order: Ordering) -> Option<NonZeroU32> {
-        NonZeroU32::new(slot.load(order))
-    }
-    #[inline(always)]
-    fn store(slot: &AtomicU32, e: NonZeroU32, order: Ordering) {
-        slot.store(e.get(), order)
-    }
-    #[inline(always)]
-    fn clear(slot: &AtomicU32, order: Ordering) {
-        slot.store(0, order)
-    }
-}
+u32_slot_repr!(Index, Offset);
 
 // ObjPtr is #[repr(transparent)] over NonNull<u8> (src/repr.rs); checked here at compile time.
 const _: () = assert!(std::mem::size_of::<ObjPtr>() == std::mem::size_of::<NonNull<u8>>());
