@@ -173,6 +173,13 @@ struct Args {
     /// always the pointer twin.
     #[arg(long, value_enum, default_value_t = ReprArg::Offset)]
     repr: ReprArg,
+    /// In touch=1 cells, prefetch the objects of each got burst for writing
+    /// (`Resolver::prefetch_all`: VPP's burst prefetch, DPDK's rte_prefetch0_write) before
+    /// writing through them (issue 12). Rows are labelled ` prefetch=1`, CSV pools
+    /// `index+prefetch`, `pointer+prefetch`, `index-aa+prefetch`. Without the flag the workers
+    /// run the same code as before (separate monomorphised instances).
+    #[arg(long)]
+    prefetch: bool,
 }
 
 /// `--repr`.
@@ -421,6 +428,14 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     } else {
         (build_matrix(&spec), mode, budget)
     };
+    // --prefetch applies to the cells that write through their handles.
+    let cells: Vec<Cell> = cells
+        .into_iter()
+        .map(|c| Cell {
+            prefetch: args.prefetch && c.touch,
+            ..c
+        })
+        .collect();
     let budget = args.budget.map_or(budget, Duration::from_secs);
     if reps == 0 || args.cell_ms == Some(0) || budget.is_zero() {
         return Err("--reps, --cell-ms and --budget must be at least 1".into());
@@ -565,6 +580,9 @@ mod tests {
         let m = Args::try_parse_from(["mempool_perf", "--matrix", "2607", "--floor"]).unwrap();
         assert_eq!((m.matrix.as_str(), m.floor), ("2607", true));
         assert!(Args::try_parse_from(["mempool_perf", "--matrix", "2400"]).is_err());
+        assert!(!a.prefetch);
+        let p = Args::try_parse_from(["mempool_perf", "--quick", "--prefetch"]).unwrap();
+        assert!(p.prefetch);
         assert_eq!(runs_per_cell(5, 5), 25.8);
     }
 
