@@ -918,11 +918,12 @@ mod tests {
                 refs[0][1] = 7; // the last handle's object
                 drop(refs);
                 assert_eq!(pool.get_ref(hs.last().unwrap())[1], 7);
-                let mut it = pool.get_mut_all(&mut hs);
-                it.next().unwrap()[2] = 1;
-                it.next_back().unwrap()[2] = 2;
-                assert_eq!(it.len(), cap as usize - 2);
-                drop(it);
+                {
+                    let mut it = pool.get_mut_all(&mut hs);
+                    it.next().unwrap()[2] = 1;
+                    it.next_back().unwrap()[2] = 2;
+                    assert_eq!(it.len(), cap as usize - 2);
+                }
                 assert_eq!(pool.get_ref(&hs[0])[2], 1);
                 assert_eq!(pool.get_ref(hs.last().unwrap())[2], 2);
                 // Through a LocalCache, which keeps allocating while the references live.
