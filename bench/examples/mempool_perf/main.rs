@@ -51,6 +51,9 @@
 //! 32768, its random-bulk pass with DPDK's pseudorandom sequence, its pool size; touch 0).
 //! `--floor` adds two contenders per touch=0 cell: the same loops on a bare thread-local LIFO
 //! array of u32 and of u64, what the copies alone cost (the index/floor column).
+//! `--prefetch` (issue 12) prefetches each got burst for writing (`Resolver::prefetch_all`)
+//! before the touch=1 writes; those rows end in ` prefetch=1` and their CSV pools in
+//! `+prefetch`. The workers without it are separate instances with no prefetch code.
 //! `scripts/compare-dpdk.sh` runs this harness cell by cell next to DPDK's C mempool.
 
 mod matrix;
