@@ -59,6 +59,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::num::NonZeroU32;
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 use crate::audit::AuditReport;
@@ -129,6 +130,21 @@ fn check_all<T>(hs: &[DynHandle<T>], id: NonZeroU32) {
         let h = hs.iter().find(|h| h.pool != id).expect("a foreign handle");
         foreign_panic(h.pool, id)
     }
+}
+
+/// `Ok` when every handle of `hs` was minted by pool `id`; else the typed error for the first
+/// foreign one (one compare each, then one branch for the batch, as [`check_all`]).
+#[inline(always)]
+fn try_check_all<T>(hs: &[DynHandle<T>], id: NonZeroU32) -> Result<(), PoolError> {
+    let mut bad = false;
+    for h in hs {
+        bad |= h.pool != id;
+    }
+    if bad {
+        let h = hs.iter().find(|h| h.pool != id).expect("a foreign handle");
+        return Err(foreign_error(h.pool, id));
+    }
+    Ok(())
 }
 
 /// Moves every handle of `src` (left empty) to the end of `dst`, tagged with pool `id`.
@@ -554,6 +570,68 @@ impl<T> DynPool<T> {
         Ok(self.inner().get_mut(&mut h.h))
     }
 
+    /// Prefetches the object of `h` for writing (as [`DynResolver::prefetch`]: a handle of
+    /// another pool is ignored).
+    #[inline(always)]
+    pub fn prefetch(&self, h: &DynHandle<T>) {
+        self.resolver().prefetch(h)
+    }
+
+    /// Prefetches the objects of every handle of `hs` (as [`DynResolver::prefetch_all`]).
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[DynHandle<T>]) {
+        self.resolver().prefetch_all(hs)
+    }
+
+    /// Raw object pointers of `min(hs.len(), out.len())` handles (as
+    /// [`DynResolver::resolve_bulk`]); dereferencing them is the caller's `unsafe`
+    /// responsibility.
+    ///
+    /// # Panics
+    /// If one of those handles belongs to another pool; see [`DynPool::try_resolve_bulk`].
+    #[inline]
+    #[track_caller]
+    pub fn resolve_bulk(&self, hs: &[DynHandle<T>], out: &mut [NonNull<T>]) -> usize {
+        self.resolver().resolve_bulk(hs, out)
+    }
+
+    /// As [`DynPool::resolve_bulk`], with a typed error for a foreign handle.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`]; `out` unchanged.
+    #[inline]
+    pub fn try_resolve_bulk(
+        &self,
+        hs: &[DynHandle<T>],
+        out: &mut [NonNull<T>],
+    ) -> Result<usize, PoolError> {
+        self.resolver().try_resolve_bulk(hs, out)
+    }
+
+    /// `&mut T` to the object of each handle of `hs`, in order (as
+    /// [`DynResolver::get_mut_all`]). Borrows the pool and `hs` (mutably) for `'a`.
+    ///
+    /// # Panics
+    /// If any handle belongs to another pool, before anything is yielded; see
+    /// [`DynPool::try_get_mut_all`].
+    #[inline]
+    #[track_caller]
+    pub fn get_mut_all<'a>(&'a self, hs: &'a mut [DynHandle<T>]) -> DynObjectsMut<'a, T> {
+        self.resolver().get_mut_all(hs)
+    }
+
+    /// As [`DynPool::get_mut_all`], with a typed error for a foreign handle.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`] for the first foreign handle, before anything is yielded.
+    #[inline]
+    pub fn try_get_mut_all<'a>(
+        &'a self,
+        hs: &'a mut [DynHandle<T>],
+    ) -> Result<DynObjectsMut<'a, T>, PoolError> {
+        self.resolver().try_get_mut_all(hs)
+    }
+
     /// A copyable handle-to-object converter borrowing the pool (not a cache), for hot loops
     /// that keep references while they allocate (as [`GenericPool::resolver`]).
     #[inline(always)]
@@ -675,6 +753,147 @@ impl<'p, T> DynResolver<'p, T> {
     {
         check(h, self.id);
         self.objs.get_mut(&mut h.h)
+    }
+
+    /// Prefetches the first cache line of the object of `h` for writing (as
+    /// [`Resolver::prefetch`]: DPDK's `rte_prefetch0_write`, VPP's
+    /// `vlib_prefetch_buffer_header`). A hint only: nothing is read or written.
+    ///
+    /// A handle of another pool is ignored (no prefetch, no panic): a hint has nothing to
+    /// report, and the access that follows ([`DynResolver::get_mut`], ...) rejects the handle.
+    #[inline(always)]
+    pub fn prefetch(&self, h: &DynHandle<T>) {
+        if h.pool == self.id {
+            self.objs.prefetch(&h.h)
+        }
+    }
+
+    /// [`DynResolver::prefetch`] of every handle of `hs`, in order (VPP's burst prefetch);
+    /// handles of other pools are skipped.
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[DynHandle<T>]) {
+        for h in hs {
+            self.prefetch(h);
+        }
+    }
+
+    /// Converts `n = min(hs.len(), out.len())` handles to raw object pointers (`out[..n]`) and
+    /// returns `n`, as [`Resolver::resolve_bulk`] (VPP's `vlib_get_buffers`). Dereferencing
+    /// the pointers is the caller's `unsafe` responsibility, as for [`Resolver::as_ptr`].
+    ///
+    /// # Panics
+    /// If any of the `n` handles belongs to another pool (naming both); then `out` is
+    /// unchanged. See [`DynResolver::try_resolve_bulk`].
+    #[inline]
+    #[track_caller]
+    pub fn resolve_bulk(&self, hs: &[DynHandle<T>], out: &mut [NonNull<T>]) -> usize {
+        let n = hs.len().min(out.len());
+        check_all(&hs[..n], self.id);
+        for (o, h) in out[..n].iter_mut().zip(&hs[..n]) {
+            *o = self.objs.as_ptr(&h.h);
+        }
+        n
+    }
+
+    /// As [`DynResolver::resolve_bulk`], with a typed error for a foreign handle.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`] for the first of the `min(hs.len(), out.len())` handles
+    /// that belongs to another pool; `out` is then unchanged.
+    #[inline]
+    pub fn try_resolve_bulk(
+        &self,
+        hs: &[DynHandle<T>],
+        out: &mut [NonNull<T>],
+    ) -> Result<usize, PoolError> {
+        let n = hs.len().min(out.len());
+        try_check_all(&hs[..n], self.id)?;
+        for (o, h) in out[..n].iter_mut().zip(&hs[..n]) {
+            *o = self.objs.as_ptr(&h.h);
+        }
+        Ok(n)
+    }
+
+    /// `&mut T` to the object of each handle of `hs`, in order (as [`Resolver::get_mut_all`]:
+    /// sound because distinct handles own distinct objects). Every pool id is checked once,
+    /// up front (one compare per handle, one branch for the batch); the iterator then converts
+    /// without checks. Borrows `hs` mutably and the pool for `'a`.
+    ///
+    /// # Panics
+    /// If any handle of `hs` belongs to another pool (naming both), before anything is
+    /// yielded. See [`DynResolver::try_get_mut_all`].
+    #[inline]
+    #[track_caller]
+    pub fn get_mut_all<'a>(&self, hs: &'a mut [DynHandle<T>]) -> DynObjectsMut<'a, T>
+    where
+        'p: 'a,
+    {
+        check_all(hs, self.id);
+        DynObjectsMut {
+            objs: self.objs,
+            hs: hs.iter_mut(),
+        }
+    }
+
+    /// As [`DynResolver::get_mut_all`], with a typed error for a foreign handle.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`] for the first handle of `hs` that belongs to another pool,
+    /// before anything is yielded.
+    #[inline]
+    pub fn try_get_mut_all<'a>(
+        &self,
+        hs: &'a mut [DynHandle<T>],
+    ) -> Result<DynObjectsMut<'a, T>, PoolError>
+    where
+        'p: 'a,
+    {
+        try_check_all(hs, self.id)?;
+        Ok(DynObjectsMut {
+            objs: self.objs,
+            hs: hs.iter_mut(),
+        })
+    }
+}
+
+/// The objects of a slice of [`DynHandle`]s as `&'a mut T`, in order (pool ids checked before
+/// it was made); made by [`DynResolver::get_mut_all`] and the `get_mut_all` /
+/// `try_get_mut_all` of [`DynPool`] and [`DynLocalCache`].
+pub struct DynObjectsMut<'a, T> {
+    objs: Resolver<'a, T, Unchecked, Index>,
+    hs: std::slice::IterMut<'a, DynHandle<T>>,
+}
+
+impl<'a, T> Iterator for DynObjectsMut<'a, T> {
+    type Item = &'a mut T;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<&'a mut T> {
+        // Ids checked when the iterator was made; each handle is yielded once.
+        self.hs.next().map(|h| self.objs.get_mut(&mut h.h))
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.hs.size_hint()
+    }
+}
+
+impl<T> DoubleEndedIterator for DynObjectsMut<'_, T> {
+    #[inline(always)]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.hs.next_back().map(|h| self.objs.get_mut(&mut h.h))
+    }
+}
+
+impl<T> ExactSizeIterator for DynObjectsMut<'_, T> {}
+impl<T> std::iter::FusedIterator for DynObjectsMut<'_, T> {}
+
+impl<T> fmt::Debug for DynObjectsMut<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynObjectsMut")
+            .field("remaining", &self.hs.len())
+            .finish()
     }
 }
 
@@ -841,6 +1060,80 @@ impl<T: 'static> DynLocalCache<T> {
     pub fn get_mut<'a>(&'a self, h: &'a mut DynHandle<T>) -> &'a mut T {
         check(h, self.id);
         self.objs.get_mut(&mut h.h)
+    }
+
+    /// A resolver borrowing this cache (which keeps the pool alive).
+    #[inline(always)]
+    fn objs(&self) -> DynResolver<'_, T> {
+        DynResolver {
+            objs: self.objs,
+            id: self.id,
+        }
+    }
+
+    /// Prefetches the object of `h` for writing (as [`DynResolver::prefetch`]: a handle of
+    /// another pool is ignored).
+    #[inline(always)]
+    pub fn prefetch(&self, h: &DynHandle<T>) {
+        self.objs().prefetch(h)
+    }
+
+    /// Prefetches the objects of every handle of `hs` (as [`DynResolver::prefetch_all`]),
+    /// e.g. right after [`DynLocalCache::get_bulk`].
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[DynHandle<T>]) {
+        self.objs().prefetch_all(hs)
+    }
+
+    /// Raw object pointers of `min(hs.len(), out.len())` handles (as
+    /// [`DynResolver::resolve_bulk`]); dereferencing them is the caller's `unsafe`
+    /// responsibility.
+    ///
+    /// # Panics
+    /// If one of those handles belongs to another pool; see
+    /// [`DynLocalCache::try_resolve_bulk`].
+    #[inline]
+    #[track_caller]
+    pub fn resolve_bulk(&self, hs: &[DynHandle<T>], out: &mut [NonNull<T>]) -> usize {
+        self.objs().resolve_bulk(hs, out)
+    }
+
+    /// As [`DynLocalCache::resolve_bulk`], with a typed error for a foreign handle.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`]; `out` unchanged.
+    #[inline]
+    pub fn try_resolve_bulk(
+        &self,
+        hs: &[DynHandle<T>],
+        out: &mut [NonNull<T>],
+    ) -> Result<usize, PoolError> {
+        self.objs().try_resolve_bulk(hs, out)
+    }
+
+    /// `&mut T` to the object of each handle of `hs`, in order (as
+    /// [`DynResolver::get_mut_all`]). Borrows `hs` mutably and this cache shared, so the
+    /// cache can keep allocating while the references live.
+    ///
+    /// # Panics
+    /// If any handle belongs to another pool, before anything is yielded; see
+    /// [`DynLocalCache::try_get_mut_all`].
+    #[inline]
+    #[track_caller]
+    pub fn get_mut_all<'a>(&'a self, hs: &'a mut [DynHandle<T>]) -> DynObjectsMut<'a, T> {
+        self.objs().get_mut_all(hs)
+    }
+
+    /// As [`DynLocalCache::get_mut_all`], with a typed error for a foreign handle.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`] for the first foreign handle, before anything is yielded.
+    #[inline]
+    pub fn try_get_mut_all<'a>(
+        &'a self,
+        hs: &'a mut [DynHandle<T>],
+    ) -> Result<DynObjectsMut<'a, T>, PoolError> {
+        self.objs().try_get_mut_all(hs)
     }
 
     /// Returns every cached object to the ring.

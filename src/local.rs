@@ -5,7 +5,7 @@ use std::ptr::NonNull;
 use crate::brand::Brand;
 use crate::cache::{Cache, CacheMut};
 use crate::error::PoolError;
-use crate::pool::{resolve, GenericPool, H};
+use crate::pool::{resolve, GenericPool, ObjectsMut, Resolver, H};
 use crate::repr::{Geometry, Repr};
 use crate::ring::Behavior;
 
@@ -190,6 +190,47 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
         // no other handle names the object); the result lives no longer than the handle borrow
         // and the pool borrow 'p.
         unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_mut() }
+    }
+
+    /// A resolver over this cache's copy of the geometry (no reload from the pool).
+    #[inline(always)]
+    fn objs(&self) -> Resolver<'p, T, B, R> {
+        Resolver::with_geometry(self.pool, self.geometry)
+    }
+
+    /// Prefetches the first cache line of the object of `h` for writing (see
+    /// [`Resolver::prefetch`]: DPDK's `rte_prefetch0_write`, VPP's
+    /// `vlib_prefetch_buffer_header`). A hint only: nothing is read or written.
+    #[inline(always)]
+    pub fn prefetch(&self, h: &H<T, B, R>) {
+        self.objs().prefetch(h)
+    }
+
+    /// Prefetches the objects of every handle of `hs` (see [`Resolver::prefetch_all`]), e.g.
+    /// right after [`LocalCache::get_bulk`], before writing through them.
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
+        self.objs().prefetch_all(hs)
+    }
+
+    /// Converts `min(hs.len(), out.len())` handles to raw object pointers and returns that
+    /// count (see [`Resolver::resolve_bulk`]: VPP's `vlib_get_buffers`). Dereferencing the
+    /// pointers is the caller's `unsafe` responsibility, as for [`GenericPool::as_ptr`].
+    #[inline]
+    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
+        self.objs().resolve_bulk(hs, out)
+    }
+
+    /// `&mut T` to the object of each handle of `hs`, in order (see
+    /// [`Resolver::get_mut_all`]; sound because distinct handles own distinct objects). As
+    /// with [`LocalCache::get_mut`], the references borrow `hs` (mutably) and the *pool*, not
+    /// this cache, so the cache can keep allocating while they live.
+    #[inline(always)]
+    pub fn get_mut_all<'a>(&self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R>
+    where
+        'p: 'a,
+    {
+        self.objs().get_mut_all(hs)
     }
 
     /// Returns every cached object to the ring (rte_mempool_cache_flush).

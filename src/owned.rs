@@ -45,6 +45,7 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::brand::Brand;
@@ -52,7 +53,7 @@ use crate::error::PoolError;
 use crate::handle::GenericHandle;
 use crate::handle_ring::{Consumer, GenericHandleRing, Producer, SlotRepr, Zeroing};
 use crate::local::LocalCache;
-use crate::pool::{GenericPool, Resolver};
+use crate::pool::{GenericPool, ObjectsMut, Resolver};
 use crate::repr::Repr;
 
 type H<T, B, R> = GenericHandle<T, B, R>;
@@ -191,6 +192,28 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
     pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
         self.objs.get_mut(h)
     }
+    /// As [`LocalCache::prefetch`].
+    #[inline(always)]
+    pub fn prefetch(&self, h: &H<T, B, R>) {
+        self.objs.prefetch(h)
+    }
+    /// As [`LocalCache::prefetch_all`].
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
+        self.objs.prefetch_all(hs)
+    }
+    /// As [`LocalCache::resolve_bulk`]: raw pointers, dereferencing them is the caller's
+    /// `unsafe` responsibility.
+    #[inline]
+    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
+        self.objs.resolve_bulk(hs, out)
+    }
+    /// As [`LocalCache::get_mut_all`]; the references borrow `hs` mutably and this cache
+    /// shared (which keeps the pool alive).
+    #[inline(always)]
+    pub fn get_mut_all<'a>(&'a self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R> {
+        self.objs.get_mut_all(hs)
+    }
     /// As [`LocalCache::flush`].
     pub fn flush(&self) {
         self.c().flush()
@@ -232,6 +255,27 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedResolver<T, B, R> {
     #[inline(always)]
     pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
         self.objs.get_mut(h)
+    }
+    /// As [`Resolver::prefetch`].
+    #[inline(always)]
+    pub fn prefetch(&self, h: &H<T, B, R>) {
+        self.objs.prefetch(h)
+    }
+    /// As [`Resolver::prefetch_all`].
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
+        self.objs.prefetch_all(hs)
+    }
+    /// As [`Resolver::resolve_bulk`]: raw pointers, dereferencing them is the caller's
+    /// `unsafe` responsibility.
+    #[inline]
+    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
+        self.objs.resolve_bulk(hs, out)
+    }
+    /// As [`Resolver::get_mut_all`]; the references borrow `hs` mutably and this resolver.
+    #[inline(always)]
+    pub fn get_mut_all<'a>(&'a self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R> {
+        self.objs.get_mut_all(hs)
     }
     /// The pool.
     pub fn pool(&self) -> &Arc<GenericPool<T, B, R>> {

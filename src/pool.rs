@@ -246,6 +246,36 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
     }
 
+    /// Prefetches the first cache line of the object of `h` for writing (as
+    /// [`Resolver::prefetch`]: DPDK's `rte_prefetch0_write`, VPP's
+    /// `vlib_prefetch_buffer_header`). A hint only: nothing is read or written.
+    #[inline(always)]
+    pub fn prefetch(&self, h: &H<T, B, R>) {
+        self.resolver().prefetch(h)
+    }
+
+    /// Prefetches the objects of every handle of `hs` (as [`Resolver::prefetch_all`]).
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
+        self.resolver().prefetch_all(hs)
+    }
+
+    /// Converts `min(hs.len(), out.len())` handles to raw object pointers and returns that
+    /// count (as [`Resolver::resolve_bulk`]: VPP's `vlib_get_buffers`). Dereferencing the
+    /// pointers is the caller's `unsafe` responsibility, as for [`GenericPool::as_ptr`].
+    #[inline]
+    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
+        self.resolver().resolve_bulk(hs, out)
+    }
+
+    /// `&mut T` to the object of each handle of `hs`, in order (as
+    /// [`Resolver::get_mut_all`]; sound because distinct handles own distinct objects). Borrows
+    /// the pool and `hs` (mutably) for `'a`.
+    #[inline(always)]
+    pub fn get_mut_all<'a>(&'a self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R> {
+        self.resolver().get_mut_all(hs)
+    }
+
     /// 0-based index of the object of `h`.
     #[inline]
     pub fn index_of(&self, h: &H<T, B, R>) -> u32 {
@@ -617,6 +647,154 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
         // SAFETY: as GenericPool::get_mut; &mut h makes the borrow exclusive.
         unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_mut() }
     }
+
+    /// Raw pointer to the object of `h` (as [`GenericPool::as_ptr`]): `base + index x stride`,
+    /// valid while the pool lives. Dereferencing it is the caller's `unsafe` responsibility.
+    #[inline(always)]
+    pub fn as_ptr(&self, h: &H<T, B, R>) -> NonNull<T> {
+        resolve::<T, R>(&self.geometry, h.entry())
+    }
+
+    /// Hints the CPU to bring the first cache line of the object of `h` into L1, ready for
+    /// writing (x86-64 `prefetchw` with the `prfchw` target feature, else `prefetcht0`; arm64
+    /// `prfm pstl1keep`; nothing elsewhere and under Miri). Issue it a few objects ahead of the
+    /// writes, so the misses overlap: DPDK's `rte_prefetch0` / `rte_prefetch0_write` on mbufs,
+    /// VPP's `vlib_prefetch_buffer_header(b, STORE)`.
+    ///
+    /// Only the object's address is computed (the conversion of [`Resolver::get_mut`]); nothing
+    /// is read or written, and a prefetch never faults. Objects larger than a cache line get
+    /// their first line only (where a header usually is).
+    ///
+    /// ```
+    /// idxpool::PoolBuilder::<[u64; 8]>::zeroed(64).scoped(|pool| {
+    ///     let objs = pool.resolver();
+    ///     let mut burst = Vec::new();
+    ///     pool.get_bulk(&mut burst, 32).unwrap();
+    ///     objs.prefetch_all(&burst);            // every miss in flight at once ...
+    ///     for h in burst.iter_mut() {
+    ///         objs.get_mut(h)[0] = 1;           // ... before the first write
+    ///     }
+    ///     pool.put_bulk(&mut burst);
+    /// }).unwrap();
+    /// ```
+    #[inline(always)]
+    pub fn prefetch(&self, h: &H<T, B, R>) {
+        crate::prefetch::prefetch_write(self.as_ptr(h).as_ptr().cast::<u8>().cast_const());
+    }
+
+    /// [`Resolver::prefetch`] of every handle of `hs`, in order: the burst prefetch of VPP's
+    /// dispatch loops (prefetch the headers of the whole frame, then process it) and DPDK's
+    /// `rte_prefetch0` over an `rx_burst`. Prefetching more lines than the core can track
+    /// (about 10-20 outstanding L1 misses, 32-48 on recent cores) drops the extra hints.
+    #[inline(always)]
+    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
+        for h in hs {
+            self.prefetch(h);
+        }
+    }
+
+    /// Converts handles to object pointers in bulk, as VPP's `vlib_get_buffers` turns a frame
+    /// of buffer indices into `vlib_buffer_t *`s: writes `out[i] = as_ptr(&hs[i])` for `i` in
+    /// `0..n`, `n = min(hs.len(), out.len())`, and returns `n` (the rest of `out` is left
+    /// as it was). No check beyond the conversion's own (the brand).
+    ///
+    /// The pointers are raw, as [`Resolver::as_ptr`]'s: they stay valid while the pool lives,
+    /// but dereferencing one is the caller's `unsafe` responsibility (its handle must still be
+    /// held, and no other reference to the object may be alive). [`Resolver::get_mut_all`] is
+    /// the safe form.
+    #[inline]
+    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
+        let n = hs.len().min(out.len());
+        for (o, h) in out[..n].iter_mut().zip(&hs[..n]) {
+            *o = self.as_ptr(h);
+        }
+        n
+    }
+
+    /// Exclusive access to the objects of all handles of `hs`, in order: an iterator of
+    /// `&'a mut T`, one per handle (`ExactSizeIterator`, `DoubleEndedIterator`). The safe form
+    /// of [`Resolver::resolve_bulk`], e.g. to keep the objects of a burst in a `Vec<&mut T>`.
+    ///
+    /// Sound because distinct handles own distinct objects (a handle is unique ownership: not
+    /// `Clone`, consumed by `put`; DESIGN.md, invariant 6), so `&mut` to distinct handles give
+    /// `&mut` to distinct objects. The references borrow `hs` mutably for `'a` (no second
+    /// `get_mut_all` or `put` of those handles while one is alive) and the pool for `'a`.
+    ///
+    /// ```
+    /// idxpool::PoolBuilder::<u64>::with_default(64).scoped(|pool| {
+    ///     let objs = pool.resolver();
+    ///     let mut burst = Vec::new();
+    ///     pool.get_bulk(&mut burst, 4).unwrap();
+    ///     let mut refs: Vec<&mut u64> = objs.get_mut_all(&mut burst).collect();
+    ///     *refs[0] = 1;
+    ///     *refs[3] = 4;
+    ///     assert_eq!(*objs.get_ref(&burst[3]), 4);
+    ///     pool.put_bulk(&mut burst);
+    /// }).unwrap();
+    /// ```
+    #[inline(always)]
+    pub fn get_mut_all<'a>(&self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R>
+    where
+        'p: 'a,
+    {
+        ObjectsMut {
+            objs: *self,
+            hs: hs.iter_mut(),
+        }
+    }
+}
+
+impl<'p, T, B, R: Repr> Resolver<'p, T, B, R> {
+    /// A resolver over `geometry`, which must be `pool`'s (a copy held by a cache).
+    #[inline(always)]
+    pub(crate) fn with_geometry(pool: &'p GenericPool<T, B, R>, geometry: Geometry) -> Self {
+        let _ = pool;
+        Resolver {
+            geometry,
+            _pool: PhantomData,
+        }
+    }
+}
+
+/// The objects of a slice of handles as `&'a mut T`, in order; made by
+/// [`Resolver::get_mut_all`] (and the `get_mut_all` of pools and caches). Borrows the handles
+/// mutably and the pool for `'a`.
+pub struct ObjectsMut<'a, T, B, R: Repr> {
+    objs: Resolver<'a, T, B, R>,
+    hs: std::slice::IterMut<'a, H<T, B, R>>,
+}
+
+impl<'a, T, B: Brand, R: Repr> Iterator for ObjectsMut<'a, T, B, R> {
+    type Item = &'a mut T;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<&'a mut T> {
+        // Each handle is yielded once (IterMut), and distinct handles own distinct objects.
+        self.hs.next().map(|h| self.objs.get_mut(h))
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.hs.size_hint()
+    }
+}
+
+impl<T, B: Brand, R: Repr> DoubleEndedIterator for ObjectsMut<'_, T, B, R> {
+    #[inline(always)]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.hs.next_back().map(|h| self.objs.get_mut(h))
+    }
+}
+
+impl<T, B: Brand, R: Repr> ExactSizeIterator for ObjectsMut<'_, T, B, R> {}
+impl<T, B: Brand, R: Repr> std::iter::FusedIterator for ObjectsMut<'_, T, B, R> {}
+
+impl<T, B, R: Repr> fmt::Debug for ObjectsMut<'_, T, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectsMut")
+            .field("remaining", &self.hs.len())
+            .finish()
+    }
 }
 
 /// Drops objects `from..to` in place, and keeps dropping after a panicking `T::drop`, as `Vec`
@@ -688,5 +866,114 @@ impl<T, B: Brand, R: Repr> fmt::Debug for GenericPool<T, B, R> {
             .field("ring_count", &self.core.ring.count())
             .field("available", &self.available())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Index, Offset, Pointer, PoolBuilder};
+
+    /// The prefetch / bulk-resolve API on a full pool of `R` entries (issue 12).
+    fn bulk_api<R: Repr>() {
+        let cap = if cfg!(miri) { 16 } else { 256 };
+        PoolBuilder::<[u64; 9]>::zeroed(cap)
+            .cache_size(8)
+            .scoped_repr::<R, _>(|pool| {
+                let objs = pool.resolver();
+                let mut hs = Vec::new();
+                pool.get_bulk(&mut hs, cap as usize).unwrap();
+                // Prefetch of every object of a full pool: a hint, no fault.
+                objs.prefetch_all(&hs);
+                pool.prefetch_all(&hs);
+                for h in &hs {
+                    objs.prefetch(h);
+                    pool.prefetch(h);
+                }
+                // resolve_bulk: min(len) pointers, the same as as_ptr.
+                let mut out = vec![NonNull::<[u64; 9]>::dangling(); hs.len() + 3];
+                assert_eq!(objs.resolve_bulk(&hs, &mut out), hs.len());
+                for (h, p) in hs.iter().zip(&out) {
+                    assert_eq!(*p, pool.as_ptr(h));
+                    assert_eq!(*p, objs.as_ptr(h));
+                }
+                assert_eq!(out[hs.len()], NonNull::dangling(), "out[n..] untouched");
+                let mut short = vec![NonNull::<[u64; 9]>::dangling(); 5];
+                assert_eq!(pool.resolve_bulk(&hs, &mut short), 5);
+                assert_eq!(short[4], pool.as_ptr(&hs[4]));
+                assert_eq!(objs.resolve_bulk(&hs[..0], &mut short), 0);
+                // get_mut_all: one &mut per handle, in order; writes reach each object.
+                let it = objs.get_mut_all(&mut hs);
+                assert_eq!(it.len(), cap as usize);
+                for (k, o) in it.enumerate() {
+                    o[0] = k as u64 + 1;
+                    o[8] = pool.stride() as u64;
+                }
+                for (k, h) in hs.iter().enumerate() {
+                    assert_eq!(pool.get_ref(h)[0], k as u64 + 1);
+                    assert_eq!(pool.get_ref(h)[8], pool.stride() as u64);
+                }
+                // Held all at once, from both ends.
+                let mut refs: Vec<&mut [u64; 9]> = pool.get_mut_all(&mut hs).rev().collect();
+                refs[0][1] = 7; // the last handle's object
+                drop(refs);
+                assert_eq!(pool.get_ref(hs.last().unwrap())[1], 7);
+                {
+                    let mut it = pool.get_mut_all(&mut hs);
+                    it.next().unwrap()[2] = 1;
+                    it.next_back().unwrap()[2] = 2;
+                    assert_eq!(it.len(), cap as usize - 2);
+                }
+                assert_eq!(pool.get_ref(&hs[0])[2], 1);
+                assert_eq!(pool.get_ref(hs.last().unwrap())[2], 2);
+                // Through a LocalCache, which keeps allocating while the references live.
+                let mut cache = pool.local_cache();
+                let mut burst = Vec::new();
+                pool.put_bulk(&mut hs);
+                cache.get_bulk(&mut burst, 4).unwrap();
+                cache.prefetch_all(&burst);
+                cache.prefetch(&burst[0]);
+                let mut ptrs = [NonNull::dangling(); 4];
+                assert_eq!(cache.resolve_bulk(&burst, &mut ptrs), 4);
+                let refs: Vec<_> = cache.get_mut_all(&mut burst).collect();
+                let extra = cache.get().unwrap();
+                for (r, p) in refs.into_iter().zip(ptrs) {
+                    assert_eq!(NonNull::from(&mut *r), p);
+                    r[3] = 33;
+                }
+                cache.put(extra);
+                assert!(burst.iter().all(|h| cache.get_ref(h)[3] == 33));
+                cache.put_bulk(&mut burst);
+                drop(cache);
+                assert!(pool.is_full());
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn bulk_api_offset() {
+        bulk_api::<Offset>();
+    }
+
+    #[test]
+    fn bulk_api_index() {
+        bulk_api::<Index>();
+    }
+
+    #[test]
+    fn bulk_api_pointer() {
+        bulk_api::<Pointer>();
+    }
+
+    #[test]
+    fn get_mut_all_of_no_handles_is_empty() {
+        PoolBuilder::<u64>::with_default(4)
+            .scoped(|pool| {
+                let mut none: Vec<H<u64, _, _>> = Vec::new();
+                assert_eq!(pool.get_mut_all(&mut none).len(), 0);
+                assert!(pool.get_mut_all(&mut none).next().is_none());
+                pool.prefetch_all(&none);
+            })
+            .unwrap();
     }
 }

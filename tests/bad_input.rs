@@ -795,3 +795,39 @@ fn out_of_range_handles_panic_naming_the_index_on_every_access_path() {
     drop(cache);
     assert_eq!(pool.in_use(), 0);
 }
+
+/// Issue 12: the bulk conversions take any lengths: `resolve_bulk` converts
+/// `min(handles, out)` and returns that count (0 for an empty side), `get_mut_all` and
+/// `prefetch_all` of an empty slice do nothing.
+#[test]
+fn bulk_resolve_with_mismatched_lengths_converts_the_minimum() {
+    PoolBuilder::<u64>::with_default(8)
+        .scoped(|pool| {
+            let objs = pool.resolver();
+            let mut hs = Vec::new();
+            pool.get_bulk(&mut hs, 8).unwrap();
+            let mut out = [std::ptr::NonNull::dangling(); 3];
+            assert_eq!(objs.resolve_bulk(&hs, &mut out), 3);
+            assert_eq!(objs.resolve_bulk(&hs, &mut []), 0);
+            assert_eq!(objs.resolve_bulk(&hs[..0], &mut out), 0);
+            let mut big = vec![std::ptr::NonNull::dangling(); 100];
+            assert_eq!(objs.resolve_bulk(&hs, &mut big), 8);
+            for (h, p) in hs.iter().zip(&big) {
+                assert_eq!(*p, pool.as_ptr(h));
+            }
+            assert!(big[8..].iter().all(|p| *p == std::ptr::NonNull::dangling()));
+            assert_eq!(objs.get_mut_all(&mut hs[..0]).count(), 0);
+            objs.prefetch_all(&hs[..0]);
+            // Every object of a full pool, prefetched, then written through get_mut_all.
+            objs.prefetch_all(&hs);
+            for (k, o) in objs.get_mut_all(&mut hs).enumerate() {
+                *o = k as u64;
+            }
+            for (k, h) in hs.iter().enumerate() {
+                assert_eq!(*objs.get_ref(h), k as u64);
+            }
+            pool.put_bulk(&mut hs);
+            assert!(pool.is_full());
+        })
+        .unwrap();
+}

@@ -563,3 +563,135 @@ fn huge_dyn_requests_fail_or_clamp_without_allocating() {
     drop(c);
     assert_eq!(p.in_use(), 0);
 }
+
+/// Issue 12: the bulk API of run-time pools checks every pool id before it converts anything:
+/// `try_` forms give the typed error, the plain forms panic naming both pools, prefetch of a
+/// foreign handle is a no-op; own handles round-trip through `get_mut_all` and `resolve_bulk`.
+#[test]
+fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
+    let a = pool("bulk-a", 16, 4);
+    let b = pool("bulk-b", 16, 4);
+    let mut hs = Vec::new();
+    a.get_bulk(&mut hs, 8).unwrap();
+
+    // Own handles: writes through get_mut_all reach each object; pointers match.
+    for (k, o) in a.get_mut_all(&mut hs).enumerate() {
+        o[0] = k as u64 + 100;
+    }
+    for (k, h) in hs.iter().enumerate() {
+        assert_eq!(a.get_ref(h)[0], k as u64 + 100);
+    }
+    let mut ptrs = vec![std::ptr::NonNull::dangling(); 3];
+    assert_eq!(a.try_resolve_bulk(&hs, &mut ptrs).unwrap(), 3);
+    assert_eq!(a.resolve_bulk(&hs, &mut ptrs), 3);
+    assert_eq!(ptrs[2], std::ptr::NonNull::from(a.get_ref(&hs[2])));
+    a.prefetch_all(&hs);
+    a.resolver().prefetch(&hs[0]);
+
+    // A foreign handle in the middle of the batch.
+    hs.insert(4, b.get().unwrap());
+    let before: Vec<u64> = hs[..4].iter().map(|h| a.get_ref(h)[0]).collect();
+    for e in [
+        a.try_get_mut_all(&mut hs).map(|_| ()).unwrap_err(),
+        a.resolver()
+            .try_get_mut_all(&mut hs)
+            .map(|_| ())
+            .unwrap_err(),
+        a.local_cache()
+            .try_get_mut_all(&mut hs)
+            .map(|_| ())
+            .unwrap_err(),
+        a.try_resolve_bulk(&hs, &mut [std::ptr::NonNull::dangling(); 16])
+            .unwrap_err(),
+    ] {
+        match e {
+            PoolError::ForeignHandle { handle_pool, pool } => {
+                assert!(handle_pool.contains("'bulk-b'"), "{handle_pool}");
+                assert!(pool.contains("'bulk-a'"), "{pool}");
+            }
+            other => panic!("expected ForeignHandle, got {other:?}"),
+        }
+    }
+    // The foreign handle past `out.len()` is not converted, so not checked.
+    let mut four = [std::ptr::NonNull::dangling(); 4];
+    assert_eq!(a.try_resolve_bulk(&hs, &mut four).unwrap(), 4);
+    // Prefetch skips the foreign handle (a hint has nothing to report).
+    a.prefetch_all(&hs);
+    a.prefetch(&hs[4]);
+    let cache = a.local_cache();
+    cache.prefetch_all(&hs);
+    // The panicking forms name both pools and write nothing.
+    let msg = panic_message(
+        catch_unwind(AssertUnwindSafe(|| {
+            for o in a.get_mut_all(&mut hs) {
+                o[0] = 0;
+            }
+        }))
+        .unwrap_err(),
+    );
+    assert!(
+        msg.contains("'bulk-a'") && msg.contains("'bulk-b'"),
+        "{msg}"
+    );
+    let msg = panic_message(
+        catch_unwind(AssertUnwindSafe(|| {
+            cache.resolve_bulk(&hs, &mut [std::ptr::NonNull::dangling(); 16])
+        }))
+        .unwrap_err(),
+    );
+    assert!(msg.contains("'bulk-b'"), "{msg}");
+    let after: Vec<u64> = hs[..4].iter().map(|h| a.get_ref(h)[0]).collect();
+    assert_eq!(before, after, "nothing was written before the check");
+
+    b.put(hs.remove(4));
+    // The cache's get_mut_all: references held while the same cache allocates.
+    let refs: Vec<&mut [u64; 4]> = cache.get_mut_all(&mut hs).collect();
+    let extra = cache.get().unwrap();
+    for r in refs {
+        r[1] = 9;
+    }
+    cache.put(extra);
+    assert!(hs.iter().all(|h| cache.get_ref(h)[1] == 9));
+    cache.put_bulk(&mut hs);
+    drop(cache);
+    assert!(a.is_full() && b.is_full());
+}
+
+/// Issue 12 for the owned companions: the owned cache and resolver forward the prefetch and
+/// bulk conversions.
+#[test]
+fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
+    idxpool::brand!(ArcBulk);
+    let pool = Arc::new(
+        PoolBuilder::<[u64; 4]>::with_default(32)
+            .cache_size(8)
+            .build::<ArcBulk>()
+            .unwrap(),
+    );
+    let cache = pool.local_cache_owned();
+    let objs = pool.resolver_owned();
+    let mut hs = Vec::new();
+    cache.get_bulk(&mut hs, 8).unwrap();
+    cache.prefetch_all(&hs);
+    objs.prefetch_all(&hs);
+    cache.prefetch(&hs[0]);
+    objs.prefetch(&hs[0]);
+    let mut p1 = [std::ptr::NonNull::dangling(); 8];
+    let mut p2 = [std::ptr::NonNull::dangling(); 8];
+    assert_eq!(cache.resolve_bulk(&hs, &mut p1), 8);
+    assert_eq!(objs.resolve_bulk(&hs, &mut p2), 8);
+    assert_eq!(p1, p2);
+    for (k, o) in cache.get_mut_all(&mut hs).enumerate() {
+        o[0] = k as u64;
+    }
+    for o in objs.get_mut_all(&mut hs).rev() {
+        o[1] = o[0] * 2;
+    }
+    for (k, h) in hs.iter().enumerate() {
+        assert_eq!(objs.get_ref(h)[..2], [k as u64, 2 * k as u64]);
+        assert_eq!(std::ptr::NonNull::from(cache.get_ref(h)), p1[k]);
+    }
+    cache.put_bulk(&mut hs);
+    drop(cache);
+    assert!(pool.is_full());
+}

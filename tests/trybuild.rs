@@ -6,7 +6,9 @@
 //! closure; a `LocalCache` cannot outlive its pool and is not `Sync`. Run-time pools (issue 11):
 //! a `DynHandle` is not `Clone`; a `DynLocalCache` is not `Sync`; references from its `&self`
 //! `get_mut` cannot outlive the cache nor alias (twice, or across a `put` of the handle);
-//! `DynResolver` references and `DynPooled` guards cannot outlive the pool.
+//! `DynResolver` references and `DynPooled` guards cannot outlive the pool. Issue 12:
+//! `get_mut_all` borrows the slice of handles mutably (no second iterator, no put while a
+//! reference lives) and the pool (no drop while a reference lives).
 //!
 //! Regenerate the expected output after a compiler upgrade with
 //! `TRYBUILD=overwrite cargo test --test trybuild` and review the diff: each .stderr must

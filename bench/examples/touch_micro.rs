@@ -11,14 +11,16 @@
 //!   into a burst buffer, store through each (address depends on a value just stored by the
 //!   copy), put `put` at a time back: the shape of `mempool_perf`'s touch=1 cells;
 //! * `pool`: the same loop on real pools (`LocalCache::get_bulk`, `Resolver::get_mut`,
-//!   `put_bulk_tail`), `keep` objects per cycle as mempool_perf.
+//!   `put_bulk_tail`), `keep` objects per cycle as mempool_perf;
+//! * `pool-prefetch`: `pool` with the got burst prefetched for writing
+//!   (`Resolver::prefetch_all`, VPP / DPDK's burst prefetch) before the writes.
 //!
 //! Every row runs the contenders interleaved, `--reps` times each, timed by the thread's CPU
 //! time (`CLOCK_THREAD_CPUTIME_ID`: on a shared machine a descheduled thread does not count),
 //! and reports the median rate and the ratio to `pointer`; `pointer'` is a second pointer run (an A/A pair: the noise).
 //!
 //! Usage: `cargo run --release -p idxpool-bench --example touch_micro -- [--ms 40] [--reps 7]
-//! [--only fresh|pool|...] [--fixed N]` (`--fixed N`: run every row for N objects, no timing:
+//! [--only fresh|pool|pool-prefetch|...] [--fixed N]` (`--fixed N`: run every row for N objects, no timing:
 //! for `valgrind --tool=cachegrind`).
 
 use std::hint::black_box;
@@ -174,9 +176,12 @@ fn fresh<M: Model>(
 // Real pools
 // ---------------------------------------------------------------------------------------------
 
-/// Step 4: mempool_perf's worker_dyn with touch=1, on a real pool.
+/// Step 4: mempool_perf's worker_dyn with touch=1, on a real pool. `PREFETCH` (step
+/// `pool-prefetch`, issue 12): the got burst is prefetched for writing
+/// (`Resolver::prefetch_all`) before the writes; the `pool` instance (`PREFETCH = false`) has no
+/// prefetch code.
 #[inline(never)]
-fn pool_touch<B: Brand, R: Repr>(
+fn pool_touch<const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     get: usize,
     put: usize,
@@ -189,6 +194,9 @@ fn pool_touch<B: Brand, R: Repr>(
         while kept.len() < keep {
             let at = kept.len();
             c.get_bulk(&mut kept, get).expect("pool sized for keep");
+            if PREFETCH {
+                objs.prefetch_all(&kept[at..]);
+            }
             for h in &mut kept[at..] {
                 objs.get_mut(h).head = r as u64;
             }
@@ -198,6 +206,22 @@ fn pool_touch<B: Brand, R: Repr>(
         }
     }
     rounds * keep
+}
+
+/// The `pool` (`prefetch` false) or `pool-prefetch` instance of [`pool_touch`].
+fn touch_step<B: Brand, R: Repr>(
+    prefetch: bool,
+    c: &mut LocalCache<'_, Obj, B, R>,
+    get: usize,
+    put: usize,
+    keep: usize,
+    rounds: usize,
+) -> usize {
+    if prefetch {
+        pool_touch::<true, B, R>(c, get, put, keep, rounds)
+    } else {
+        pool_touch::<false, B, R>(c, get, put, keep, rounds)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,7 +407,11 @@ fn main() {
             }
         }
     }
-    if want("pool") {
+    let steps: Vec<(&str, bool)> = [("pool", false), ("pool-prefetch", true)]
+        .into_iter()
+        .filter(|(step, _)| want(step))
+        .collect();
+    if !steps.is_empty() {
         let cap = 2048;
         let b = || {
             PoolBuilder::<Obj>::zeroed(cap)
@@ -398,30 +426,42 @@ fn main() {
                         let mut co = op.local_cache();
                         let mut ci = ip.local_cache();
                         let mut cp2 = pp2.local_cache();
-                        for &(get, put) in &cells {
-                            for keep in [32usize, 128, 512] {
-                                row(
-                                    &o,
-                                    &format!("pool get={get} put={put} keep={keep}"),
-                                    &mut [
-                                        (
-                                            "pointer",
-                                            Box::new(|r| pool_touch(&mut cp, get, put, keep, r)),
-                                        ),
-                                        (
-                                            "offset",
-                                            Box::new(|r| pool_touch(&mut co, get, put, keep, r)),
-                                        ),
-                                        (
-                                            "index",
-                                            Box::new(|r| pool_touch(&mut ci, get, put, keep, r)),
-                                        ),
-                                        (
-                                            "pointer'",
-                                            Box::new(|r| pool_touch(&mut cp2, get, put, keep, r)),
-                                        ),
-                                    ],
-                                );
+                        for &(step, prefetch) in &steps {
+                            for &(get, put) in &cells {
+                                for keep in [32usize, 128, 512] {
+                                    row(
+                                        &o,
+                                        &format!("{step} get={get} put={put} keep={keep}"),
+                                        &mut [
+                                            (
+                                                "pointer",
+                                                Box::new(|r| {
+                                                    touch_step(prefetch, &mut cp, get, put, keep, r)
+                                                }),
+                                            ),
+                                            (
+                                                "offset",
+                                                Box::new(|r| {
+                                                    touch_step(prefetch, &mut co, get, put, keep, r)
+                                                }),
+                                            ),
+                                            (
+                                                "index",
+                                                Box::new(|r| {
+                                                    touch_step(prefetch, &mut ci, get, put, keep, r)
+                                                }),
+                                            ),
+                                            (
+                                                "pointer'",
+                                                Box::new(|r| {
+                                                    touch_step(
+                                                        prefetch, &mut cp2, get, put, keep, r,
+                                                    )
+                                                }),
+                                            ),
+                                        ],
+                                    );
+                                }
                             }
                         }
                     })

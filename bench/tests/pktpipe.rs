@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use idxpool::handle_ring::Zeroing;
 use idxpool::{GenericPool, PoolBuilder};
-use pipeline::{load_capture, run_pipeline, Config, FreeMode, Limit, Mbuf, Summary};
+use pipeline::{load_capture, run_pipeline, Config, FreeMode, Limit, Mbuf, Prefetch, Summary};
 
 const CAPTURES: [&str; 2] = [
     "tests/data/ntp.pcap",
@@ -183,7 +183,11 @@ fn configs() -> Vec<Config> {
         for zeroing in [Zeroing::Batched, Zeroing::Immediate] {
             v.push(Config {
                 free,
-                prefetch: free == FreeMode::Bulk,
+                prefetch: match (free, zeroing) {
+                    (FreeMode::Bulk, Zeroing::Batched) => Prefetch::Burst,
+                    (FreeMode::Bulk, _) => Prefetch::Next,
+                    _ => Prefetch::Off,
+                },
                 zeroing,
                 ring_size: 64,
                 pin: None,

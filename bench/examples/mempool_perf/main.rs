@@ -51,6 +51,9 @@
 //! 32768, its random-bulk pass with DPDK's pseudorandom sequence, its pool size; touch 0).
 //! `--floor` adds two contenders per touch=0 cell: the same loops on a bare thread-local LIFO
 //! array of u32 and of u64, what the copies alone cost (the index/floor column).
+//! `--prefetch` (issue 12) prefetches each got burst for writing (`Resolver::prefetch_all`)
+//! before the touch=1 writes; those rows end in ` prefetch=1` and their CSV pools in
+//! `+prefetch`. The workers without it are separate instances with no prefetch code.
 //! `scripts/compare-dpdk.sh` runs this harness cell by cell next to DPDK's C mempool.
 
 mod matrix;
@@ -173,6 +176,13 @@ struct Args {
     /// always the pointer twin.
     #[arg(long, value_enum, default_value_t = ReprArg::Offset)]
     repr: ReprArg,
+    /// In touch=1 cells, prefetch the objects of each got burst for writing
+    /// (`Resolver::prefetch_all`: VPP's burst prefetch, DPDK's rte_prefetch0_write) before
+    /// writing through them (issue 12). Rows are labelled ` prefetch=1`, CSV pools
+    /// `index+prefetch`, `pointer+prefetch`, `index-aa+prefetch`. Without the flag the workers
+    /// run the same code as before (separate monomorphised instances).
+    #[arg(long)]
+    prefetch: bool,
 }
 
 /// `--repr`.
@@ -421,6 +431,14 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     } else {
         (build_matrix(&spec), mode, budget)
     };
+    // --prefetch applies to the cells that write through their handles.
+    let cells: Vec<Cell> = cells
+        .into_iter()
+        .map(|c| Cell {
+            prefetch: args.prefetch && c.touch,
+            ..c
+        })
+        .collect();
     let budget = args.budget.map_or(budget, Duration::from_secs);
     if reps == 0 || args.cell_ms == Some(0) || budget.is_zero() {
         return Err("--reps, --cell-ms and --budget must be at least 1".into());
@@ -565,6 +583,9 @@ mod tests {
         let m = Args::try_parse_from(["mempool_perf", "--matrix", "2607", "--floor"]).unwrap();
         assert_eq!((m.matrix.as_str(), m.floor), ("2607", true));
         assert!(Args::try_parse_from(["mempool_perf", "--matrix", "2400"]).is_err());
+        assert!(!a.prefetch);
+        let p = Args::try_parse_from(["mempool_perf", "--quick", "--prefetch"]).unwrap();
+        assert!(p.prefetch);
         assert_eq!(runs_per_cell(5, 5), 25.8);
     }
 

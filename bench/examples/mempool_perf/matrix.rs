@@ -45,15 +45,19 @@ pub struct Cell {
     pub max_bulk: usize,
     /// The release the cell (and its pool size) comes from.
     pub dpdk: Dpdk,
+    /// `--prefetch` on a touch=1 cell: the objects of each got burst are prefetched for
+    /// writing (`prefetch_all`) before the writes (issue 12). Labels carry ` prefetch=1`.
+    pub prefetch: bool,
 }
 
 impl Cell {
     /// Label used by `--filter`, progress and the summary (random-bulk cells: `max=` instead of
     /// `get= put=` and `const=`).
     pub fn label(&self) -> String {
+        let prefetch = if self.prefetch { " prefetch=1" } else { "" };
         if self.max_bulk != 0 {
             return format!(
-                "cache={} cores={} keep={} max={} touch={}",
+                "cache={} cores={} keep={} max={} touch={}{prefetch}",
                 self.cache,
                 self.cores,
                 self.keep,
@@ -62,7 +66,7 @@ impl Cell {
             );
         }
         format!(
-            "cache={} cores={} get={} put={} keep={} const={} touch={}",
+            "cache={} cores={} get={} put={} keep={} const={} touch={}{prefetch}",
             self.cache,
             self.cores,
             self.get,
@@ -157,6 +161,7 @@ pub fn build_matrix_2607(caches: &[u32], cores: &[usize]) -> Vec<Cell> {
                 touch: false,
                 max_bulk: 0,
                 dpdk: Dpdk::V2607,
+                prefetch: false,
             };
             for &keep in &KEEPS_2607 {
                 for &max_bulk in MAX_BULKS_2607.iter().filter(|&&m| m <= keep) {
@@ -216,6 +221,7 @@ pub fn build_matrix(spec: &MatrixSpec) -> Vec<Cell> {
                                 touch,
                                 max_bulk: 0,
                                 dpdk: Dpdk::V2211,
+                                prefetch: false,
                             });
                         }
                     }
@@ -375,6 +381,7 @@ mod tests {
             touch: true,
             max_bulk: 0,
             dpdk: Dpdk::V2211,
+            prefetch: false,
         };
         let l = full_label(FlushPolicy::Dpdk2607, &c);
         assert_eq!(

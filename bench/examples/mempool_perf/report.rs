@@ -111,13 +111,14 @@ pub fn csv_rows(results: &[CellResult]) -> Vec<String> {
         ] {
             let Some(rate) = rate else { continue };
             let c = &r.cell;
+            let suffix = if c.prefetch { "+prefetch" } else { "" };
             let (get, put) = if c.max_bulk != 0 {
                 (0, 0)
             } else {
                 (c.get, c.put)
             };
             rows.push(format!(
-                "{pool},{},{},{},{},{},{},{},{},{},{:.0}",
+                "{pool}{suffix},{},{},{},{},{},{},{},{},{},{:.0}",
                 r.policy.name(),
                 c.cache,
                 c.cores,
@@ -185,12 +186,13 @@ pub fn table_row(r: &CellResult, floor: bool) -> String {
         r.change_pct(),
         (r.aa() - 1.0) * 100.0
     );
+    let prefetch = if c.prefetch { " prefetch=1" } else { "" };
     if !floor {
-        return row;
+        return format!("{row}{prefetch}");
     }
     match r.floor32 {
-        Some(f) => format!("{row} {:>11.3}", r.index / f),
-        None => format!("{row} {:>11}", "-"),
+        Some(f) => format!("{row} {:>11.3}{prefetch}", r.index / f),
+        None => format!("{row} {:>11}{prefetch}", "-"),
     }
 }
 
@@ -311,6 +313,7 @@ mod tests {
                 touch,
                 max_bulk: 0,
                 dpdk: Default::default(),
+                prefetch: false,
             },
             index: i,
             pointer: p,
@@ -431,5 +434,23 @@ mod tests {
         assert!(!table_row(&r, false).ends_with(" -"));
         let mut s = Stream::new(false).with_floor(true);
         assert!(s.push(r).contains("index/floor"));
+    }
+
+    #[test]
+    fn prefetch_cells_are_labelled_in_the_table_and_the_csv() {
+        let mut r = res(FlushPolicy::Dpdk2607, 32, true, 100e6, 100e6, 100e6);
+        r.cell.prefetch = true;
+        let rows = csv_rows(std::slice::from_ref(&r));
+        assert!(
+            rows[0].starts_with("index+prefetch,dpdk2607,"),
+            "{}",
+            rows[0]
+        );
+        assert!(rows[1].starts_with("pointer+prefetch,"));
+        assert!(rows[2].starts_with("index-aa+prefetch,"));
+        assert!(table_row(&r, false).ends_with(" prefetch=1"));
+        assert!(r.label(false).ends_with("touch=1 prefetch=1"));
+        r.cell.prefetch = false;
+        assert!(!table_row(&r, false).contains("prefetch"));
     }
 }

@@ -30,48 +30,70 @@ const _: () = assert!(std::mem::size_of::<Obj>() == 2048);
 type H<B, R> = GenericHandle<Obj, B, R>;
 
 /// Runs one cell on one thread's cache for `dur`: returns (objects got-and-put, elapsed).
+///
+/// `--prefetch` (touch=1 cells with `cell.prefetch`) runs separate instances of the workers
+/// (`PREFETCH = true`): the default instances (`PREFETCH = false`) have no prefetch code and
+/// no run-time test of the flag in their loops, so they compile to the same code as before.
 fn worker<B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     cell: &Cell,
     dur: Duration,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
+    let prefetch = cell.touch && cell.prefetch;
     if cell.max_bulk != 0 {
-        return if cell.touch {
-            worker_random::<true, B, R>(c, cell, dur, clock)
-        } else {
-            worker_random::<false, B, R>(c, cell, dur, clock)
+        return match (cell.touch, prefetch) {
+            (true, true) => worker_random::<true, true, B, R>(c, cell, dur, clock),
+            (true, false) => worker_random::<true, false, B, R>(c, cell, dur, clock),
+            (false, _) => worker_random::<false, false, B, R>(c, cell, dur, clock),
         };
     }
     match (cell.constant, cell.touch) {
-        (false, false) => worker_dyn::<false, B, R>(c, cell, dur, clock),
-        (false, true) => worker_dyn::<true, B, R>(c, cell, dur, clock),
+        (false, false) => worker_dyn::<false, false, B, R>(c, cell, dur, clock),
+        (false, true) if prefetch => worker_dyn::<true, true, B, R>(c, cell, dur, clock),
+        (false, true) => worker_dyn::<true, false, B, R>(c, cell, dur, clock),
         (true, touch) => {
             assert_eq!(cell.get, cell.put, "constant_n cells have get == put");
+            let keep = cell.keep;
             match (cell.get, touch) {
-                (1, false) => worker_const::<1, false, B, R>(c, cell.keep, dur, clock),
-                (1, true) => worker_const::<1, true, B, R>(c, cell.keep, dur, clock),
-                (4, false) => worker_const::<4, false, B, R>(c, cell.keep, dur, clock),
-                (4, true) => worker_const::<4, true, B, R>(c, cell.keep, dur, clock),
-                (8, false) => worker_const::<8, false, B, R>(c, cell.keep, dur, clock),
-                (8, true) => worker_const::<8, true, B, R>(c, cell.keep, dur, clock),
-                (32, false) => worker_const::<32, false, B, R>(c, cell.keep, dur, clock),
-                (32, true) => worker_const::<32, true, B, R>(c, cell.keep, dur, clock),
+                (1, false) => worker_const::<1, false, false, B, R>(c, keep, dur, clock),
+                (1, true) => worker_const_touch::<1, B, R>(c, keep, dur, clock, prefetch),
+                (4, false) => worker_const::<4, false, false, B, R>(c, keep, dur, clock),
+                (4, true) => worker_const_touch::<4, B, R>(c, keep, dur, clock, prefetch),
+                (8, false) => worker_const::<8, false, false, B, R>(c, keep, dur, clock),
+                (8, true) => worker_const_touch::<8, B, R>(c, keep, dur, clock, prefetch),
+                (32, false) => worker_const::<32, false, false, B, R>(c, keep, dur, clock),
+                (32, true) => worker_const_touch::<32, B, R>(c, keep, dur, clock, prefetch),
                 // DPDK 26.07's larger constant bulks (its cells have touch = 0).
-                (64, false) => worker_const::<64, false, B, R>(c, cell.keep, dur, clock),
-                (128, false) => worker_const::<128, false, B, R>(c, cell.keep, dur, clock),
-                (256, false) => worker_const::<256, false, B, R>(c, cell.keep, dur, clock),
-                (512, false) => worker_const::<512, false, B, R>(c, cell.keep, dur, clock),
+                (64, false) => worker_const::<64, false, false, B, R>(c, keep, dur, clock),
+                (128, false) => worker_const::<128, false, false, B, R>(c, keep, dur, clock),
+                (256, false) => worker_const::<256, false, false, B, R>(c, keep, dur, clock),
+                (512, false) => worker_const::<512, false, false, B, R>(c, keep, dur, clock),
                 (n, t) => panic!("no constant_n instance for bulk size {n} with touch={t}"),
             }
         }
     }
 }
 
+/// The touch=1 instances of `worker_const` for bulk size `N`, with or without `--prefetch`.
+fn worker_const_touch<const N: usize, B: Brand, R: Repr>(
+    c: &mut LocalCache<'_, Obj, B, R>,
+    keep: usize,
+    dur: Duration,
+    clock: Clock,
+    prefetch: bool,
+) -> Result<(u64, Duration), PoolError> {
+    if prefetch {
+        worker_const::<N, true, true, B, R>(c, keep, dur, clock)
+    } else {
+        worker_const::<N, true, false, B, R>(c, keep, dur, clock)
+    }
+}
+
 /// `constant_n = 0`: bulk sizes are run-time values (`get_bulk` / `put_bulk_tail`). Not
 /// inlined, so that each variant is one function to profile and disassemble.
 #[inline(never)]
-fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
+fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     cell: &Cell,
     dur: Duration,
@@ -93,6 +115,10 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
                     return Err(e);
                 }
                 if TOUCH {
+                    if PREFETCH {
+                        // VPP / DPDK: the whole burst's lines in flight before the writes.
+                        objs.prefetch_all(&kept[at..]);
+                    }
                     for h in &mut kept[at..] {
                         objs.get_mut(h).head = count;
                     }
@@ -112,7 +138,7 @@ fn worker_dyn<const TOUCH: bool, B: Brand, R: Repr>(
 /// `constant_n = 1`: the bulk size is the compile-time constant `N` (`get_array::<N>` /
 /// `put_array`), monomorphised per N. Not inlined (see `worker_dyn`).
 #[inline(never)]
-fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
+fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     keep: usize,
     dur: Duration,
@@ -130,6 +156,9 @@ fn worker_const<const N: usize, const TOUCH: bool, B: Brand, R: Repr>(
                 match c.get_array::<N>() {
                     Ok(mut a) => {
                         if TOUCH {
+                            if PREFETCH {
+                                objs.prefetch_all(&a);
+                            }
                             for h in &mut a {
                                 objs.get_mut(h).head = count;
                             }
@@ -168,7 +197,7 @@ fn random_bulk(r: &mut u32, mask: u32, left: usize) -> usize {
 /// `1..=max_bulk`, then put them back the same way (DPDK's sequence, one counter across both
 /// phases). Not inlined (see `worker_dyn`).
 #[inline(never)]
-fn worker_random<const TOUCH: bool, B: Brand, R: Repr>(
+fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<'_, Obj, B, R>,
     cell: &Cell,
     dur: Duration,
@@ -193,6 +222,10 @@ fn worker_random<const TOUCH: bool, B: Brand, R: Repr>(
                     return Err(e);
                 }
                 if TOUCH {
+                    if PREFETCH {
+                        // VPP / DPDK: the whole burst's lines in flight before the writes.
+                        objs.prefetch_all(&kept[at..]);
+                    }
                     for h in &mut kept[at..] {
                         objs.get_mut(h).head = count;
                     }
@@ -522,6 +555,7 @@ mod tests {
             touch: false,
             max_bulk: 64,
             dpdk: Dpdk::V2607,
+            prefetch: false,
         };
         for cell in [
             base,
@@ -573,37 +607,40 @@ mod tests {
         ];
         let off = Pinning::off("test");
         for (get, put, constant, touch) in cells {
-            let cell = Cell {
-                cache: 64,
-                cores: 1,
-                get,
-                put,
-                keep: 32,
-                constant,
-                touch,
-                max_bulk: 0,
-                dpdk: Default::default(),
-            };
-            let d = Duration::from_millis(1);
-            PoolBuilder::<Obj>::zeroed(200)
-                .cache_size(64)
-                .scoped(|pool| {
-                    let mut caches = vec![pool.local_cache()];
-                    assert!(run_cell(&mut caches, &cell, d, Clock::Cpu, &off).unwrap() > 0.0);
-                    drop(caches);
-                    assert_eq!(pool.in_use(), 0);
-                })
-                .unwrap();
-            PoolBuilder::<Obj>::zeroed(200)
-                .cache_size(0)
-                .scoped_ptr(|pool| {
-                    let mut caches = vec![pool.local_cache(), pool.local_cache()];
-                    let two = Cell { cores: 2, ..cell };
-                    assert!(run_cell(&mut caches, &two, d, Clock::Wall, &off).unwrap() > 0.0);
-                    drop(caches);
-                    assert_eq!(pool.in_use(), 0);
-                })
-                .unwrap();
+            for prefetch in [false, touch] {
+                let cell = Cell {
+                    cache: 64,
+                    cores: 1,
+                    get,
+                    put,
+                    keep: 32,
+                    constant,
+                    touch,
+                    max_bulk: 0,
+                    dpdk: Default::default(),
+                    prefetch,
+                };
+                let d = Duration::from_millis(1);
+                PoolBuilder::<Obj>::zeroed(200)
+                    .cache_size(64)
+                    .scoped(|pool| {
+                        let mut caches = vec![pool.local_cache()];
+                        assert!(run_cell(&mut caches, &cell, d, Clock::Cpu, &off).unwrap() > 0.0);
+                        drop(caches);
+                        assert_eq!(pool.in_use(), 0);
+                    })
+                    .unwrap();
+                PoolBuilder::<Obj>::zeroed(200)
+                    .cache_size(0)
+                    .scoped_ptr(|pool| {
+                        let mut caches = vec![pool.local_cache(), pool.local_cache()];
+                        let two = Cell { cores: 2, ..cell };
+                        assert!(run_cell(&mut caches, &two, d, Clock::Wall, &off).unwrap() > 0.0);
+                        drop(caches);
+                        assert_eq!(pool.in_use(), 0);
+                    })
+                    .unwrap();
+            }
         }
     }
 }

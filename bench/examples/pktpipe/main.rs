@@ -14,6 +14,7 @@
 //! ```sh
 //! cargo run --release -p idxpool-bench --example pktpipe -- --quick                       # bulk vs per-packet free
 //! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare prefetch
+//! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare prefetch --prefetch burst
 //! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare ring --ring-size 256
 //! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare pool        # index vs pointer
 //! cargo run --release -p idxpool-bench --example pktpipe -- --quick --compare aa          # A/A noise floor
@@ -37,8 +38,8 @@ use idxpool::PoolBuilder;
 use idxpool_bench::pin::{context_line, PinMode, Pinning};
 use idxpool_bench::stats::median;
 use pipeline::{
-    load_capture, run_pipeline, synthetic_frames, Config, Frame, FreeMode, Limit, Mbuf, Summary,
-    IMIX, STANDARD_SIZES,
+    load_capture, run_pipeline, synthetic_frames, Config, Frame, FreeMode, Limit, Mbuf, Prefetch,
+    Summary, IMIX, STANDARD_SIZES,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -48,9 +49,15 @@ enum FreeArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum OnOff {
-    On,
+enum PrefetchArg {
+    /// no prefetch
     Off,
+    /// the worker prefetches the next mbuf one packet ahead (ixgbe TX); `on` is an alias
+    #[value(alias = "on")]
+    Next,
+    /// VPP's pattern: prefetch the whole burst (pool.prefetch_all) after RX's get_bulk and
+    /// after the worker's consume_burst, before writing / parsing it (issue 12)
+    Burst,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -80,7 +87,8 @@ enum PoolArg {
 enum Compare {
     /// per-packet (A) vs bulk (B) free
     Free,
-    /// prefetch off (A) vs on (B)
+    /// prefetch off (A) vs the --prefetch mode (B; `next` when --prefetch is off), e.g.
+    /// `--compare prefetch --prefetch burst`
     Prefetch,
     /// ring without (A) vs with (B) batched zeroing
     Ring,
@@ -121,9 +129,10 @@ struct Args {
     /// TX free mode.
     #[arg(long, value_enum, default_value = "bulk")]
     free: FreeArg,
-    /// Prefetch the next mbuf one iteration ahead in the worker.
+    /// Prefetch mbufs: off, next (one packet ahead in the worker; `on` is an alias) or burst
+    /// (VPP: the whole burst at once on RX and worker, then process it).
     #[arg(long, value_enum, default_value = "off")]
-    prefetch: OnOff,
+    prefetch: PrefetchArg,
     /// Ring slot zeroing: batched (ptr_ring) or immediate.
     #[arg(long, value_enum, default_value = "batch")]
     ring: RingArg,
@@ -181,13 +190,11 @@ impl Variant {
                 FreeMode::PerPacket => "per-packet".into(),
                 FreeMode::Bulk => "bulk".into(),
             },
-            Compare::Prefetch => {
-                if self.cfg.prefetch {
-                    "prefetch".into()
-                } else {
-                    "no prefetch".into()
-                }
-            }
+            Compare::Prefetch => match self.cfg.prefetch {
+                Prefetch::Off => "no prefetch".into(),
+                Prefetch::Next => "prefetch".into(),
+                Prefetch::Burst => "pf burst".into(),
+            },
             Compare::Ring => self.cfg.zeroing.name(),
             Compare::Pool => format!("{:?}", self.pool).to_lowercase(),
             Compare::Aa => match self.pool {
@@ -241,7 +248,11 @@ fn main() {
                 FreeArg::PerPacket => FreeMode::PerPacket,
                 FreeArg::Bulk => FreeMode::Bulk,
             },
-            prefetch: args.prefetch == OnOff::On,
+            prefetch: match args.prefetch {
+                PrefetchArg::Off => Prefetch::Off,
+                PrefetchArg::Next => Prefetch::Next,
+                PrefetchArg::Burst => Prefetch::Burst,
+            },
             zeroing: match args.ring {
                 RingArg::Batch => Zeroing::Batched,
                 RingArg::Nobatch => Zeroing::Immediate,
@@ -263,8 +274,10 @@ fn main() {
                 b.cfg.free = FreeMode::Bulk;
             }
             Compare::Prefetch => {
-                a.cfg.prefetch = false;
-                b.cfg.prefetch = true;
+                a.cfg.prefetch = Prefetch::Off;
+                if b.cfg.prefetch == Prefetch::Off {
+                    b.cfg.prefetch = Prefetch::Next;
+                }
             }
             Compare::Ring => {
                 a.cfg.zeroing = Zeroing::Immediate;
@@ -389,7 +402,7 @@ fn main() {
                     duration.as_millis(),
                     args.work,
                     base.cfg.free,
-                    if base.cfg.prefetch { "on" } else { "off" },
+                    base.cfg.prefetch.name(),
                     base.cfg.zeroing.name(),
                     base.pool
                 );

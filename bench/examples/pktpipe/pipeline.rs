@@ -13,7 +13,8 @@
 //!   5-tuple flows, then "transmits" by freeing the burst: one `pool.put` per packet
 //!   (`rte_pktmbuf_free` in a loop) or one `pool.put_bulk` per burst (`rte_pktmbuf_free_bulk`).
 //!   Optionally prefetches the next mbuf's first two cache lines (metadata + packet headers)
-//!   one iteration ahead.
+//!   one iteration ahead (`Prefetch::Next`), or every mbuf of the burst at once, on RX after
+//!   the allocation and on the worker after the ring (`Prefetch::Burst`, VPP's pattern).
 #![allow(dead_code)] // the test uses a subset
 
 use std::collections::HashMap;
@@ -398,13 +399,38 @@ pub enum FreeMode {
     Bulk,
 }
 
+/// Prefetching of mbufs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetch {
+    /// None.
+    Off,
+    /// The worker prefetches the next mbuf's first two lines one packet ahead (ixgbe TX).
+    Next,
+    /// VPP's pattern (issue 12): the whole burst's first lines are prefetched for writing
+    /// (`pool.prefetch_all`, `vlib_prefetch_buffer_header` over a frame) right after RX's
+    /// `get_bulk` and after the worker's `consume_burst`, before any of them is written or
+    /// parsed; the worker then takes the burst's objects with `pool.get_mut_all`.
+    Burst,
+}
+
+impl Prefetch {
+    /// `off`, `next` or `burst`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prefetch::Off => "off",
+            Prefetch::Next => "next",
+            Prefetch::Burst => "burst",
+        }
+    }
+}
+
 /// Pipeline switches.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// TX free mode.
     pub free: FreeMode,
-    /// Prefetch the next mbuf one iteration ahead in the worker.
-    pub prefetch: bool,
+    /// Prefetching of mbufs (RX and worker).
+    pub prefetch: Prefetch,
     /// Ring zeroing (batched as ptr_ring, or immediate).
     pub zeroing: Zeroing,
     /// Ring slots.
@@ -422,7 +448,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             free: FreeMode::Bulk,
-            prefetch: false,
+            prefetch: Prefetch::Off,
             zeroing: Zeroing::Batched,
             ring_size: 1024,
             pin: None,
@@ -623,6 +649,9 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                     empty += 1;
                     wait(&mut spins, cfg.pin.is_some());
                 }
+                if cfg.prefetch == Prefetch::Burst {
+                    pool.prefetch_all(&burst);
+                }
                 for h in burst.iter_mut() {
                     let f = &frames[fi];
                     fi += 1;
@@ -671,11 +700,27 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                 }
                 spins = 0;
                 let n = burst.len();
-                for i in 0..n {
-                    if cfg.prefetch && i + 1 < n {
-                        prefetch_mbuf(pool.as_ptr(&burst[i + 1]));
+                match cfg.prefetch {
+                    Prefetch::Burst => {
+                        // VPP: the frame's headers in flight at once, then process them.
+                        pool.prefetch_all(&burst);
+                        for m in pool.get_mut_all(&mut burst) {
+                            process(m, &mut sum, cfg.parse);
+                        }
                     }
-                    process(pool.get_mut(&mut burst[i]), &mut sum, cfg.parse);
+                    Prefetch::Next => {
+                        for i in 0..n {
+                            if i + 1 < n {
+                                prefetch_mbuf(pool.as_ptr(&burst[i + 1]));
+                            }
+                            process(pool.get_mut(&mut burst[i]), &mut sum, cfg.parse);
+                        }
+                    }
+                    Prefetch::Off => {
+                        for h in burst.iter_mut() {
+                            process(pool.get_mut(h), &mut sum, cfg.parse);
+                        }
+                    }
                 }
                 match cfg.free {
                     FreeMode::PerPacket => {
