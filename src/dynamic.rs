@@ -69,6 +69,7 @@ use crate::cache::FlushPolicy;
 use crate::error::PoolError;
 use crate::handle_ring::{Consumer, Producer, Zeroing};
 use crate::local::LocalCache;
+use crate::owned::Dangling;
 use crate::pool::{GenericPool, Resolver};
 use crate::region::BackingReport;
 use crate::repr::Index;
@@ -653,7 +654,7 @@ impl<T: 'static> DynPool<T> {
         let pool = self.clone();
         let p = pool.static_inner();
         DynLocalCache {
-            cache: UnsafeCell::new(p.local_cache()),
+            cache: Dangling::new(UnsafeCell::new(p.local_cache())),
             scratch: UnsafeCell::new(Vec::new()),
             objs: p.resolver(),
             id: pool.nz_id(),
@@ -920,7 +921,8 @@ impl<T> fmt::Debug for DynObjectsMut<'_, T> {
 /// Dropping it flushes its objects back to the ring.
 pub struct DynLocalCache<T: 'static> {
     // Field order matters: the cache (which borrows the pool) is dropped before `pool`.
-    cache: UnsafeCell<LocalCache<'static, T, Unchecked, Index>>,
+    // In a `Dangling`: it may be the last owner of the pool when passed by value.
+    cache: Dangling<UnsafeCell<LocalCache<'static, T, Unchecked, Index>>>,
     scratch: UnsafeCell<Vec<Bare<T>>>,
     objs: Resolver<'static, T, Unchecked, Index>,
     id: NonZeroU32,
@@ -941,7 +943,7 @@ impl<T: 'static> DynLocalCache<T> {
         // method takes these references once, uses them without calling user code (handles
         // have no destructor, no T is dropped or created) and drops them before returning, so
         // they are never aliased. get_ref/get_mut do not touch these cells.
-        unsafe { (&mut *self.cache.get(), &mut *self.scratch.get()) }
+        unsafe { (&mut *self.cache.get().get(), &mut *self.scratch.get()) }
     }
 
     #[inline(always)]

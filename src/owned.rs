@@ -40,11 +40,14 @@
 //! Each type keeps its borrowing core (`LocalCache<'static, ..>`, a ring half) in a field
 //! declared before the `Arc`, so the core is dropped first, and never hands out anything that
 //! carries the `'static` borrow (no `Deref` to the core: its `pool()` would return a
-//! `&'static` pool that outlives the `Arc`). Brands must be `'static` (named brands); a
-//! scoped pool cannot leave its closure anyway.
+//! `&'static` pool that outlives the `Arc`). A core that holds references to the pool (the
+//! caches) is kept in a `Dangling`, so that a companion passed by value as the pool's last
+//! owner does not carry a protected reference into the freed pool. Brands must be `'static`
+//! (named brands); a scoped pool cannot leave its closure anyway.
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -70,13 +73,47 @@ fn static_pool<T: 'static, B: Brand + 'static, R: Repr>(
     unsafe { &*Arc::as_ptr(pool) }
 }
 
+/// A value that may hold references to memory freed while the value is being passed by
+/// value: the borrowing core of a companion that also owns the last `Arc` of its pool.
+///
+/// A reference field of a struct passed by value (`drop(cache)`, a by-value argument, a
+/// `move` closure) is a *protected* function-argument reference for the whole call under the
+/// aliasing models Rust is checked against (Stacked and Tree Borrows): freeing the pool inside
+/// that call, while the field still points into it, is undefined behaviour even if the field is
+/// never used again. A `MaybeUninit` is a union, whose contents are not retagged or protected,
+/// so the core kept in one may dangle while the call ends. This is the stable form of
+/// `MaybeDangling` (RFC 3336), as in the `maybe-dangling` crate; always initialised here.
+/// Regression test: `tests/soundness.rs`, `owned_companions_may_be_the_last_owner_of_their_pool`
+/// (Miri).
+pub(crate) struct Dangling<X>(MaybeUninit<X>);
+
+impl<X> Dangling<X> {
+    pub(crate) fn new(x: X) -> Self {
+        Dangling(MaybeUninit::new(x))
+    }
+
+    /// The value (initialised from `new` until `drop`).
+    #[inline(always)]
+    pub(crate) fn get(&self) -> &X {
+        // SAFETY: initialised by `new`, dropped only by `Drop` below.
+        unsafe { self.0.assume_init_ref() }
+    }
+}
+
+impl<X> Drop for Dangling<X> {
+    fn drop(&mut self) {
+        // SAFETY: initialised by `new`, dropped exactly once, here.
+        unsafe { self.0.assume_init_drop() }
+    }
+}
+
 impl<T: 'static, B: Brand + 'static, R: Repr> GenericPool<T, B, R> {
     /// An explicit cache ([`crate::LocalCache`]) that holds a clone of the pool's `Arc`:
     /// `'static`, `Send` when `T: Send`, not `Sync`. See [`OwnedLocalCache`].
     pub fn local_cache_owned(self: &Arc<Self>) -> OwnedLocalCache<T, B, R> {
         let p = static_pool(self);
         OwnedLocalCache {
-            cache: UnsafeCell::new(p.local_cache()),
+            cache: Dangling::new(UnsafeCell::new(p.local_cache())),
             objs: p.resolver(),
             pool: self.clone(),
         }
@@ -101,7 +138,8 @@ impl<T: 'static, B: Brand + 'static, R: Repr> GenericPool<T, B, R> {
 /// same cache keeps allocating. References borrow the cache (which keeps the pool alive).
 pub struct OwnedLocalCache<T: 'static, B: Brand + 'static, R: Repr> {
     // Field order matters: the cache (which borrows the pool) is dropped before `pool`.
-    cache: UnsafeCell<LocalCache<'static, T, B, R>>,
+    // In a `Dangling`: it may be the last owner of the pool when passed by value.
+    cache: Dangling<UnsafeCell<LocalCache<'static, T, B, R>>>,
     objs: Resolver<'static, T, B, R>,
     pool: Arc<GenericPool<T, B, R>>,
 }
@@ -114,7 +152,7 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
         // method takes this reference once, uses it without calling user code (handles have no
         // destructor; no T is created or dropped) and drops it before returning, so it is
         // never aliased. get_ref/get_mut do not touch the cell.
-        unsafe { &mut *self.cache.get() }
+        unsafe { &mut *self.cache.get().get() }
     }
 
     /// The pool.

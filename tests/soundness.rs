@@ -287,3 +287,64 @@ fn audit_is_consistent_while_threads_exit() {
         }
     }
 }
+
+// ---- owned companions as the last owner of their pool (found by attack, session 4) ----------
+
+/// An `OwnedLocalCache` or `DynLocalCache` that holds the last reference to its pool and is
+/// passed by value (`drop(cache)`, a by-value function argument, a `move` closure run on a
+/// thread) frees the pool while the call runs. If the companion kept its pool borrow as a
+/// plain reference field, that reference would be a protected function-argument reference
+/// pointing at freed memory: undefined behaviour under both Stacked and Tree Borrows (Miri
+/// reported it at `Arc::drop_slow`). The borrowing core is kept where the aliasing model does
+/// not retag it (`owned::Dangling`, the stable form of RFC 3336's `MaybeDangling`).
+#[test]
+fn owned_companions_may_be_the_last_owner_of_their_pool() {
+    use std::sync::Arc;
+    idxpool::brand!(LastOwner);
+
+    // Dropped by value after the pool's other owners.
+    let pool = Arc::new(
+        heap(PoolBuilder::<u64>::with_default(8))
+            .build::<LastOwner>()
+            .unwrap(),
+    );
+    let cache = pool.local_cache_owned();
+    let mut h = cache.get().unwrap();
+    *cache.get_mut(&mut h) = 1;
+    cache.put(h);
+    drop(pool);
+    drop(cache);
+
+    // The same through the run-time pool, and through a by-value function argument.
+    struct Worker {
+        cache: idxpool::DynLocalCache<u64>,
+    }
+    fn finish(w: Worker) -> usize {
+        let n = w.cache.len();
+        drop(w);
+        n
+    }
+    let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
+    let cache = pool.local_cache();
+    drop(pool);
+    drop(cache);
+    let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
+    let w = Worker {
+        cache: pool.local_cache(),
+    };
+    drop(pool);
+    assert_eq!(finish(w), 0);
+
+    // README's spawn pattern, with the spawning thread's pool dropped first.
+    let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
+    let cache = pool.local_cache();
+    drop(pool);
+    std::thread::spawn(move || {
+        let mut h = cache.get().unwrap();
+        *cache.get_mut(&mut h) = 2;
+        assert_eq!(*cache.get_ref(&h), 2);
+        cache.put(h);
+    })
+    .join()
+    .unwrap();
+}
