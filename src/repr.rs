@@ -482,39 +482,30 @@ pub(crate) unsafe fn copy_entries<E: Copy>(src: *const E, dst: *mut E, n: usize)
             cp(src, dst, n);
             return;
         }
-        // Straight-line blocks of 64/32/16/8 (no loop: LLVM turns a loop of block copies
-        // between non-aliasing slices into a call to memcpy, which costs more than the copy at
-        // these sizes: -30% at bulk 32 in mempool_perf), tested only when n >= 8, so that a
-        // short burst (2 to 7) pays one branch for them instead of four.
-        let mut i = 0;
-        if n >= 8 {
-            if n & 64 != 0 {
-                cp(src, dst, 64);
-                i += 64;
-            }
-            if n & 32 != 0 {
-                cp(src.add(i), dst.add(i), 32);
-                i += 32;
-            }
-            if n & 16 != 0 {
-                cp(src.add(i), dst.add(i), 16);
-                i += 16;
-            }
-            if n & 8 != 0 {
-                cp(src.add(i), dst.add(i), 8);
-                i += 8;
-            }
+        // 2..=64 entries: two copies of k entries, the first k and the last k, with k the
+        // power of two such that k < n <= 2k (disjoint halves when n = 2k, overlapping
+        // otherwise), as glibc's small memcpy does: at most seven compares and no chain of
+        // bit tests. Fixed sizes, so no call to memcpy (which costs more than the copy here).
+        macro_rules! halves {
+            ($k:literal) => {{
+                cp(src, dst, $k);
+                cp(src.add(n - $k), dst.add(n - $k), $k);
+            }};
         }
-        if n & 4 != 0 {
-            cp(src.add(i), dst.add(i), 4);
-            i += 4;
-        }
-        if n & 2 != 0 {
-            cp(src.add(i), dst.add(i), 2);
-            i += 2;
-        }
-        if n & 1 != 0 {
-            cp(src.add(i), dst.add(i), 1);
+        if n <= 2 {
+            if n == 2 {
+                halves!(1)
+            }
+        } else if n <= 4 {
+            halves!(2)
+        } else if n <= 8 {
+            halves!(4)
+        } else if n <= 16 {
+            halves!(8)
+        } else if n <= 32 {
+            halves!(16)
+        } else {
+            halves!(32)
         }
     }
 }
