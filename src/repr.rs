@@ -463,8 +463,9 @@ mod tests {
 
 /// Copies `n` entries from `src` to `dst` (non-overlapping). Bursts are short (1 to 32 in
 /// the hot paths), where a call to libc's `memcpy` costs more than the copy: short copies are
-/// done with fixed-size moves the compiler inlines (blocks of 64, 32, 16, 8, 4, 2, 1); long ones
-/// (refills and flushes of hundreds) call `memcpy`.
+/// done with fixed-size moves the compiler inlines (one entry, or two overlapping blocks of 1,
+/// 2, 4, 8, 16 or 32 entries for 2 to 64); long ones (refills and flushes of hundreds) call
+/// `memcpy`.
 ///
 /// # Safety
 /// `src` valid for `n` reads, `dst` for `n` writes, the ranges do not overlap.
