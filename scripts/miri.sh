@@ -3,7 +3,8 @@
 # backing) and a chosen integration subset (the proptest model, multi-threaded stress with the
 # data-race detector, bad input, debug checks), with small sizes.
 #
-# Usage: scripts/miri.sh [extra cargo-miri-test args]     (about 5.5 min warm, 9 min cold)
+# Usage: scripts/miri.sh [extra cargo-miri-test args]     (about 17 min from a clean clone on
+#                                                          2 vCPUs, CI of 2026-12-02)
 #        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks + runtime_pools)
 # Needs: rustup component add --toolchain nightly miri rust-src
 #
