@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 before=$1 after=$2 rounds=${3:-4} sel=${4:-}
 root=$PWD/target/ab
 mkdir -p "$root"
+git worktree prune   # worktrees of an earlier run whose target/ was cleaned
 for side in before after; do
   rev=${!side}
   wt=$root/src-$side
