@@ -13,7 +13,9 @@
 # output for ffbac97 against the one-path consolidation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-before=$1 after=$2 rounds=${3:-4} sel=${4:-}
+# Commits resolved here: inside a worktree, HEAD would name the worktree's own commit.
+before=$(git rev-parse --verify "$1^{commit}") after=$(git rev-parse --verify "$2^{commit}")
+rounds=${3:-4} sel=${4:-}
 root=$PWD/target/ab
 mkdir -p "$root"
 git worktree prune   # worktrees of an earlier run whose target/ was cleaned
