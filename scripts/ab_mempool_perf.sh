@@ -27,6 +27,13 @@ for side in before after; do
   (cd "$wt" && RUSTFLAGS="-C llvm-args=-align-loops=64" CARGO_TARGET_DIR=$root/tgt-$side-al \
     cargo build -q --release -p idxpool-bench --example mempool_perf)
 done
+# `--repr index` where the binary has the flag (ffbac97's has only the index pool). Asked once
+# per binary, and from a captured string: `--help | grep -q` under pipefail can fail on SIGPIPE.
+declare -A repr_of
+for b in before after before-al after-al; do
+  help=$("$root/tgt-$b/release/examples/mempool_perf" --help)
+  if [[ $help == *--repr* ]]; then repr_of[$b]="--repr index"; else repr_of[$b]=""; fi
+done
 csv=$root/cells.csv
 : > "$csv"
 for r in $(seq "$rounds"); do
@@ -37,8 +44,8 @@ for r in $(seq "$rounds"); do
     for b in before after before-al after-al before; do
       i=$((i + 1))
       bin=$root/tgt-$b/release/examples/mempool_perf
-      repr=(); if "$bin" --help | grep -q -- '--repr'; then repr=(--repr index); fi
-      "$bin" "${repr[@]}" --filter "$cell" --cores 1 --cell-ms 50 --clock cpu --csv "$root/one.csv" > /dev/null 2> "$root/one.err"
+      # shellcheck disable=SC2086 # the flag pair is meant to split
+      "$bin" ${repr_of[$b]} --filter "$cell" --cores 1 --cell-ms 50 --clock cpu --csv "$root/one.csv" > /dev/null 2> "$root/one.err"
       # round, position, binary, then mempool_perf's row (pool, policy, cache, cores, get, put, keep, const, touch, ..., rate)
       grep -v '^pool' "$root/one.csv" | sed "s/^/$r,$i,$b,/" >> "$csv"
     done
