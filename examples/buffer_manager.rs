@@ -93,36 +93,41 @@ impl BufferManager {
     pub fn worker(&self) -> Worker {
         Worker {
             cache: self.pool.local_cache(),
+            pool: self.pool.clone(),
         }
     }
 }
 
-/// One thread's view of a manager: its own cache, no thread-local lookup per buffer.
+/// One thread's view of a manager: its own cache, no thread-local lookup per buffer, and a
+/// clone of the pool to convert handles through (so a `&mut Buf` can be held while the cache
+/// allocates).
 pub struct Worker {
     cache: DynLocalCache<Buf>,
+    pool: DynPool<Buf>,
 }
 
 impl Worker {
     /// Takes `burst` buffers, writes a sequence number into each while holding a reference to
     /// the first (the cache keeps allocating meanwhile), checks and frees them; returns the
     /// bytes checked.
-    pub fn round(&self, burst: usize, seq: u8) -> Result<usize, PoolError> {
+    pub fn round(&mut self, burst: usize, seq: u8) -> Result<usize, PoolError> {
+        let objs = self.pool.resolver(); // converts handles; borrows the pool, not the cache
         let mut first = self.cache.get()?;
-        let head = self.cache.get_mut(&mut first); // held across the gets below
+        let head = objs.get_mut(&mut first); // held across the gets below
         head.len = 1;
         head.data[0] = seq;
         let mut bufs = Vec::with_capacity(burst);
         self.cache.get_bulk(&mut bufs, burst)?;
         let mut checked = 0;
         for (k, h) in bufs.iter_mut().enumerate() {
-            let b = self.cache.get_mut(h);
+            let b = objs.get_mut(h);
             b.len = 64;
             b.data[..64].fill(seq.wrapping_add(k as u8));
             checked += b.len;
         }
         assert_eq!(head.data[0], seq);
         for (k, h) in bufs.iter().enumerate() {
-            assert!(self.cache.get_ref(h).data[..64]
+            assert!(objs.get_ref(h).data[..64]
                 .iter()
                 .all(|&x| x == seq.wrapping_add(k as u8)));
         }
@@ -134,7 +139,7 @@ impl Worker {
 
 /// Runs `rounds` rounds on a spawned thread (no `static`, no `scope`).
 fn spawn_worker(m: &BufferManager, rounds: usize) -> std::thread::JoinHandle<usize> {
-    let w = m.worker();
+    let mut w = m.worker();
     std::thread::spawn(move || {
         (0..rounds)
             .map(|r| w.round(16, r as u8).expect("enough buffers"))

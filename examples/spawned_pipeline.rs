@@ -49,8 +49,8 @@ fn main() -> Result<(), PoolError> {
         .name("pipeline"),
     )?;
     let (mut tx, mut rx) = pool.handle_ring(1024, Zeroing::Batched)?;
-    let rx_cache = pool.local_cache();
-    let worker_cache = pool.local_cache();
+    let mut rx_cache = pool.local_cache();
+    let mut worker_cache = pool.local_cache();
     let start = Instant::now();
 
     // RX: take a burst of buffers, "receive" into them, hand them to the worker.

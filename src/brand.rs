@@ -13,7 +13,14 @@
 //!   call by an invariant lifetime (the "generativity" technique of GhostCell): any number of
 //!   pools of the same `T`, no registry, but handles cannot leave the closure;
 //! * [`Unchecked`]: created by an `unsafe` constructor whose caller promises never to mix the
-//!   handles of two such pools.
+//!   handles of two such pools;
+//! * [`Runtime`]: no brand at all. Any number of run-time pools live at once, in structs, in
+//!   `Arc`s, on any thread. Each owns a disjoint range of the process's 32-bit handle space
+//!   (VPP's buffer-index space), so its handle is still the 4-byte entry and a handle of
+//!   another pool, or of a dropped one, fails **one range check** on every access, put and
+//!   conversion (a panic naming both pools, or [`PoolError::ForeignHandle`] from the `try_`
+//!   forms). A range is reused only after its pool was dropped with every object home; a pool
+//!   dropped with handles out quarantines its range for good (DESIGN.md, "Handle soundness").
 
 use std::marker::PhantomData;
 
@@ -21,13 +28,58 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::PoolError;
 
-/// Marker for brand types. Implemented by [`brand!`](macro@crate::brand) types, [`Scoped`] and
-/// [`Unchecked`].
+/// How a handle proves it belongs to its pool: the pool's *identity*. Implemented by
+/// [`brand!`](macro@crate::brand) types, [`Scoped`], [`Unchecked`] (checked by the compiler,
+/// zero cost) and [`Runtime`] (checked at run time: one range compare).
 ///
 /// # Safety
-/// At most one pool that can be built safely may carry a given brand at any time; handles of a
-/// brand are only ever minted by that pool.
-pub unsafe trait Brand {}
+/// When `CHECKED` is false: at most one pool that can be built safely may carry the brand at
+/// any time, and handles of the brand are only ever minted by that pool. When `CHECKED` is
+/// true, the pool claims its own range of the handle space at build and checks every handle
+/// against it (the crate does this for every pool whose identity sets it).
+pub unsafe trait Brand {
+    /// True for identities checked at run time ([`Runtime`]): every access, put and
+    /// conversion compares the handle's entry with the pool's range of the handle space.
+    /// False (the default) for brands: the compiler proved it, the check compiles away.
+    const CHECKED: bool = false;
+}
+
+/// The identity of run-time pools: no brand to declare, any number of pools at once, stored
+/// anywhere. Each pool owns a disjoint range of the process's 32-bit handle space, checked with
+/// one compare on every use of a handle (see the [module docs](self)). Build one with
+/// [`PoolBuilder::build_runtime`](crate::PoolBuilder::build_runtime):
+///
+/// ```
+/// use idxpool::{Handle, PoolBuilder, Runtime};
+///
+/// struct Buffers {
+///     pool: idxpool::Pool<[u8; 2048], Runtime>,
+/// }
+/// let a = Buffers { pool: PoolBuilder::zeroed(64).build_runtime()? };
+/// let b = Buffers { pool: PoolBuilder::zeroed(64).build_runtime()? }; // any number at once
+/// let mut h: Handle<[u8; 2048], Runtime> = a.pool.get()?;            // 4 bytes
+/// a.pool.get_mut(&mut h)[0] = 1;
+/// assert!(b.pool.try_get_ref(&h).is_err());                          // a's handle, not b's
+/// a.pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[derive(Debug)]
+pub enum Runtime {}
+
+impl Runtime {
+    /// `(free, quarantined)`: raw entries of the process's handle space free for new run-time
+    /// pools, and held for good by pools dropped with objects still out (of `u32::MAX` in
+    /// all). Live pools hold the rest.
+    pub fn space_usage() -> (u64, u64) {
+        crate::space::usage()
+    }
+}
+
+// SAFETY: CHECKED: every pool of this identity claims a disjoint range of the handle space at
+// build (space.rs) and checks each handle against it before any use.
+unsafe impl Brand for Runtime {
+    const CHECKED: bool = true;
+}
 
 /// A brand declared with [`brand!`](macro@crate::brand): a type with a process-wide claim slot.
 ///

@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-use crate::brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
+use crate::brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
 use crate::debug::ObjectStates;
 use crate::error::PoolError;
@@ -337,6 +337,30 @@ impl<'a, T> PoolBuilder<'a, T> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
     }
 
+    /// Creates a run-time pool ([`Runtime`] identity, offset entries): no brand to declare,
+    /// any number at once, stored anywhere (a struct field, an `Arc` shared with spawned
+    /// threads). Its handles are 4 bytes, as a branded pool's; each use of one is checked with
+    /// one range compare against the pool's range of the process's handle space (a handle of
+    /// another pool panics naming both, or is [`PoolError::ForeignHandle`] from the `try_`
+    /// forms). See [`Runtime`].
+    ///
+    /// ```
+    /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(1024).cache_size(32).build_runtime()?;
+    /// let mut h = pool.get()?;
+    /// pool.get_mut(&mut h)[0] = 7;
+    /// assert_eq!(std::mem::size_of_val(&h), 4);
+    /// pool.put(h);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PoolError::HandleSpaceExhausted`] when the handle space has no free range for the
+    /// pool (`capacity x stride / 8` entries; about 32 GiB of live run-time regions in all);
+    /// configuration, size and backing errors as listed on [`PoolError`].
+    pub fn build_runtime(self) -> Result<GenericPool<T, Runtime, DefaultRepr>, PoolError> {
+        self.build_generic(None)
+    }
+
     /// As [`PoolBuilder::build`], for the pointer twin ([`crate::ptr`]).
     pub fn build_ptr<B: NamedBrand>(self) -> Result<GenericPool<T, B, Pointer>, PoolError> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
@@ -499,28 +523,50 @@ impl<'a, T> PoolBuilder<'a, T> {
         if let Some((slot, bname)) = brand {
             slot.claim(bname)?;
         }
-        // From here on, an error must release the brand.
+        // A run-time pool's range of the handle space (space.rs); none for brands.
+        let space = if B::CHECKED {
+            let need = R::space_needed(stride, self.capacity).ok_or_else(|| {
+                PoolError::config(format!(
+                    "run-time pools need 4-byte entries (offset or index), not {}",
+                    R::NAME
+                ))
+            })?;
+            Some(crate::space::claim(need, &name)?)
+        } else {
+            None
+        };
+        // From here on, an error must release the brand and the range (nothing minted yet).
         let release = |e: PoolError| {
             if let Some((slot, _)) = brand {
                 slot.release(true);
+            }
+            if let Some(r) = space {
+                crate::space::release(r, true);
             }
             e
         };
         let region = Region::map(len, align.max(CACHE_LINE), self.backing, self.prefault)
             .map_err(release)?;
-        let geometry = Geometry::new(region.base(), stride, self.capacity);
+        let geometry = match space {
+            Some(r) => Geometry::with_range(region.base(), stride, self.capacity, r.lo, r.span),
+            None => Geometry::new(region.base(), stride, self.capacity),
+        };
         // Initialise objects; on panic release the brand, drop those made so far (the guard)
         // and unmap (region's drop as the stack unwinds).
         struct Guard<'g, T> {
             g: &'g Geometry,
             done: u32,
             brand: Option<&'static BrandSlot>,
+            space: Option<crate::space::Range>,
             _t: PhantomData<T>,
         }
         impl<T> Drop for Guard<'_, T> {
             fn drop(&mut self) {
                 if let Some(slot) = self.brand {
                     slot.release(true);
+                }
+                if let Some(r) = self.space {
+                    crate::space::release(r, true);
                 }
                 // SAFETY: objects 0..done were initialised (by value or with a Written proof)
                 // and nobody else has seen them.
@@ -532,6 +578,7 @@ impl<'a, T> PoolBuilder<'a, T> {
                 g: &geometry,
                 done: 0,
                 brand: brand.map(|b| b.0),
+                space,
                 _t: PhantomData,
             };
             for i in 0..self.capacity {
@@ -575,6 +622,7 @@ impl<'a, T> PoolBuilder<'a, T> {
             Arc::new(core),
             name,
             brand.map(|b| b.0),
+            space,
             states,
         ))
     }

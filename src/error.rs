@@ -111,8 +111,9 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
-    /// A handle of one run-time pool ([`crate::DynPool`]) was given to another pool (or to a
-    /// pool after its own was dropped). Both pools are named: `'name' (#id)`.
+    /// A handle of one run-time pool ([`crate::brand::Runtime`], [`crate::DynPool`]) was given
+    /// to another pool (or to a pool after its own was dropped): its entry lies outside the
+    /// pool's range of the handle space. Both pools are named.
     #[error("handle of pool {handle_pool} given to pool {pool}")]
     ForeignHandle {
         /// The pool that minted the handle (`(dropped)` when it no longer exists).
@@ -120,10 +121,20 @@ pub enum PoolError {
         /// The pool it was given to.
         pool: String,
     },
-    /// Every run-time pool id (a `u32`, never reused) was used: more than 4 294 967 294
-    /// [`crate::DynPool`]s were created in this process.
-    #[error("run-time pool ids exhausted ({0} pools created in this process)")]
-    PoolIdsExhausted(u32),
+    /// The process-wide handle space of run-time pools (`u32::MAX` raw entries, DESIGN.md
+    /// "Handle soundness") has no free range of `requested` entries: live run-time pools, and
+    /// pools dropped with objects still out (their ranges are quarantined for good), hold the
+    /// rest. A run-time pool needs `capacity x stride / 8` entries (offset entries) or
+    /// `capacity` (index entries): about 32 GiB of regions in all.
+    #[error("run-time handle space exhausted: {requested} entries requested, largest free range {largest_free}, {quarantined} quarantined by pools dropped with objects out")]
+    HandleSpaceExhausted {
+        /// Raw entries the new pool needs.
+        requested: u64,
+        /// The largest free range now.
+        largest_free: u64,
+        /// Entries held by ranges of pools dropped with objects still out.
+        quarantined: u64,
+    },
     /// The pool's layout exceeds what its entry representation can name: with [`crate::repr::Offset`]
     /// entries (the default), the last object must start at most `max_offset` bytes (just
     /// under 32 GiB) from the base. Use fewer or smaller objects, or the

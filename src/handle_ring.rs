@@ -383,9 +383,14 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     ///
     /// # Errors
     /// The ring is full: `h` comes back unchanged.
+    ///
+    /// # Panics
+    /// Run-time pools: when `h` is another pool's (the ring gives its handles to its pool).
     #[inline]
+    #[track_caller]
     pub fn produce(&mut self, h: H<T, B, R>) -> Result<(), H<T, B, R>> {
         let ring = &*self.ring;
+        crate::pool::check_owned::<B, R>(&ring.pool.geometry, h.entry());
         let pos = *self.pos;
         let slot = ring.slot(pos);
         // The slot is empty once the consumer cleared it; coherence on this one location
@@ -398,6 +403,13 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
         R::store(slot, h.into_entry(), Ordering::Release);
         *self.pos = ring.next(pos);
         Ok(())
+    }
+
+    /// The identity check of run-time pools for a batch (nothing for brands).
+    #[inline(always)]
+    #[track_caller]
+    fn check_all(&self, hs: &[H<T, B, R>]) {
+        crate::pool::check_owned_all::<B, R>(&self.ring.pool.geometry, crate::pool::entries_of(hs));
     }
 
     /// Free slots from the producer's position, up to `max` (each checked; a slot stays free
@@ -429,9 +441,14 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     /// Moves every handle of `handles` into the ring (the Vec is left empty and returns true),
     /// or none (the Vec is unchanged and returns false). Bulk: all or nothing; an empty Vec
     /// succeeds.
+    ///
+    /// # Panics
+    /// Run-time pools: when one of the handles is another pool's (nothing is moved).
     #[must_use = "on false the handles are still in the Vec"]
     #[inline]
+    #[track_caller]
     pub fn produce_bulk(&mut self, handles: &mut Vec<H<T, B, R>>) -> bool {
+        self.check_all(handles);
         let n = handles.len();
         if n > self.ring.size || self.free_run(n) < n {
             return false;
@@ -442,8 +459,13 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
 
     /// Moves as many handles as fit from the front of `handles` into the ring, in order, and
     /// returns how many; the rest stay in the Vec. Burst: best effort.
+    ///
+    /// # Panics
+    /// As [`Producer::produce_bulk`].
     #[inline]
+    #[track_caller]
     pub fn produce_burst(&mut self, handles: &mut Vec<H<T, B, R>>) -> usize {
+        self.check_all(handles);
         let k = self.free_run(handles.len());
         if k > 0 {
             self.store_run(handles.drain(..k));
@@ -455,11 +477,16 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     ///
     /// # Errors
     /// Fewer than `N` free slots: the array comes back unchanged.
+    ///
+    /// # Panics
+    /// As [`Producer::produce_bulk`].
     #[inline]
+    #[track_caller]
     pub fn produce_array<const N: usize>(
         &mut self,
         handles: [H<T, B, R>; N],
     ) -> Result<(), [H<T, B, R>; N]> {
+        self.check_all(&handles);
         if N > self.ring.size || self.free_run(N) < N {
             return Err(handles);
         }

@@ -61,19 +61,22 @@ pub mod repr;
 pub mod ring;
 #[cfg(all(target_os = "linux", not(loom)))]
 pub mod shared;
+mod space;
 pub mod stats;
 mod sync;
 mod thread;
 
 pub use audit::AuditReport;
-pub use brand::{Brand, BrandSlot, NamedBrand, Scoped, Unchecked};
+pub use brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
 pub use builder::{
     InitSlot, PoolBuilder, StrideMode, Written, CACHE_LINE, DEFAULT_CACHE_SIZE,
     DEFAULT_MAX_THREADS, MAX_THREADS_LIMIT,
 };
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
 pub use debug::DEBUG_CHECKS;
-pub use dynamic::{DynHandle, DynLocalCache, DynObjectsMut, DynPool, DynPooled, DynResolver};
+pub use dynamic::{
+    DynConsumer, DynHandle, DynLocalCache, DynPool, DynPooled, DynProducer, RuntimePool,
+};
 pub use error::PoolError;
 pub use guard::Pooled;
 pub use handle::{GenericHandle, Handle};

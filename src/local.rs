@@ -88,13 +88,15 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     #[inline(always)]
     #[must_use = "the handle owns an object: give it back with cache.put(h)"]
     pub fn get(&mut self) -> Result<H<T, B, R>, PoolError> {
-        self.pool.get_array_via::<1>(&mut self.cm).map(|[h]| h)
+        self.pool
+            .get_array_via::<_, 1>(|| &mut self.cm)
+            .map(|[h]| h)
     }
 
     /// Returns one object.
     #[inline(always)]
     pub fn put(&mut self, h: H<T, B, R>) {
-        self.pool.put_via(&mut self.cm, &[h]);
+        self.pool.put_via(|| &mut self.cm, &[h]);
     }
 
     /// Appends exactly `n` handles to `out`, or none.
@@ -106,7 +108,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     #[must_use = "on Ok, `out` holds objects that must be given back with cache.put_bulk"]
     pub fn get_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
         self.pool
-            .get_vec_via(&mut self.cm, out, n, Behavior::Bulk)
+            .get_vec_via(|| &mut self.cm, out, n, Behavior::Bulk)
             .map(|_| ())
     }
 
@@ -115,7 +117,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     #[must_use = "the count says how many objects were appended to `out`; give them back with cache.put_bulk"]
     pub fn get_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
         self.pool
-            .get_vec_via(&mut self.cm, out, n, Behavior::Burst)
+            .get_vec_via(|| &mut self.cm, out, n, Behavior::Burst)
             .unwrap_or(0)
     }
 
@@ -129,7 +131,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// truncates it.
     #[inline(always)]
     pub fn put_bulk_tail(&mut self, handles: &mut Vec<H<T, B, R>>, n: usize) {
-        self.pool.put_vec_tail_via(&mut self.cm, handles, n);
+        self.pool.put_vec_tail_via(|| &mut self.cm, handles, n);
     }
 
     /// Takes exactly `N` objects as an array (bulk size known at compile time: DPDK's
@@ -140,13 +142,13 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     #[inline(always)]
     #[must_use = "the handles own objects: give them back with cache.put_array"]
     pub fn get_array<const N: usize>(&mut self) -> Result<[H<T, B, R>; N], PoolError> {
-        self.pool.get_array_via::<N>(&mut self.cm)
+        self.pool.get_array_via::<_, N>(|| &mut self.cm)
     }
 
     /// Returns `N` objects given as an array.
     #[inline(always)]
     pub fn put_array<const N: usize>(&mut self, handles: [H<T, B, R>; N]) {
-        self.pool.put_via(&mut self.cm, &handles);
+        self.pool.put_via(|| &mut self.cm, &handles);
     }
 
     /// Shared access to an object (see [`GenericPool::get_ref`]). The reference borrows the
@@ -159,7 +161,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     {
         // SAFETY: as GenericPool::get_ref (same geometry, same brand); the result lives no
         // longer than the handle borrow and the pool borrow 'p.
-        unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_ref() }
+        unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_ref() }
     }
 
     /// Exclusive access to an object (see [`GenericPool::get_mut`]). The reference borrows the
@@ -189,7 +191,7 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
         // SAFETY: as GenericPool::get_mut (same geometry, same brand; &mut h is exclusive and
         // no other handle names the object); the result lives no longer than the handle borrow
         // and the pool borrow 'p.
-        unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_mut() }
+        unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_mut() }
     }
 
     /// A resolver over this cache's copy of the geometry (no reload from the pool).

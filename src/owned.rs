@@ -9,7 +9,7 @@
 //! idxpool::brand!(Rx);
 //! let pool = Arc::new(PoolBuilder::<[u8; 64]>::zeroed(256).cache_size(16).build::<Rx>()?);
 //! let (mut tx, mut rx) = HandleRing::new_owned(&pool, 64, Zeroing::Batched)?;
-//! let cache = pool.local_cache_owned();
+//! let mut cache = pool.local_cache_owned();
 //! let producer = std::thread::spawn(move || {
 //!     for i in 0..100u8 {
 //!         let mut h = cache.get().unwrap();
@@ -21,7 +21,7 @@
 //!     }
 //! });
 //! let worker = std::thread::spawn(move || {
-//!     let cache = rx.pool().local_cache_owned();
+//!     let mut cache = rx.pool().local_cache_owned();
 //!     let mut seen = 0u8;
 //!     while seen < 100 {
 //!         if let Some(h) = rx.consume() {
@@ -45,7 +45,6 @@
 //! owner does not carry a protected reference into the freed pool. Brands must be `'static`
 //! (named brands); a scoped pool cannot leave its closure anyway.
 
-use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
@@ -98,6 +97,13 @@ impl<X> Dangling<X> {
         // SAFETY: initialised by `new`, dropped only by `Drop` below.
         unsafe { self.0.assume_init_ref() }
     }
+
+    /// The value, exclusively.
+    #[inline(always)]
+    pub(crate) fn get_mut(&mut self) -> &mut X {
+        // SAFETY: initialised by `new`, dropped only by `Drop` below.
+        unsafe { self.0.assume_init_mut() }
+    }
 }
 
 impl<X> Drop for Dangling<X> {
@@ -113,7 +119,7 @@ impl<T: 'static, B: Brand + 'static, R: Repr> GenericPool<T, B, R> {
     pub fn local_cache_owned(self: &Arc<Self>) -> OwnedLocalCache<T, B, R> {
         let p = static_pool(self);
         OwnedLocalCache {
-            cache: Dangling::new(UnsafeCell::new(p.local_cache())),
+            cache: Dangling::new(p.local_cache()),
             objs: p.resolver(),
             pool: self.clone(),
         }
@@ -133,26 +139,23 @@ impl<T: 'static, B: Brand + 'static, R: Repr> GenericPool<T, B, R> {
 /// to the pool in a struct or moved into a spawned thread. Made by
 /// [`GenericPool::local_cache_owned`].
 ///
-/// Every method takes `&self` (the cache is `!Sync`, and no method runs user code while it
-/// works on the cache), so a reference from [`OwnedLocalCache::get_mut`] can be held while the
-/// same cache keeps allocating. References borrow the cache (which keeps the pool alive).
+/// As [`LocalCache`], the methods that move objects take `&mut self` (no interior
+/// mutability: nothing, not even an allocator or a panic hook that re-enters the pool, can
+/// reach the cache while one of them runs). References from [`OwnedLocalCache::get_mut`]
+/// borrow the cache; to hold a `&mut T` while the cache keeps allocating, convert through a
+/// resolver of your own ([`GenericPool::resolver_owned`], or `pool.resolver()` on the `Arc`).
 pub struct OwnedLocalCache<T: 'static, B: Brand + 'static, R: Repr> {
     // Field order matters: the cache (which borrows the pool) is dropped before `pool`.
     // In a `Dangling`: it may be the last owner of the pool when passed by value.
-    cache: Dangling<UnsafeCell<LocalCache<'static, T, B, R>>>,
+    cache: Dangling<LocalCache<'static, T, B, R>>,
     objs: Resolver<'static, T, B, R>,
     pool: Arc<GenericPool<T, B, R>>,
 }
 
 impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
     #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    fn c(&self) -> &mut LocalCache<'static, T, B, R> {
-        // SAFETY: OwnedLocalCache is !Sync (UnsafeCell), so only this thread reaches it; each
-        // method takes this reference once, uses it without calling user code (handles have no
-        // destructor; no T is created or dropped) and drops it before returning, so it is
-        // never aliased. get_ref/get_mut do not touch the cell.
-        unsafe { &mut *self.cache.get().get() }
+    fn c(&mut self) -> &mut LocalCache<'static, T, B, R> {
+        self.cache.get_mut()
     }
 
     /// The pool.
@@ -161,7 +164,7 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
     }
     /// Objects held by this cache now.
     pub fn len(&self) -> usize {
-        self.c().len()
+        self.cache.get().len()
     }
     /// True when the cache holds no object.
     pub fn is_empty(&self) -> bool {
@@ -173,12 +176,12 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
     /// [`PoolError::Exhausted`].
     #[inline(always)]
     #[must_use = "the handle owns an object: put it back with cache.put(h)"]
-    pub fn get(&self) -> Result<H<T, B, R>, PoolError> {
+    pub fn get(&mut self) -> Result<H<T, B, R>, PoolError> {
         self.c().get()
     }
     /// As [`LocalCache::put`].
     #[inline(always)]
-    pub fn put(&self, h: H<T, B, R>) {
+    pub fn put(&mut self, h: H<T, B, R>) {
         self.c().put(h)
     }
     /// As [`LocalCache::get_bulk`].
@@ -187,23 +190,30 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
     /// [`PoolError::Exhausted`]; `out` unchanged.
     #[inline(always)]
     #[must_use = "on Ok, `out` holds objects that must be put back"]
-    pub fn get_bulk(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
+    pub fn get_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
+        // The allocation first, while no `&mut` to the cache exists: an allocator that
+        // re-enters this cache (through a thread-local) then meets no live borrow (issue 25).
+        if n <= self.pool.capacity() as usize {
+            out.reserve(n);
+        }
         self.c().get_bulk(out, n)
     }
     /// As [`LocalCache::get_burst`].
     #[inline]
     #[must_use = "the count says how many objects were appended to `out`"]
-    pub fn get_burst(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
+    pub fn get_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
+        // As get_bulk: allocate before borrowing the cache.
+        out.reserve(n.min(self.pool.capacity() as usize));
         self.c().get_burst(out, n)
     }
     /// As [`LocalCache::put_bulk`].
     #[inline(always)]
-    pub fn put_bulk(&self, handles: &mut Vec<H<T, B, R>>) {
+    pub fn put_bulk(&mut self, handles: &mut Vec<H<T, B, R>>) {
         self.c().put_bulk(handles)
     }
     /// As [`LocalCache::put_bulk_tail`].
     #[inline(always)]
-    pub fn put_bulk_tail(&self, handles: &mut Vec<H<T, B, R>>, n: usize) {
+    pub fn put_bulk_tail(&mut self, handles: &mut Vec<H<T, B, R>>, n: usize) {
         self.c().put_bulk_tail(handles, n)
     }
     /// As [`LocalCache::get_array`].
@@ -211,12 +221,12 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
     /// # Errors
     /// [`PoolError::Exhausted`].
     #[inline(always)]
-    pub fn get_array<const N: usize>(&self) -> Result<[H<T, B, R>; N], PoolError> {
+    pub fn get_array<const N: usize>(&mut self) -> Result<[H<T, B, R>; N], PoolError> {
         self.c().get_array::<N>()
     }
     /// As [`LocalCache::put_array`].
     #[inline(always)]
-    pub fn put_array<const N: usize>(&self, handles: [H<T, B, R>; N]) {
+    pub fn put_array<const N: usize>(&mut self, handles: [H<T, B, R>; N]) {
         self.c().put_array(handles)
     }
     /// Shared access to an object (borrows the handle and this cache, shared).
@@ -253,7 +263,7 @@ impl<T: 'static, B: Brand + 'static, R: Repr> OwnedLocalCache<T, B, R> {
         self.objs.get_mut_all(hs)
     }
     /// As [`LocalCache::flush`].
-    pub fn flush(&self) {
+    pub fn flush(&mut self) {
         self.c().flush()
     }
 }

@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::brand::{Brand, BrandSlot};
-use crate::cache::{Cache, CacheMut, FlushPolicy};
+use crate::cache::{Cache, CacheMut, CacheOps, FlushPolicy};
 use crate::debug::{self, ObjectStates};
 use crate::error::PoolError;
 use crate::handle::GenericHandle;
@@ -79,14 +79,87 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
     }
 }
 
-/// The object an entry names: the one conversion of a handle to an address (`base - stride +
-/// entry x stride` for indices: one multiply-add), after the debug access hook.
+/// The object an entry names: the one conversion of a handle to an address (`obase0 + entry x
+/// 8` for offsets: the store's addressing mode), after the identity check of run-time pools
+/// (one range compare; compiled away for brands) and the debug access hook.
 #[inline(always)]
-pub(crate) fn resolve<T, R: Repr>(g: &Geometry, e: R::Entry) -> NonNull<T> {
+#[track_caller]
+pub(crate) fn resolve<T, B: Brand, R: Repr>(g: &Geometry, e: R::Entry) -> NonNull<T> {
+    check_owned::<B, R>(g, e);
     debug::check_access::<R>(g, e);
-    // SAFETY: handles of brand B are only minted by this pool (or rebuilt under from_raw's
-    // contract), so the entry names one of its objects, inside the region: never null.
+    // SAFETY: the entry is this pool's: for brands, handles of brand B are only minted by this
+    // pool (or rebuilt under from_raw's contract); for run-time pools, check_owned just proved
+    // it lies in this pool's range of the handle space, whose entries only this pool mints.
+    // So it names one of the pool's objects, inside the region: never null.
     unsafe { NonNull::new_unchecked(R::ptr(g, e).cast::<T>()) }
+}
+
+/// The identity check of a run-time pool ([`Brand::CHECKED`]): panics, naming both pools, when
+/// `e` lies outside the pool's range of the handle space. One compare and a branch that is
+/// never taken; nothing at all for brands.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_owned<B: Brand, R: Repr>(g: &Geometry, e: R::Entry) {
+    if B::CHECKED && !R::owns(g, e) {
+        foreign_panic::<R>(g, e)
+    }
+}
+
+/// [`check_owned`] for every entry of `es`: one compare each with no branch (the loop
+/// vectorises), then one branch for the batch; nothing is moved before it passes.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_owned_all<B: Brand, R: Repr>(g: &Geometry, es: &[R::Entry]) {
+    if B::CHECKED {
+        if let Err(e) = try_check_owned_all::<B, R>(g, es) {
+            panic!("idxpool: {e}")
+        }
+    }
+}
+
+/// `Ok` when every entry of `es` lies in the pool's range (always, for brands); else the
+/// typed error for the first that does not.
+#[inline(always)]
+pub(crate) fn try_check_owned_all<B: Brand, R: Repr>(
+    g: &Geometry,
+    es: &[R::Entry],
+) -> Result<(), PoolError> {
+    if B::CHECKED {
+        let mut bad = false;
+        for &e in es {
+            bad |= !R::owns(g, e);
+        }
+        if bad {
+            let e = es
+                .iter()
+                .find(|&&e| !R::owns(g, e))
+                .expect("a foreign entry");
+            return Err(foreign_error::<R>(g, *e));
+        }
+    }
+    Ok(())
+}
+
+/// The error for entry `e`, which lies outside the range of the pool of `g`: names the pool
+/// that minted it (or says it was dropped) and this pool (cold path: reads the handle space's
+/// table).
+#[cold]
+#[inline(never)]
+pub(crate) fn foreign_error<R: Repr>(g: &Geometry, e: R::Entry) -> PoolError {
+    PoolError::ForeignHandle {
+        handle_pool: crate::space::describe(R::raw(e)),
+        pool: crate::space::name_of(crate::space::Range {
+            lo: g.lo,
+            span: g.span,
+        }),
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn foreign_panic<R: Repr>(g: &Geometry, e: R::Entry) -> ! {
+    panic!("idxpool: {}", foreign_error::<R>(g, e))
 }
 
 /// A fixed-size object pool, generic over the entry representation `R` that its caches and
@@ -110,6 +183,8 @@ pub struct GenericPool<T, B, R: Repr> {
     pub(crate) states: ObjectStates,
     name: String,
     brand: Option<&'static BrandSlot>,
+    /// The pool's range of the handle space (run-time pools), released or quarantined at drop.
+    space: Option<crate::space::Range>,
     region: Region,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
     _marker: PhantomData<(T, Invariant<T>, Invariant<B>)>,
@@ -137,6 +212,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         core: Arc<PoolCore<R::Entry>>,
         name: String,
         brand: Option<&'static BrandSlot>,
+        space: Option<crate::space::Range>,
         states: ObjectStates,
     ) -> Self {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -147,6 +223,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
             states,
             name,
             brand,
+            space,
             region,
             _marker: PhantomData,
         }
@@ -199,26 +276,80 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     // ---- handle access --------------------------------------------------------------------
 
     /// Pointer to the object of `h` (valid while the pool lives).
+    ///
+    /// # Panics
+    /// Run-time pools ([`crate::Runtime`]): when `h` is another pool's (the message names both
+    /// pools); [`GenericPool::check`] tests first. Never for brands.
     #[inline(always)]
+    #[track_caller]
     pub fn as_ptr(&self, h: &H<T, B, R>) -> NonNull<T> {
-        resolve::<T, R>(&self.geometry, h.entry())
+        resolve::<T, B, R>(&self.geometry, h.entry())
     }
 
-    /// Shared access to the object of `h` (no bounds check: the brand proves the handle is
-    /// this pool's).
+    /// Shared access to the object of `h`: the entry's address (one addressing mode for offset
+    /// entries), no bounds check. Brands prove at compile time that the handle is this pool's;
+    /// a run-time pool checks it with one range compare.
+    ///
+    /// # Panics
+    /// As [`GenericPool::as_ptr`]; [`GenericPool::try_get_ref`] returns the error instead.
     #[inline(always)]
+    #[track_caller]
     pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
-        // SAFETY: h is this pool's (brand) and owns its object; the object is initialised; the
-        // borrow of h prevents a &mut through the same handle, and no other handle names it.
+        // SAFETY: h is this pool's (brand, or the range check in as_ptr) and owns its object;
+        // the object is initialised; the borrow of h prevents a &mut through the same handle,
+        // and no other handle names it.
         unsafe { self.as_ptr(h).as_ref() }
     }
 
-    /// Exclusive access to the object of `h`: the one place where an index becomes an address
-    /// (`base - stride + entry x stride`: one multiply-add, no bounds check).
+    /// Exclusive access to the object of `h`: the one place where an entry becomes an address
+    /// (`obase0 + entry x 8` for offsets: the store's addressing mode; no bounds check).
+    ///
+    /// # Panics
+    /// As [`GenericPool::as_ptr`]; [`GenericPool::try_get_mut`] returns the error instead.
     #[inline(always)]
+    #[track_caller]
     pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
         // SAFETY: as get_ref; &mut h makes this the only borrow of the object.
         unsafe { self.as_ptr(h).as_mut() }
+    }
+
+    /// True when `h` is this pool's: always for brands (the compiler proved it); for run-time
+    /// pools, when its entry lies in this pool's range of the handle space.
+    #[inline]
+    pub fn owns(&self, h: &H<T, B, R>) -> bool {
+        !B::CHECKED || R::owns(&self.geometry, h.entry())
+    }
+
+    /// `Ok` when `h` is this pool's ([`GenericPool::owns`]).
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`] naming the pool that minted `h` (or that it was dropped)
+    /// and this one.
+    #[inline]
+    pub fn check(&self, h: &H<T, B, R>) -> Result<(), PoolError> {
+        try_check_owned_all::<B, R>(&self.geometry, std::slice::from_ref(&h.entry()))
+    }
+
+    /// [`GenericPool::get_ref`] that returns [`PoolError::ForeignHandle`] for another pool's
+    /// handle instead of panicking.
+    ///
+    /// # Errors
+    /// As [`GenericPool::check`].
+    #[inline]
+    pub fn try_get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> Result<&'a T, PoolError> {
+        self.check(h)?;
+        Ok(self.get_ref(h))
+    }
+
+    /// [`GenericPool::get_mut`] that returns [`PoolError::ForeignHandle`] for another pool's
+    /// handle instead of panicking.
+    ///
+    /// # Errors
+    /// As [`GenericPool::check`].
+    #[inline]
+    pub fn try_get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> Result<&'a mut T, PoolError> {
+        self.check(h)?;
+        Ok(self.get_mut(h))
     }
 
     /// A copyable handle-to-object converter for hot loops: it holds the base and stride by
@@ -320,8 +451,10 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     #[inline(always)]
     fn thread_cache_mut(&self) -> CacheMut<'_, R::Entry> {
         let c = self.thread_cache();
-        // SAFETY: c is the calling thread's own cache (only this thread uses it, and this
-        // token lives only for one call that runs no user code), or the zero-size cache.
+        // SAFETY: c is the calling thread's own cache (only this thread uses it, and each
+        // adapter makes this token only after its allocations and checks, and then only
+        // copies entries: nothing can re-enter the pool on this thread while it lives; see
+        // "the adapters" below), or the zero-size cache.
         unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }
     }
 
@@ -334,14 +467,32 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     #[inline]
     #[must_use = "the handle owns an object: give it back with pool.put(h), or use Pooled::get(&pool) for a guard that does"]
     pub fn get(&self) -> Result<H<T, B, R>, PoolError> {
-        self.get_array_via::<1>(&mut self.thread_cache_mut())
+        self.get_array_via::<_, 1>(|| self.thread_cache_mut())
             .map(|[h]| h)
     }
 
     /// Returns one object through the calling thread's cache (rte_mempool_put).
+    ///
+    /// # Panics
+    /// Run-time pools: when `h` is another pool's (nothing is moved);
+    /// [`GenericPool::try_put`] gives it back instead.
     #[inline]
+    #[track_caller]
     pub fn put(&self, h: H<T, B, R>) {
-        self.put_via(&mut self.thread_cache_mut(), &[h]);
+        self.put_via(|| self.thread_cache_mut(), &[h]);
+    }
+
+    /// [`GenericPool::put`] that gives a foreign handle back (`Err(h)`) instead of panicking.
+    ///
+    /// # Errors
+    /// `Err(h)` when `h` is another pool's ([`GenericPool::check`] says which).
+    #[inline]
+    pub fn try_put(&self, h: H<T, B, R>) -> Result<(), H<T, B, R>> {
+        if !self.owns(&h) {
+            return Err(h);
+        }
+        self.put(h);
+        Ok(())
     }
 
     /// Appends exactly `n` handles to `out`, or none (rte_mempool_get_bulk).
@@ -351,20 +502,21 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// (nothing is allocated for a request larger than the pool).
     #[must_use = "on Ok, `out` holds objects that must be given back with pool.put_bulk"]
     pub fn get_bulk(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
-        self.get_vec_via(&mut self.thread_cache_mut(), out, n, Behavior::Bulk)
+        self.get_vec_via(|| self.thread_cache_mut(), out, n, Behavior::Bulk)
             .map(|_| ())
     }
 
     /// Appends up to `n` handles to `out`; returns how many.
     #[must_use = "the count says how many objects were appended to `out`; give them back with pool.put_bulk"]
     pub fn get_burst(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
-        self.get_vec_via(&mut self.thread_cache_mut(), out, n, Behavior::Burst)
+        self.get_vec_via(|| self.thread_cache_mut(), out, n, Behavior::Burst)
             .unwrap_or(0)
     }
 
     /// Returns every handle of `handles` (left empty); always succeeds (rte_mempool_put_bulk).
     pub fn put_bulk(&self, handles: &mut Vec<H<T, B, R>>) {
-        self.put_vec_tail_via(&mut self.thread_cache_mut(), handles, handles.len());
+        let n = handles.len();
+        self.put_vec_tail_via(|| self.thread_cache_mut(), handles, n);
     }
 
     /// Flushes the calling thread's cache into the ring (rte_mempool_cache_flush). Other
@@ -384,35 +536,27 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     }
 
     // ---- the adapters: cache algorithm <-> handles (shared with LocalCache) ----------------
+    //
+    // No user code may run while a cache token is live (issue 25): a global allocator, a panic
+    // hook or a `T::drop` could re-enter the pool on this thread and take the same cache's
+    // token, and the two would hand one entry out twice. So every adapter takes the token
+    // from a closure (`token`) that it calls only after its own preparation, which is where
+    // anything that can run user code happens: growing the caller's `Vec` (an allocation),
+    // and the identity and debug checks (a panic runs the panic hook). Between the call to
+    // `token` and the return, an adapter only copies entries between the cache and memory
+    // it already holds.
 
-    /// Gets `n` handles appended to `out` through `cm` (bulk: all or none; burst: up to `n`).
-    /// A request larger than the pool fails (bulk) or is clamped (burst) before anything is
-    /// allocated.
+    /// Gets `n` handles appended to `out` through the token `token` returns (bulk: all or
+    /// none; burst: up to `n`). A bulk request larger than the pool fails, and a burst is
+    /// clamped to it, before anything is allocated.
     ///
     /// The hit (the cache holds `n`) returns on its own; the rest reaches the cache's
     /// out-of-line slow path (see `CacheMut::cold`), so that a loop of hits keeps the cache's
     /// state in registers.
     #[inline(always)]
-    pub(crate) fn get_vec_via(
+    pub(crate) fn get_vec_via<'c, C: Token<'c, R::Entry>>(
         &self,
-        cm: &mut CacheMut<'_, R::Entry>,
-        out: &mut Vec<H<T, B, R>>,
-        n: usize,
-        behavior: Behavior,
-    ) -> Result<usize, PoolError> {
-        if n <= cm.len() {
-            return self.get_into_vec(out, n, |dst| {
-                cm.take_top(dst);
-                Ok(n)
-            });
-        }
-        self.get_vec_cold(cm, out, n, behavior)
-    }
-
-    #[inline(always)]
-    fn get_vec_cold(
-        &self,
-        cm: &mut CacheMut<'_, R::Entry>,
+        token: impl FnOnce() -> C,
         out: &mut Vec<H<T, B, R>>,
         n: usize,
         behavior: Behavior,
@@ -420,19 +564,35 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         let cap = self.capacity() as usize;
         let n = match behavior {
             Behavior::Bulk if n > cap => {
+                let mut t = token();
+                let cm = t.cm();
+                // Counted as every failed get is (issue 25: it was missed before).
+                cm.count(crate::stats::Counter::GetFailBulk, 1);
+                cm.count(crate::stats::Counter::GetFailObjs, n);
                 return Err(PoolError::Exhausted {
                     requested: n,
                     available: cm.reachable().min(cap),
-                })
+                });
             }
             Behavior::Bulk => n,
             Behavior::Burst => n.min(cap),
         };
+        // The allocation, before the token exists.
+        out.reserve(n);
+        let mut t = token();
+        let cm = t.cm();
+        if n <= cm.len() {
+            return self.get_into_vec(out, n, |dst| {
+                cm.take_top(dst);
+                Ok(n)
+            });
+        }
         self.get_into_vec(out, n, |dst| cm.get(dst, behavior))
     }
 
-    /// Appends the handles of the entries `get` writes into `n` spare slots of `out`:
-    /// `get` returns how many it wrote, or `Err(reachable)`.
+    /// Appends the handles of the entries `get` writes into `n` spare slots of `out` (which
+    /// has room: the caller reserved it before taking its token): `get` returns how many it
+    /// wrote, or `Err(reachable)`.
     #[inline(always)]
     fn get_into_vec(
         &self,
@@ -440,10 +600,14 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         n: usize,
         get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
     ) -> Result<usize, PoolError> {
-        out.reserve(n);
         let len = out.len();
-        // SAFETY: reserve made room for n entries after len; H is repr(transparent) over
-        // R::Entry, so the spare handles are spare entries.
+        // Reserved by the caller; checked (never an allocation here, see above).
+        assert!(
+            out.capacity() - len >= n,
+            "idxpool: room reserved before the token"
+        );
+        // SAFETY: the assertion above: room for n entries after len; H is repr(transparent)
+        // over R::Entry, so the spare handles are spare entries.
         let dst = unsafe {
             std::slice::from_raw_parts_mut(
                 out.as_mut_ptr().add(len).cast::<MaybeUninit<R::Entry>>(),
@@ -465,27 +629,21 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
     }
 
-    /// Gets exactly `N` handles through `cm`, as an array (hit inlined, as
-    /// [`GenericPool::get_vec_via`]).
+    /// Gets exactly `N` handles through the token `token` returns, as an array (hit inlined,
+    /// as [`GenericPool::get_vec_via`]).
     #[inline(always)]
-    pub(crate) fn get_array_via<const N: usize>(
+    pub(crate) fn get_array_via<'c, C: Token<'c, R::Entry>, const N: usize>(
         &self,
-        cm: &mut CacheMut<'_, R::Entry>,
+        token: impl FnOnce() -> C,
     ) -> Result<[H<T, B, R>; N], PoolError> {
+        let mut t = token();
+        let cm = t.cm();
         if N <= cm.len() {
             return self.get_into_array(|dst| {
                 cm.take_top(dst);
                 Ok(N)
             });
         }
-        self.get_array_cold(cm)
-    }
-
-    #[inline(always)]
-    fn get_array_cold<const N: usize>(
-        &self,
-        cm: &mut CacheMut<'_, R::Entry>,
-    ) -> Result<[H<T, B, R>; N], PoolError> {
         self.get_into_array(|dst| cm.get(dst, Behavior::Bulk))
     }
 
@@ -513,22 +671,30 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
     }
 
-    /// Puts the handles of `hs` through `cm`. Ownership of their objects passes to the cache:
-    /// the caller forgets the handles (they have no destructor). The fit (no flush) is inlined
-    /// and returns on its own, as for gets.
+    /// Puts the handles of `hs` through the token `token` returns, after the identity check
+    /// of run-time pools and the debug hook (which may panic: before the token exists).
+    /// Ownership of their objects passes to the cache: the caller forgets the handles (they
+    /// have no destructor). The fit (no flush) is inlined and returns on its own, as for gets.
     #[inline(always)]
-    pub(crate) fn put_via(&self, cm: &mut CacheMut<'_, R::Entry>, hs: &[H<T, B, R>]) {
+    #[track_caller]
+    pub(crate) fn put_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        token: impl FnOnce() -> C,
+        hs: &[H<T, B, R>],
+    ) {
+        let src = entries_of(hs);
+        check_owned_all::<B, R>(&self.geometry, src);
         self.debug_put(hs);
-        // SAFETY: H is repr(transparent) over R::Entry.
-        let src = unsafe { &*(hs as *const [H<T, B, R>] as *const [R::Entry]) };
-        cm.put(src);
+        token().cm().put(src);
     }
 
-    /// Puts the last `n` handles of `v` (clamped to its length) through `cm` and truncates it.
+    /// Puts the last `n` handles of `v` (clamped to its length) through the token `token`
+    /// returns, and truncates `v`.
     #[inline(always)]
-    pub(crate) fn put_vec_tail_via(
+    #[track_caller]
+    pub(crate) fn put_vec_tail_via<'c, C: Token<'c, R::Entry>>(
         &self,
-        cm: &mut CacheMut<'_, R::Entry>,
+        token: impl FnOnce() -> C,
         v: &mut Vec<H<T, B, R>>,
         n: usize,
     ) {
@@ -538,7 +704,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
         // bulk 1 (callgrind, BENCHMARKS.md issue 14).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
-        self.put_via(cm, tail);
+        self.put_via(token, tail);
         // SAFETY: the tail's handles were moved into the cache above (handles have no drop).
         unsafe { v.set_len(len - n) };
     }
@@ -627,32 +793,65 @@ impl<T, B, R: Repr> Clone for Resolver<'_, T, B, R> {
 impl<T, B, R: Repr> Copy for Resolver<'_, T, B, R> {}
 
 impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
-    /// Shared access to the object of `h` (as [`GenericPool::get_ref`]).
+    /// Shared access to the object of `h` (as [`GenericPool::get_ref`]; panics as it does
+    /// on another pool's handle).
     #[inline(always)]
+    #[track_caller]
     pub fn get_ref<'a>(&self, h: &'a H<T, B, R>) -> &'a T
     where
         'p: 'a,
     {
         // SAFETY: as GenericPool::get_ref: the geometry is the pool's, the brand proves the
         // handle is this pool's, and the result lives no longer than the pool borrow 'p.
-        unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_ref() }
+        unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_ref() }
     }
 
-    /// Exclusive access to the object of `h` (as [`GenericPool::get_mut`]).
+    /// Exclusive access to the object of `h` (as [`GenericPool::get_mut`]; panics as it does
+    /// on another pool's handle).
     #[inline(always)]
+    #[track_caller]
     pub fn get_mut<'a>(&self, h: &'a mut H<T, B, R>) -> &'a mut T
     where
         'p: 'a,
     {
         // SAFETY: as GenericPool::get_mut; &mut h makes the borrow exclusive.
-        unsafe { resolve::<T, R>(&self.geometry, h.entry()).as_mut() }
+        unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_mut() }
     }
 
     /// Raw pointer to the object of `h` (as [`GenericPool::as_ptr`]): `base + index x stride`,
     /// valid while the pool lives. Dereferencing it is the caller's `unsafe` responsibility.
     #[inline(always)]
+    #[track_caller]
     pub fn as_ptr(&self, h: &H<T, B, R>) -> NonNull<T> {
-        resolve::<T, R>(&self.geometry, h.entry())
+        resolve::<T, B, R>(&self.geometry, h.entry())
+    }
+
+    /// [`Resolver::get_ref`] that returns [`PoolError::ForeignHandle`] for another pool's
+    /// handle (run-time pools) instead of panicking.
+    ///
+    /// # Errors
+    /// As [`GenericPool::check`].
+    #[inline]
+    pub fn try_get_ref<'a>(&self, h: &'a H<T, B, R>) -> Result<&'a T, PoolError>
+    where
+        'p: 'a,
+    {
+        try_check_owned_all::<B, R>(&self.geometry, std::slice::from_ref(&h.entry()))?;
+        Ok(self.get_ref(h))
+    }
+
+    /// [`Resolver::get_mut`] that returns [`PoolError::ForeignHandle`] for another pool's
+    /// handle (run-time pools) instead of panicking.
+    ///
+    /// # Errors
+    /// As [`GenericPool::check`].
+    #[inline]
+    pub fn try_get_mut<'a>(&self, h: &'a mut H<T, B, R>) -> Result<&'a mut T, PoolError>
+    where
+        'p: 'a,
+    {
+        try_check_owned_all::<B, R>(&self.geometry, std::slice::from_ref(&h.entry()))?;
+        Ok(self.get_mut(h))
     }
 
     /// Hints the CPU to bring the first cache line of the object of `h` into L1, ready for
@@ -679,7 +878,10 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// ```
     #[inline(always)]
     pub fn prefetch(&self, h: &H<T, B, R>) {
-        crate::prefetch::prefetch_write(self.as_ptr(h).as_ptr().cast::<u8>().cast_const());
+        // The address only, without the identity check: a hint for another pool's handle
+        // (run-time pools) touches nothing and the access after it rejects the handle.
+        let p = R::ptr(&self.geometry, h.entry());
+        crate::prefetch::prefetch_write(p.cast_const());
     }
 
     /// [`Resolver::prefetch`] of every handle of `hs`, in order: the burst prefetch of VPP's
@@ -702,13 +904,35 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// but dereferencing one is the caller's `unsafe` responsibility (its handle must still be
     /// held, and no other reference to the object may be alive). [`Resolver::get_mut_all`] is
     /// the safe form.
+    ///
+    /// # Panics
+    /// Run-time pools: when one of the `n` handles is another pool's (checked for all of them
+    /// before anything is written); [`Resolver::try_resolve_bulk`] returns the error instead.
     #[inline]
+    #[track_caller]
     pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
         let n = hs.len().min(out.len());
+        check_owned_all::<B, R>(&self.geometry, entries_of(&hs[..n]));
         for (o, h) in out[..n].iter_mut().zip(&hs[..n]) {
             *o = self.as_ptr(h);
         }
         n
+    }
+
+    /// [`Resolver::resolve_bulk`] that returns [`PoolError::ForeignHandle`] (and writes
+    /// nothing) when one of the handles is another pool's.
+    ///
+    /// # Errors
+    /// As [`GenericPool::check`], for the first foreign handle.
+    #[inline]
+    pub fn try_resolve_bulk(
+        &self,
+        hs: &[H<T, B, R>],
+        out: &mut [NonNull<T>],
+    ) -> Result<usize, PoolError> {
+        let n = hs.len().min(out.len());
+        try_check_owned_all::<B, R>(&self.geometry, entries_of(&hs[..n]))?;
+        Ok(self.resolve_bulk(hs, out))
     }
 
     /// Exclusive access to the objects of all handles of `hs`, in order: an iterator of
@@ -732,15 +956,38 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     ///     pool.put_bulk(&mut burst);
     /// }).unwrap();
     /// ```
+    ///
+    /// # Panics
+    /// Run-time pools: when one of the handles is another pool's (checked for all of them
+    /// before anything is yielded); [`Resolver::try_get_mut_all`] returns the error instead.
     #[inline(always)]
+    #[track_caller]
     pub fn get_mut_all<'a>(&self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R>
     where
         'p: 'a,
     {
+        check_owned_all::<B, R>(&self.geometry, entries_of(hs));
         ObjectsMut {
             objs: *self,
             hs: hs.iter_mut(),
         }
+    }
+
+    /// [`Resolver::get_mut_all`] that returns [`PoolError::ForeignHandle`] (and yields
+    /// nothing) when one of the handles is another pool's.
+    ///
+    /// # Errors
+    /// As [`GenericPool::check`], for the first foreign handle.
+    #[inline]
+    pub fn try_get_mut_all<'a>(
+        &self,
+        hs: &'a mut [H<T, B, R>],
+    ) -> Result<ObjectsMut<'a, T, B, R>, PoolError>
+    where
+        'p: 'a,
+    {
+        try_check_owned_all::<B, R>(&self.geometry, entries_of(hs))?;
+        Ok(self.get_mut_all(hs))
     }
 }
 
@@ -797,6 +1044,34 @@ impl<T, B, R: Repr> fmt::Debug for ObjectsMut<'_, T, B, R> {
     }
 }
 
+/// The entries of a slice of handles (`GenericHandle` is `repr(transparent)` over the entry).
+#[inline(always)]
+pub(crate) fn entries_of<T, B, R: Repr>(hs: &[H<T, B, R>]) -> &[R::Entry] {
+    // SAFETY: H is repr(transparent) over R::Entry: same size, alignment and validity.
+    unsafe { &*(hs as *const [H<T, B, R>] as *const [R::Entry]) }
+}
+
+/// Where an adapter gets its cache token: an owned token made for one call (the implicit
+/// thread cache) or the long-lived one of a [`crate::LocalCache`], borrowed.
+pub(crate) trait Token<'c, E> {
+    /// The token.
+    fn cm(&mut self) -> &mut CacheMut<'c, E>;
+}
+
+impl<'c, E> Token<'c, E> for CacheMut<'c, E> {
+    #[inline(always)]
+    fn cm(&mut self) -> &mut CacheMut<'c, E> {
+        self
+    }
+}
+
+impl<'c, E> Token<'c, E> for &mut CacheMut<'c, E> {
+    #[inline(always)]
+    fn cm(&mut self) -> &mut CacheMut<'c, E> {
+        self
+    }
+}
+
 /// Drops objects `from..to` in place, and keeps dropping after a panicking `T::drop`, as `Vec`
 /// does: the rest are dropped while the panic unwinds (a second panic then aborts, as for a
 /// panic in any destructor during unwinding), and the panic goes on to the caller.
@@ -842,6 +1117,10 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
         }
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
+        }
+        if let Some(range) = self.space {
+            // Objects still out: their handles must never meet a later pool (quarantine).
+            crate::space::release(range, free == self.geometry.capacity as usize);
         }
         if std::mem::needs_drop::<T>() {
             // SAFETY: every object was initialised at creation and is dropped once here; no

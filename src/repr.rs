@@ -18,20 +18,31 @@ use std::ptr::NonNull;
 
 use crate::error::PoolError;
 
-/// Where object `i` lives: `base + i * stride`.
+/// Where object `i` lives: `base + i * stride`, and which entries name this pool's objects.
+///
+/// A pool owns the raw entry values (`entry - 1`) `lo .. lo + span` of the process's 32-bit
+/// handle space: `lo = 0` for branded pools (the brand keeps pools apart), a range of its own
+/// for run-time pools ([`crate::brand::Runtime`], `space.rs`), so that a run-time pool tells its
+/// handles from another pool's with one range check. `base0` and `obase0` fold `lo` in, so the
+/// conversion entry -> address is the same instruction whatever `lo` is.
 #[derive(Clone, Copy, Debug)]
 pub struct Geometry {
     /// Address of object 0.
     pub(crate) base: NonNull<u8>,
-    /// `base - stride` (wrapping), so that object of 1-based slot `s` is at `base0 + s * stride`.
+    /// `base - (lo + 1) x stride` (wrapping), so that the object of index entry `e` is at
+    /// `base0 + e * stride`.
     pub(crate) base0: *mut u8,
-    /// `base - OFFSET_SCALE` (wrapping), so that the object of offset entry `e` is at
-    /// `obase0 + e * OFFSET_SCALE` (one addressing mode).
+    /// `base - (lo + 1) x OFFSET_SCALE` (wrapping), so that the object of offset entry `e` is
+    /// at `obase0 + e * OFFSET_SCALE` (one addressing mode).
     pub(crate) obase0: *mut u8,
     /// Bytes between consecutive objects.
     pub(crate) stride: usize,
     /// Number of objects.
     pub(crate) capacity: u32,
+    /// First raw entry value (`entry - 1`) of this pool's range of the handle space.
+    pub(crate) lo: u32,
+    /// Raw entry values this pool's range spans (the range check of run-time pools).
+    pub(crate) span: u32,
 }
 
 // SAFETY: Geometry is address arithmetic only; the memory it describes is owned by the pool.
@@ -40,13 +51,28 @@ unsafe impl Send for Geometry {}
 unsafe impl Sync for Geometry {}
 
 impl Geometry {
+    /// The geometry of a pool whose entries start at raw value 0 (branded pools).
     pub(crate) fn new(base: NonNull<u8>, stride: usize, capacity: u32) -> Self {
+        Self::with_range(base, stride, capacity, 0, u32::MAX)
+    }
+
+    /// The geometry of a pool that owns raw entries `lo .. lo + span` of the handle space.
+    pub(crate) fn with_range(
+        base: NonNull<u8>,
+        stride: usize,
+        capacity: u32,
+        lo: u32,
+        span: u32,
+    ) -> Self {
+        let first = lo as usize + 1;
         Geometry {
             base,
-            base0: base.as_ptr().wrapping_sub(stride),
-            obase0: base.as_ptr().wrapping_sub(OFFSET_SCALE),
+            base0: base.as_ptr().wrapping_sub(first.wrapping_mul(stride)),
+            obase0: base.as_ptr().wrapping_sub(first * OFFSET_SCALE),
             stride,
             capacity,
+            lo,
+            span,
         }
     }
 
@@ -92,6 +118,16 @@ pub unsafe trait Repr: 'static + Sized {
     /// (`entry - 1` for 4-byte entries; the object index for [`Pointer`]), or None when no
     /// entry has that raw value. Used by `check_raw`; no other check.
     fn entry_from_raw(g: &Geometry, raw: u32) -> Option<Self::Entry>;
+    /// Raw entry values (`entry - 1`) a pool of `capacity` objects at `stride` bytes needs in
+    /// the process's handle space (run-time pools), or None when this representation has no
+    /// such space ([`Pointer`]: run-time pools need 4-byte entries).
+    fn space_needed(stride: usize, capacity: u32) -> Option<u64>;
+    /// True when `e` lies in the pool's range of the handle space (`lo .. lo + span`): the one
+    /// compare of a run-time pool's access. Says nothing for [`Pointer`] (always true).
+    fn owns(g: &Geometry, e: Self::Entry) -> bool;
+    /// The raw value (`entry - 1`) of a 4-byte entry in the handle space; `u32::MAX` (no
+    /// value of the space) for [`Pointer`]. For messages about foreign handles.
+    fn raw(e: Self::Entry) -> u32;
 }
 
 /// The representation of [`crate::Pool`], [`crate::Handle`], [`crate::HandleRing`] and
@@ -149,12 +185,16 @@ unsafe impl Repr for Offset {
     #[inline(always)]
     fn encode(g: &Geometry, index: u32) -> NonZeroU32 {
         let scaled = (index as usize * g.stride) >> OFFSET_SHIFT;
-        debug_assert!(scaled < u32::MAX as usize, "checked by check_layout");
-        NonZeroU32::new((scaled as u32).wrapping_add(1)).expect("offset entry below u32::MAX")
+        debug_assert!(
+            scaled + (g.lo as usize) < u32::MAX as usize,
+            "checked by check_layout and the handle space"
+        );
+        NonZeroU32::new((scaled as u32).wrapping_add(g.lo).wrapping_add(1))
+            .expect("offset entry below u32::MAX")
     }
     #[inline(always)]
     fn index(g: &Geometry, e: NonZeroU32) -> u32 {
-        let off = ((e.get() - 1) as usize) << OFFSET_SHIFT;
+        let off = ((e.get() - 1).wrapping_sub(g.lo) as usize) << OFFSET_SHIFT;
         if g.stride.is_power_of_two() {
             (off >> g.stride.trailing_zeros()) as u32
         } else {
@@ -167,6 +207,16 @@ unsafe impl Repr for Offset {
     }
     fn entry_from_raw(_g: &Geometry, raw: u32) -> Option<NonZeroU32> {
         NonZeroU32::new(raw.wrapping_add(1))
+    }
+    fn space_needed(stride: usize, capacity: u32) -> Option<u64> {
+        Some(capacity as u64 * (stride / OFFSET_SCALE) as u64)
+    }
+    #[inline(always)]
+    fn owns(g: &Geometry, e: NonZeroU32) -> bool {
+        (e.get() - 1).wrapping_sub(g.lo) < g.span
+    }
+    fn raw(e: NonZeroU32) -> u32 {
+        e.get() - 1
     }
     fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
         if stride % OFFSET_SCALE != 0 {
@@ -202,13 +252,14 @@ unsafe impl Repr for Index {
     type Entry = NonZeroU32;
     const NAME: &'static str = "index";
     #[inline(always)]
-    fn encode(_g: &Geometry, index: u32) -> NonZeroU32 {
-        // capacity <= u32::MAX, so index <= u32::MAX - 1 and index + 1 does not wrap.
-        NonZeroU32::new(index.wrapping_add(1)).expect("index < u32::MAX")
+    fn encode(g: &Geometry, index: u32) -> NonZeroU32 {
+        // capacity <= u32::MAX, so index <= u32::MAX - 1 and index + 1 does not wrap; a
+        // run-time pool's range (lo + capacity) fits the handle space by construction.
+        NonZeroU32::new(index.wrapping_add(g.lo).wrapping_add(1)).expect("index < u32::MAX")
     }
     #[inline(always)]
-    fn index(_g: &Geometry, e: NonZeroU32) -> u32 {
-        e.get() - 1
+    fn index(g: &Geometry, e: NonZeroU32) -> u32 {
+        (e.get() - 1).wrapping_sub(g.lo)
     }
     #[inline(always)]
     fn ptr(g: &Geometry, e: NonZeroU32) -> *mut u8 {
@@ -216,6 +267,16 @@ unsafe impl Repr for Index {
     }
     fn entry_from_raw(_g: &Geometry, raw: u32) -> Option<NonZeroU32> {
         NonZeroU32::new(raw.wrapping_add(1))
+    }
+    fn space_needed(_stride: usize, capacity: u32) -> Option<u64> {
+        Some(capacity as u64)
+    }
+    #[inline(always)]
+    fn owns(g: &Geometry, e: NonZeroU32) -> bool {
+        (e.get() - 1).wrapping_sub(g.lo) < g.span
+    }
+    fn raw(e: NonZeroU32) -> u32 {
+        e.get() - 1
     }
 }
 
@@ -259,6 +320,16 @@ unsafe impl Repr for Pointer {
     }
     fn entry_from_raw(g: &Geometry, raw: u32) -> Option<ObjPtr> {
         (raw < g.capacity).then(|| Self::encode(g, raw))
+    }
+    fn space_needed(_stride: usize, _capacity: u32) -> Option<u64> {
+        None
+    }
+    #[inline(always)]
+    fn owns(_g: &Geometry, _e: ObjPtr) -> bool {
+        true
+    }
+    fn raw(_e: ObjPtr) -> u32 {
+        u32::MAX
     }
 }
 

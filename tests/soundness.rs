@@ -308,7 +308,7 @@ fn owned_companions_may_be_the_last_owner_of_their_pool() {
             .build::<LastOwner>()
             .unwrap(),
     );
-    let cache = pool.local_cache_owned();
+    let mut cache = pool.local_cache_owned();
     let mut h = cache.get().unwrap();
     *cache.get_mut(&mut h) = 1;
     cache.put(h);
@@ -337,7 +337,7 @@ fn owned_companions_may_be_the_last_owner_of_their_pool() {
 
     // README's spawn pattern, with the spawning thread's pool dropped first.
     let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
-    let cache = pool.local_cache();
+    let mut cache = pool.local_cache();
     drop(pool);
     std::thread::spawn(move || {
         let mut h = cache.get().unwrap();

@@ -1,12 +1,14 @@
-//! The price of run-time pools (issue 11): `DynPool` (8-byte handles checked against the pool
-//! id on each access, a copy between the caller's `Vec<DynHandle>` and the cache's 4-byte
-//! entries on bulk operations) against the branded index pool, on mempool_perf's loop (one
-//! core, explicit cache of 512, get 32 / put 32, `keep` objects per cycle, touch 0/1 = write
-//! 8 bytes through `&mut T` after each get), the object of mempool_perf (2048 bytes).
+//! The price of run-time pools (issues 11, 23): a run-time pool (`DynPool`: 4-byte handles, one
+//! range compare per access and per put, bulk copies straight between the caller's `Vec` and
+//! the cache) against the branded pool of the same representation (offset entries), on
+//! mempool_perf's loop (one core, explicit cache of 512, get 32 / put 32, `keep` objects per
+//! cycle, touch 0/1 = write 8 bytes through `&mut T` after each get), the object of
+//! mempool_perf (2048 bytes).
 //!
 //! Contenders per row, run interleaved `--reps` times, each for `--ms` of thread CPU time:
 //! `branded` (a named brand: no check), `branded'` (the same again: the A/A pair, the noise),
-//! `dyn` (`DynLocalCache` + `DynResolver`). Reports median rates and ratios to `branded`.
+//! `dyn` (`DynLocalCache` + the pool's `Resolver`). Reports median rates and ratios to
+//! `branded`.
 //!
 //! Usage: `cargo run --release -p idxpool-bench --example dyn_touch -- [--ms 200] [--reps 7]
 //! [--fixed N]` (`--fixed N`: N objects per contender, no timing, for cachegrind).
@@ -35,12 +37,12 @@ const PUT: usize = 32;
 /// One run of `objs` objects through the branded pool's cache; returns objects moved.
 #[inline(never)]
 fn run_branded<const TOUCH: bool>(
-    c: &mut LocalCache<'_, Obj, Branded, idxpool::Index>,
+    c: &mut LocalCache<'_, Obj, Branded, idxpool::Offset>,
     keep: usize,
     objs: u64,
 ) -> u64 {
     let res = c.pool().resolver();
-    let mut kept: Vec<idxpool::index::Handle<Obj, Branded>> = Vec::with_capacity(keep);
+    let mut kept: Vec<idxpool::Handle<Obj, Branded>> = Vec::with_capacity(keep);
     let mut count = 0u64;
     while count < objs {
         while kept.len() < keep {
@@ -64,7 +66,7 @@ fn run_branded<const TOUCH: bool>(
 #[inline(never)]
 fn run_dyn<const TOUCH: bool>(
     pool: &DynPool<Obj>,
-    c: &idxpool::DynLocalCache<Obj>,
+    c: &mut idxpool::DynLocalCache<Obj>,
     keep: usize,
     objs: u64,
 ) -> u64 {
@@ -113,7 +115,7 @@ fn main() {
     let branded = PoolBuilder::<Obj>::zeroed(CAP)
         .cache_size(512)
         .prefault(true)
-        .build_repr::<Branded, idxpool::Index>() // the entries DynPool uses
+        .build::<Branded>() // offset entries, as DynPool's
         .unwrap();
     let dynp = DynPool::new(
         PoolBuilder::<Obj>::zeroed(CAP)
@@ -122,7 +124,7 @@ fn main() {
     )
     .unwrap();
     let mut bc = branded.local_cache();
-    let dc = dynp.local_cache();
+    let mut dc = dynp.local_cache();
     println!("cell                       branded Mobj/s  branded' (A/A)      dyn   dyn/branded");
     for keep in [128usize, 512] {
         for touch in [false, true] {
@@ -147,8 +149,8 @@ fn main() {
                     let n = match (k, touch) {
                         (0 | 1, false) => run_branded::<false>(&mut bc, keep, objs),
                         (0 | 1, true) => run_branded::<true>(&mut bc, keep, objs),
-                        (_, false) => run_dyn::<false>(&dynp, &dc, keep, objs),
-                        (_, true) => run_dyn::<true>(&dynp, &dc, keep, objs),
+                        (_, false) => run_dyn::<false>(&dynp, &mut dc, keep, objs),
+                        (_, true) => run_dyn::<true>(&dynp, &mut dc, keep, objs),
                     };
                     let d: Duration = thread_cpu_time() - t;
                     rate.push(n as f64 / d.as_secs_f64().max(1e-9) / 1e6);

@@ -2,7 +2,7 @@
 // cache cannot be dropped while it lives.
 fn main() {
     let pool = idxpool::DynPool::new(idxpool::PoolBuilder::<u64>::with_default(4)).unwrap();
-    let cache = pool.local_cache();
+    let mut cache = pool.local_cache();
     drop(pool);
     let mut h = cache.get().unwrap();
     let r: &mut u64 = cache.get_mut(&mut h);

@@ -4,7 +4,7 @@ idxpool::brand!(B);
 
 fn main() {
     let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build::<B>().unwrap());
-    let cache = pool.local_cache_owned();
+    let mut cache = pool.local_cache_owned();
     drop(pool);
     let mut h = cache.get().unwrap();
     let r: &mut u64 = cache.get_mut(&mut h);

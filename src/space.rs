@@ -1,0 +1,205 @@
+//! The process-wide handle space of run-time pools ([`crate::brand::Runtime`]): every run-time
+//! pool owns a disjoint range of the 32-bit raw entry values (`entry - 1`), so that its handle
+//! is the 4-byte cache entry itself and a handle of another pool fails one range check.
+//!
+//! This is VPP's buffer-index space: one index space over every buffer pool of the process,
+//! each pool a disjoint part of it. Here the space is only the numbering, not the addresses:
+//! each pool maps its region wherever the kernel puts it, and its geometry folds the range's
+//! start into its base (`Geometry::with_range`), so entry -> address is the branded pool's one
+//! addressing mode.
+//!
+//! **Reuse rule.** A range goes back to the free list only when its pool was dropped with every
+//! object home (no handle of it exists: handles are not `Clone`/`Copy`, `put` consumes them,
+//! and `from_raw` is `unsafe` with the contract that the value came from `into_raw` of a live
+//! pool). A pool dropped with objects still out **quarantines** its range for the life of the
+//! process: its outstanding handles then name no live pool, and can never meet a new pool that
+//! would accept them. The space holds `u32::MAX` raw values (entry `u32::MAX + 1` does not
+//! exist); a claim that finds no free range large enough is
+//! [`PoolError::HandleSpaceExhausted`], never a wrap or an overlap.
+//!
+//! The table is touched at pool creation and drop, and on the cold path of a foreign handle
+//! (to name the pool that minted it); never on get, put or access.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::error::PoolError;
+
+/// Raw entry values in the space: `0 ..= u32::MAX - 1`.
+pub(crate) const SPACE: u64 = u32::MAX as u64;
+
+struct Table {
+    /// Free ranges by start: `start -> len`, disjoint, merged with their neighbours.
+    free: BTreeMap<u64, u64>,
+    /// Live pools' ranges by start: `start -> (len, name)`.
+    live: BTreeMap<u64, (u64, String)>,
+    /// Ranges of pools dropped with objects out, by start: `start -> (len, name)`.
+    quarantined: BTreeMap<u64, (u64, String)>,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    free: BTreeMap::new(),
+    live: BTreeMap::new(),
+    quarantined: BTreeMap::new(),
+});
+/// Whether `free` was seeded with the whole space (a const BTreeMap cannot hold it).
+static SEEDED: std::sync::Once = std::sync::Once::new();
+
+fn table() -> std::sync::MutexGuard<'static, Table> {
+    SEEDED.call_once(|| {
+        TABLE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .free
+            .insert(0, SPACE);
+    });
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A pool's range of the handle space: raw entries `lo .. lo + span`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Range {
+    pub(crate) lo: u32,
+    pub(crate) span: u32,
+}
+
+/// Claims `need` raw entries for the pool `name` (first fit, lowest address).
+///
+/// # Errors
+/// [`PoolError::HandleSpaceExhausted`] when no free range holds `need` entries.
+pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
+    let mut t = table();
+    let found = t
+        .free
+        .iter()
+        .find(|&(_, &len)| len >= need && need > 0)
+        .map(|(&start, &len)| (start, len));
+    let Some((start, len)) = found else {
+        let largest_free = t.free.values().copied().max().unwrap_or(0);
+        let quarantined = t.quarantined.values().map(|(l, _)| *l).sum();
+        return Err(PoolError::HandleSpaceExhausted {
+            requested: need,
+            largest_free,
+            quarantined,
+        });
+    };
+    t.free.remove(&start);
+    if len > need {
+        t.free.insert(start + need, len - need);
+    }
+    t.live.insert(start, (need, name.to_owned()));
+    // start + need <= SPACE = u32::MAX: both fit in u32.
+    Ok(Range {
+        lo: start as u32,
+        span: need as u32,
+    })
+}
+
+/// Gives a dropped pool's range back (`all_home`), or quarantines it for the life of the
+/// process (objects still out: their handles must never meet another pool).
+pub(crate) fn release(r: Range, all_home: bool) {
+    let mut t = table();
+    let start = r.lo as u64;
+    let Some((len, name)) = t.live.remove(&start) else {
+        debug_assert!(false, "released a range that is not live");
+        return;
+    };
+    if !all_home {
+        t.quarantined.insert(start, (len, name));
+        return;
+    }
+    // Merge with the free neighbours.
+    let (mut s, mut l) = (start, len);
+    if let Some((&ps, &pl)) = t.free.range(..s).next_back() {
+        if ps + pl == s {
+            t.free.remove(&ps);
+            s = ps;
+            l += pl;
+        }
+    }
+    if let Some(&nl) = t.free.get(&(s + l)) {
+        t.free.remove(&(s + l));
+        l += nl;
+    }
+    t.free.insert(s, l);
+}
+
+/// Who owns raw entry `raw`: `'name' (live)`, `'name' (dropped with objects out)`, or that no
+/// pool does (for the foreign-handle message; cold path only).
+pub(crate) fn describe(raw: u32) -> String {
+    let t = table();
+    let raw = raw as u64;
+    let find = |m: &BTreeMap<u64, (u64, String)>| {
+        m.range(..=raw)
+            .next_back()
+            .filter(|(&s, (l, _))| raw < s + l)
+            .map(|(_, (_, n))| n.clone())
+    };
+    if let Some(n) = find(&t.live) {
+        format!("'{n}'")
+    } else if let Some(n) = find(&t.quarantined) {
+        format!("'{n}' (dropped)")
+    } else {
+        format!("no live pool (raw entry {raw})")
+    }
+}
+
+/// The name a pool's range was claimed with (for messages about the pool itself).
+pub(crate) fn name_of(r: Range) -> String {
+    let t = table();
+    t.live
+        .get(&(r.lo as u64))
+        .map(|(_, n)| format!("'{n}'"))
+        .unwrap_or_else(|| format!("range {}", r.lo))
+}
+
+/// `(free, quarantined)` raw entries now: for tests and `dump`.
+pub(crate) fn usage() -> (u64, u64) {
+    let t = table();
+    (
+        t.free.values().sum(),
+        t.quarantined.values().map(|(l, _)| *l).sum(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_are_disjoint_and_come_back_merged() {
+        let a = claim(1000, "a").unwrap();
+        let b = claim(500, "b").unwrap();
+        let (a_end, b_end) = (a.lo as u64 + 1000, b.lo as u64 + 500);
+        assert!(a_end <= b.lo as u64 || b_end <= a.lo as u64, "{a:?} {b:?}");
+        assert!(describe(a.lo + 999).contains("'a'"));
+        assert!(describe(b.lo).contains("'b'"));
+        release(a, true);
+        release(b, true);
+        let c = claim(1500, "c").unwrap();
+        release(c, true);
+    }
+
+    #[test]
+    fn a_range_with_objects_out_is_never_reused() {
+        let q = claim(4096, "leaky").unwrap();
+        release(q, false);
+        assert!(describe(q.lo).contains("(dropped)"));
+        for _ in 0..100 {
+            let r = claim(4096, "next").unwrap();
+            let overlap = (r.lo as u64) < q.lo as u64 + 4096 && (q.lo as u64) < r.lo as u64 + 4096;
+            assert!(!overlap, "quarantined range {q:?} reused as {r:?}");
+            release(r, true);
+        }
+    }
+
+    #[test]
+    fn more_than_the_space_is_a_typed_error() {
+        match claim(SPACE + 1, "huge") {
+            Err(PoolError::HandleSpaceExhausted { requested, .. }) => {
+                assert_eq!(requested, SPACE + 1)
+            }
+            other => panic!("expected HandleSpaceExhausted, got {other:?}"),
+        }
+    }
+}
