@@ -3,17 +3,19 @@
 //! `BufferManager` is what a library would export: built from a config value, stored in the
 //! caller's structs, any number of instances at once (two here, plus the parallel tests at the
 //! bottom, which `cargo test` runs), returning handles from its methods. It uses
-//! [`idxpool::DynPool`]: no brand to declare, no `unsafe`, no closure-style API; a handle given
+//! a run-time [`idxpool::Pool`] in an `Arc`: no brand to declare, no `unsafe`, no closure-style API; a handle given
 //! to the wrong manager is a typed error (`PoolError::ForeignHandle`), never another
-//! manager's buffer. Its `Worker` keeps a `DynLocalCache` next to a clone of the pool, so it
+//! manager's buffer. Its `Worker` keeps a `LocalCache` (holding a clone of the `Arc`) next to a clone of the pool, so it
 //! can move into `std::thread::spawn`.
 //!
 //! `cargo run --release --example buffer_manager [--help]`
 
-use idxpool::{DynHandle, DynLocalCache, DynPool, PoolBuilder, PoolError};
+use std::sync::Arc;
+
+use idxpool::{Handle, LocalCache, Pool, PoolBuilder, PoolError};
 
 const HELP: &str = "\
-buffer_manager: a library-style struct owning a run-time pool (idxpool::DynPool).
+buffer_manager: a library-style struct owning a run-time pool (idxpool::Pool in an Arc).
 Creates two managers with different configurations, runs a worker thread on each at the
 same time (std::thread::spawn, each with its own explicit cache), checks that a buffer of one
 manager is refused by the other, and prints both managers' counters. Well under a second.
@@ -41,25 +43,26 @@ pub struct Buf {
 /// Hands out buffers by handle. Cloning it is cheap and shares the buffers.
 #[derive(Clone)]
 pub struct BufferManager {
-    pool: DynPool<Buf>,
+    pool: Arc<Pool<Buf>>,
 }
 
 impl BufferManager {
     /// Builds the manager's pool.
     pub fn new(cfg: &Config) -> Result<Self, PoolError> {
-        let pool = DynPool::new(
+        let pool = Arc::new(
             PoolBuilder::with_fn(cfg.buffers, |_| Buf {
                 len: 0,
                 data: [0; 2048],
             })
             .cache_size(cfg.cache)
-            .name(cfg.name.clone()),
-        )?;
+            .name(cfg.name.clone())
+            .build()?,
+        );
         Ok(BufferManager { pool })
     }
 
     /// A buffer holding `payload`.
-    pub fn alloc_with(&self, payload: &[u8]) -> Result<DynHandle<Buf>, PoolError> {
+    pub fn alloc_with(&self, payload: &[u8]) -> Result<Handle<Buf>, PoolError> {
         let mut h = self.pool.get()?;
         let b = self.pool.get_mut(&mut h);
         b.len = payload.len().min(b.data.len());
@@ -71,7 +74,7 @@ impl BufferManager {
     ///
     /// # Errors
     /// `PoolError::ForeignHandle` for a buffer of another manager.
-    pub fn payload<'a>(&'a self, h: &'a DynHandle<Buf>) -> Result<&'a [u8], PoolError> {
+    pub fn payload<'a>(&'a self, h: &'a Handle<Buf>) -> Result<&'a [u8], PoolError> {
         let b = self.pool.try_get_ref(h)?;
         Ok(&b.data[..b.len])
     }
@@ -80,7 +83,7 @@ impl BufferManager {
     ///
     /// # Errors
     /// The handle itself, for a buffer of another manager.
-    pub fn release(&self, h: DynHandle<Buf>) -> Result<(), DynHandle<Buf>> {
+    pub fn release(&self, h: Handle<Buf>) -> Result<(), Handle<Buf>> {
         self.pool.try_put(h)
     }
 
@@ -92,7 +95,7 @@ impl BufferManager {
     /// A worker for one thread: owns an explicit cache (`'static`, `Send`).
     pub fn worker(&self) -> Worker {
         Worker {
-            cache: self.pool.local_cache(),
+            cache: LocalCache::new(self.pool.clone()),
             pool: self.pool.clone(),
         }
     }
@@ -102,8 +105,8 @@ impl BufferManager {
 /// clone of the pool to convert handles through (so a `&mut Buf` can be held while the cache
 /// allocates).
 pub struct Worker {
-    cache: DynLocalCache<Buf>,
-    pool: DynPool<Buf>,
+    cache: LocalCache<Arc<Pool<Buf>>>,
+    pool: Arc<Pool<Buf>>,
 }
 
 impl Worker {

@@ -2,21 +2,23 @@
 //! a pool and hands them through a handle ring to a worker thread, which checks and frees them.
 //!
 //! Everything is `std::thread::spawn`: no `static`, no `thread::scope`, no `unsafe`, no brand.
-//! The pool is an [`idxpool::DynPool`] (an `Arc` inside); each thread gets its own explicit
-//! cache and one half of the ring, all `'static` because each holds a clone of the pool. The
-//! ring moves 4-byte entries; the pool id of the 8-byte `DynHandle` is checked on the way in
-//! and restored on the way out.
+//! The pool is a run-time pool ([`idxpool::Pool`]`<T>`) in an `Arc`; each thread gets its own
+//! explicit cache and one half of the ring, all `'static` because each holds a clone of the
+//! `Arc`. Handles are the 4-byte entries the caches and the ring move; the ring checks each
+//! handle's range (one compare) on the way in.
 //!
 //! `cargo run --release --example spawned_pipeline [packets]`
 
 use std::time::Instant;
 
 use idxpool::handle_ring::Zeroing;
-use idxpool::{DynPool, PoolBuilder, PoolError};
+use std::sync::Arc;
+
+use idxpool::{HandleRing, LocalCache, PoolBuilder, PoolError};
 
 const HELP: &str = "\
 spawned_pipeline: RX thread -> handle ring -> worker thread, all std::thread::spawn, with a
-run-time pool (idxpool::DynPool), one explicit cache per thread and no static or scope.
+run-time pool (idxpool::Pool in an Arc), one explicit cache per thread and no static or scope.
 Moves [packets] packets (default 1000000; about a second) and prints the rate.
 
 usage: spawned_pipeline [packets] [--help]
@@ -39,18 +41,19 @@ fn main() -> Result<(), PoolError> {
     }
     let packets: u64 = arg.and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
 
-    let pool = DynPool::new(
+    let pool = Arc::new(
         PoolBuilder::with_fn(4096, |_| Packet {
             seq: 0,
             len: 0,
             data: [0; 1500],
         })
         .cache_size(256)
-        .name("pipeline"),
-    )?;
-    let (mut tx, mut rx) = pool.handle_ring(1024, Zeroing::Batched)?;
-    let mut rx_cache = pool.local_cache();
-    let mut worker_cache = pool.local_cache();
+        .name("pipeline")
+        .build()?,
+    );
+    let (mut tx, mut rx) = HandleRing::new(pool.clone(), 1024, Zeroing::Batched)?;
+    let mut rx_cache = LocalCache::new(pool.clone());
+    let mut worker_cache = LocalCache::new(pool.clone());
     let start = Instant::now();
 
     // RX: take a burst of buffers, "receive" into them, hand them to the worker.
@@ -64,8 +67,9 @@ fn main() -> Result<(), PoolError> {
                 std::thread::yield_now(); // every buffer is in flight: wait for the worker
                 continue;
             }
+            let objs = tx.ring().pool().resolver();
             for h in burst.iter_mut() {
-                let p = rx_cache.get_mut(h);
+                let p = objs.get_mut(h);
                 p.seq = seq;
                 p.len = 64 + (seq % 1400) as u16;
                 p.data[0] = seq as u8;
@@ -91,7 +95,7 @@ fn main() -> Result<(), PoolError> {
                 continue;
             }
             for h in got.iter() {
-                let p = worker_cache.get_ref(h);
+                let p = worker_cache.pool().get_ref(h);
                 assert_eq!(p.seq, next, "the ring is FIFO");
                 assert_eq!(p.data[0], next as u8);
                 bytes += u64::from(p.len);

@@ -1,17 +1,17 @@
-//! The pool's self-checks for people and tests: [`GenericPool::audit`] (where every object
-//! is, and whether the invariants hold) with its [`AuditReport`], and [`GenericPool::dump`]
+//! The pool's self-checks for people and tests: [`Pool::audit`] (where every object
+//! is, and whether the invariants hold) with its [`AuditReport`], and [`Pool::dump`]
 //! (rte_mempool_dump).
 
 use std::fmt;
 
 use crate::brand::Brand;
 use crate::error::PoolError;
-use crate::pool::GenericPool;
+use crate::pool::Pool;
 use crate::repr::Repr;
 use crate::ring::Behavior;
 
 /// Where every object of a quiescent pool is, as found by
-/// [`GenericPool::audit`](crate::GenericPool::audit).
+/// [`Pool::audit`](crate::Pool::audit).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditReport {
     /// Objects in the pool.
@@ -40,7 +40,7 @@ impl fmt::Display for AuditReport {
     }
 }
 
-impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
+impl<T, B: Brand, R: Repr> Pool<T, B, R> {
     /// Checks the invariants: every free object is named exactly once across the ring and the
     /// caches, every entry is in range, every cache is within its flush threshold, and (with
     /// debug checks) every free object is marked free and every other one allocated.

@@ -55,8 +55,8 @@ pub unsafe trait Brand {
 /// struct Buffers {
 ///     pool: idxpool::Pool<[u8; 2048], Runtime>,
 /// }
-/// let a = Buffers { pool: PoolBuilder::zeroed(64).build_runtime()? };
-/// let b = Buffers { pool: PoolBuilder::zeroed(64).build_runtime()? }; // any number at once
+/// let a = Buffers { pool: PoolBuilder::zeroed(64).build()? };
+/// let b = Buffers { pool: PoolBuilder::zeroed(64).build()? }; // any number at once
 /// let mut h: Handle<[u8; 2048], Runtime> = a.pool.get()?;            // 4 bytes
 /// a.pool.get_mut(&mut h)[0] = 1;
 /// assert!(b.pool.try_get_ref(&h).is_err());                          // a's handle, not b's
@@ -160,9 +160,9 @@ unsafe impl Brand for Unchecked {}
 ///
 /// ```
 /// idxpool::brand!(pub Packets);
-/// let pool = idxpool::PoolBuilder::<u64>::with_default(64).build::<Packets>().unwrap();
+/// let pool = idxpool::PoolBuilder::<u64>::with_default(64).build_named::<Packets>().unwrap();
 /// // A second live pool of the same brand is refused:
-/// assert!(idxpool::PoolBuilder::<u64>::with_default(64).build::<Packets>().is_err());
+/// assert!(idxpool::PoolBuilder::<u64>::with_default(64).build_named::<Packets>().is_err());
 /// drop(pool);
 /// ```
 #[macro_export]

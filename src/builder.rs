@@ -8,9 +8,9 @@ use crate::brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
 use crate::debug::ObjectStates;
 use crate::error::PoolError;
-use crate::pool::{GenericPool, PoolCore};
+use crate::pool::{Pool, PoolCore};
 use crate::region::{BackingPolicy, Region};
-use crate::repr::{DefaultRepr, Geometry, Pointer, Repr};
+use crate::repr::{Geometry, Repr};
 use crate::ring::RingFlags;
 
 /// Cache line size assumed for layout (x86-64, most arm64).
@@ -168,11 +168,11 @@ fn max_cache_size(policy: FlushPolicy, capacity: u32) -> u32 {
 ///     .cache_size(64)
 ///     .policy(FlushPolicy::Dpdk2607)
 ///     .name("msgs")
-///     .build::<Msgs>()
+///     .build_named::<Msgs>()
 ///     .unwrap();
 /// assert_eq!(pool.capacity(), 1024);
 /// ```
-pub struct PoolBuilder<'a, T> {
+pub struct PoolBuilder<'a, T, R: Repr = crate::repr::DefaultRepr> {
     pub(crate) capacity: u32,
     /// `None`: the default, clamped at build time to what the policy accepts.
     pub(crate) cache_size: Option<u32>,
@@ -184,6 +184,7 @@ pub struct PoolBuilder<'a, T> {
     pub(crate) name: Option<String>,
     pub(crate) ring_flags: RingFlags,
     pub(crate) init: Init<'a, T>,
+    _repr: PhantomData<R>,
 }
 
 /// Default number of implicit per-thread cache slots per pool.
@@ -208,6 +209,7 @@ impl<'a, T> PoolBuilder<'a, T> {
             name: None,
             ring_flags: RingFlags::default(),
             init,
+            _repr: PhantomData,
         }
     }
 
@@ -260,7 +262,9 @@ impl<'a, T> PoolBuilder<'a, T> {
     {
         Self::new(capacity, Init::Zeroed)
     }
+}
 
+impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
     /// Per-cache size in objects, 0..=512 (0 disables caching: every get and put goes to the
     /// ring). A size set here that the policy refuses for the capacity is an error at build.
     /// Default: 512, lowered to the largest size the chosen policy accepts for the capacity
@@ -326,26 +330,41 @@ impl<'a, T> PoolBuilder<'a, T> {
         self
     }
 
-    /// Creates a pool ([`crate::Pool`]: offset entries, [`crate::DefaultRepr`]) carrying the named brand `B` (declared with
-    /// [`brand!`](macro@crate::brand)).
-    ///
-    /// # Errors
-    /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with
-    /// handles outstanding); configuration, size and backing errors as listed on
-    /// [`PoolError`].
-    pub fn build<B: NamedBrand>(self) -> Result<GenericPool<T, B, DefaultRepr>, PoolError> {
-        self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
-    }
-
-    /// Creates a run-time pool ([`Runtime`] identity, offset entries): no brand to declare,
-    /// any number at once, stored anywhere (a struct field, an `Arc` shared with spawned
-    /// threads). Its handles are 4 bytes, as a branded pool's; each use of one is checked with
-    /// one range compare against the pool's range of the process's handle space (a handle of
-    /// another pool panics naming both, or is [`PoolError::ForeignHandle`] from the `try_`
-    /// forms). See [`Runtime`].
+    /// Chooses the entry representation of the pool (default [`crate::Offset`]):
+    /// [`crate::Index`] for regions beyond 32 GiB, [`crate::Pointer`] for the DPDK-style
+    /// pointer twin the benchmarks compare with. See [`crate::repr`].
     ///
     /// ```
-    /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(1024).cache_size(32).build_runtime()?;
+    /// use idxpool::{Index, PoolBuilder};
+    /// let pool = PoolBuilder::<[u8; 2048]>::zeroed(64).repr::<Index>().build()?;
+    /// assert_eq!(pool.repr_name(), "index");
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn repr<R2: Repr>(self) -> PoolBuilder<'a, T, R2> {
+        PoolBuilder {
+            capacity: self.capacity,
+            cache_size: self.cache_size,
+            policy: self.policy,
+            backing: self.backing,
+            prefault: self.prefault,
+            stride: self.stride,
+            max_threads: self.max_threads,
+            name: self.name,
+            ring_flags: self.ring_flags,
+            init: self.init,
+            _repr: PhantomData,
+        }
+    }
+
+    /// Creates a **run-time pool** ([`Runtime`] identity, the default of [`crate::Pool`]): no
+    /// brand to declare, any number at once, stored anywhere (a struct field, an `Arc` shared
+    /// with spawned threads). Its handles are 4 bytes, as a branded pool's; each use of one is
+    /// checked with one range compare against the pool's range of the process's handle space
+    /// (a handle of another pool panics naming both, or is [`PoolError::ForeignHandle`] from
+    /// the `try_` forms). See [`Runtime`].
+    ///
+    /// ```
+    /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(1024).cache_size(32).build()?;
     /// let mut h = pool.get()?;
     /// pool.get_mut(&mut h)[0] = 7;
     /// assert_eq!(std::mem::size_of_val(&h), 4);
@@ -355,61 +374,37 @@ impl<'a, T> PoolBuilder<'a, T> {
     ///
     /// # Errors
     /// [`PoolError::HandleSpaceExhausted`] when the handle space has no free range for the
-    /// pool (`capacity x stride / 8` entries; about 32 GiB of live run-time regions in all);
-    /// configuration, size and backing errors as listed on [`PoolError`].
-    pub fn build_runtime(self) -> Result<GenericPool<T, Runtime, DefaultRepr>, PoolError> {
+    /// pool (`capacity x stride / 8` entries with offset entries, `capacity` with index
+    /// entries; about 32 GiB of live run-time regions in all); [`PoolError::InvalidConfig`]
+    /// for the pointer representation (run-time pools need 4-byte entries); configuration,
+    /// size and backing errors as listed on [`PoolError`].
+    pub fn build(self) -> Result<Pool<T, Runtime, R>, PoolError> {
         self.build_generic(None)
     }
 
-    /// As [`PoolBuilder::build`], for the pointer twin ([`crate::ptr`]).
-    pub fn build_ptr<B: NamedBrand>(self) -> Result<GenericPool<T, B, Pointer>, PoolError> {
-        self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
-    }
-
-    /// As [`PoolBuilder::build`], with the entry representation `R` chosen by the caller
-    /// ([`crate::repr`]: `Offset`, `Index` or `Pointer`).
+    /// Creates a pool carrying the named brand `B` (declared with
+    /// [`brand!`](macro@crate::brand)): the compiler rejects handles of other pools, and no
+    /// access is checked at run time. At most one live pool per brand.
     ///
     /// ```
-    /// use idxpool::repr::Offset;
-    /// idxpool::brand!(Frames);
-    /// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64)
-    ///     .build_repr::<Frames, Offset>()
-    ///     .unwrap();
-    /// assert_eq!(pool.repr_name(), "offset");
+    /// idxpool::brand!(Msgs);
+    /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(1024).build_named::<Msgs>()?;
+    /// let h: idxpool::Handle<[u8; 64], Msgs> = pool.get()?;
+    /// pool.put(h);
+    /// # Ok::<(), idxpool::PoolError>(())
     /// ```
     ///
     /// # Errors
-    /// As [`PoolBuilder::build`], plus the representation's limits
-    /// ([`PoolError::ReprLimit`], [`PoolError::InvalidConfig`] for a stride it cannot name).
-    pub fn build_repr<B: NamedBrand, R: Repr>(self) -> Result<GenericPool<T, B, R>, PoolError> {
+    /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with
+    /// handles outstanding); configuration, size and backing errors as listed on
+    /// [`PoolError`], and the representation's limits ([`PoolError::ReprLimit`]).
+    pub fn build_named<B: NamedBrand>(self) -> Result<Pool<T, B, R>, PoolError> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
     }
 
-    /// As [`PoolBuilder::scoped`], with the entry representation `R` chosen by the caller
-    /// (`builder.scoped_repr::<Offset, _>(|pool| ..)`).
-    ///
-    /// # Errors
-    /// As [`PoolBuilder::build_repr`]; `f` is not called.
-    pub fn scoped_repr<R: Repr, Out>(
-        self,
-        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, R>) -> Out,
-    ) -> Result<Out, PoolError> {
-        Ok(f(self.build_generic(None)?))
-    }
-
-    /// As [`PoolBuilder::build_unchecked`], with the entry representation `R` chosen by the
-    /// caller.
-    ///
-    /// # Safety
-    /// As [`PoolBuilder::build_unchecked`].
-    pub unsafe fn build_unchecked_repr<R: Repr>(
-        self,
-    ) -> Result<GenericPool<T, Unchecked, R>, PoolError> {
-        self.build_generic(None)
-    }
-
-    /// Creates a pool ([`crate::Pool`]) with a fresh brand and passes it to `f`; the pool is dropped when
-    /// `f` returns. Handles cannot leave `f`. Any number of scoped pools may coexist.
+    /// Creates a pool with a fresh brand and passes it to `f`; the pool is dropped when `f`
+    /// returns. Handles cannot leave `f` (their type names the brand). Any number of scoped
+    /// pools may coexist; no access is checked at run time.
     ///
     /// ```
     /// let sum = idxpool::PoolBuilder::<u64>::with_default(8).scoped(|pool| {
@@ -424,46 +419,30 @@ impl<'a, T> PoolBuilder<'a, T> {
     ///
     /// # Errors
     /// Configuration, size and backing errors as listed on [`PoolError`]; `f` is not called.
-    pub fn scoped<R>(
+    pub fn scoped<Out>(
         self,
-        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, DefaultRepr>) -> R,
-    ) -> Result<R, PoolError> {
+        f: impl for<'id> FnOnce(Pool<T, Scoped<'id>, R>) -> Out,
+    ) -> Result<Out, PoolError> {
         Ok(f(self.build_generic(None)?))
     }
 
-    /// As [`PoolBuilder::scoped`], for the pointer twin.
-    pub fn scoped_ptr<R>(
-        self,
-        f: impl for<'id> FnOnce(GenericPool<T, Scoped<'id>, Pointer>) -> R,
-    ) -> Result<R, PoolError> {
-        Ok(f(self.build_generic(None)?))
-    }
-
-    /// Creates a pool ([`crate::Pool`]) whose handles the compiler does not tie to it.
+    /// Creates a pool whose handles neither the compiler nor the pool ties to it
+    /// ([`Unchecked`]).
     ///
     /// # Safety
     /// The caller must never pass a handle of one `Unchecked` pool to another `Unchecked` pool
     /// of the same `T` (that would alias objects), nor use a handle after its pool is dropped.
-    pub unsafe fn build_unchecked(
-        self,
-    ) -> Result<GenericPool<T, Unchecked, DefaultRepr>, PoolError> {
-        self.build_generic(None)
-    }
-
-    /// As [`PoolBuilder::build_unchecked`], for the pointer twin.
     ///
-    /// # Safety
-    /// As [`PoolBuilder::build_unchecked`].
-    pub unsafe fn build_unchecked_ptr(
-        self,
-    ) -> Result<GenericPool<T, Unchecked, Pointer>, PoolError> {
+    /// # Errors
+    /// As [`PoolBuilder::build_named`], without the brand.
+    pub unsafe fn build_unchecked(self) -> Result<Pool<T, Unchecked, R>, PoolError> {
         self.build_generic(None)
     }
 
-    pub(crate) fn build_generic<B: Brand, R: Repr>(
+    pub(crate) fn build_generic<B: Brand>(
         mut self,
         brand: Option<(&'static BrandSlot, &'static str)>,
-    ) -> Result<GenericPool<T, B, R>, PoolError> {
+    ) -> Result<Pool<T, B, R>, PoolError> {
         // Validate everything before claiming anything.
         if self.capacity == 0 {
             return Err(PoolError::config("capacity is 0"));
@@ -616,7 +595,7 @@ impl<'a, T> PoolBuilder<'a, T> {
             debug_assert!(ok, "ring sized for every object");
             i = end;
         }
-        Ok(GenericPool::from_parts(
+        Ok(Pool::from_parts(
             geometry,
             region,
             Arc::new(core),

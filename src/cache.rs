@@ -544,7 +544,11 @@ impl<E: Copy> Cache<E> {
 /// relaxed store, for counts by other threads.
 pub(crate) struct CacheMut<'a, E> {
     cache: NonNull<Cache<E>>,
-    ring: &'a Ring<E>,
+    /// The ring, as a raw pointer (valid for `'a`): a token kept inside a companion that owns
+    /// its pool through an `Arc` must hold no reference into that pool, since a reference
+    /// field of a value passed by value is protected for the whole call under Stacked and
+    /// Tree Borrows (the companion may be the pool's last owner: `drop(cache)`).
+    ring: NonNull<Ring<E>>,
     objs: *mut E,
     len: usize,
     fill_limit: usize,
@@ -563,6 +567,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// `cache` must stay valid for `'a`.
     #[inline(always)]
     pub(crate) unsafe fn new(cache: NonNull<Cache<E>>, ring: &'a Ring<E>) -> Self {
+        let ring = NonNull::from(ring);
         // SAFETY: valid for 'a (the caller's contract).
         let c = unsafe { cache.as_ref() };
         CacheMut {
@@ -580,6 +585,13 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         self.cache
     }
 
+    /// The ring behind the cache.
+    #[inline(always)]
+    fn ring(&self) -> &'a Ring<E> {
+        // SAFETY: valid for 'a (constructor contract: made from a `&'a Ring`).
+        unsafe { self.ring.as_ref() }
+    }
+
     #[inline(always)]
     fn cache(&self) -> &'a Cache<E> {
         // SAFETY: valid for 'a (constructor contract).
@@ -594,7 +606,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
 
     /// What a get could reach now: this cache plus the ring (a snapshot).
     pub(crate) fn reachable(&self) -> usize {
-        self.len + self.ring.count()
+        self.len + self.ring().count()
     }
 
     /// The one get ([`get`] with this token's mechanics): fills `dst` with entries of free
@@ -744,7 +756,11 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     fn refill(&mut self, want: usize, how: Behavior) -> usize {
         debug_assert!(self.len + want <= self.cache().objs.len());
         // SAFETY: objs[len .. len + want] is inside the array (CachePlan::on_get_miss).
-        let got = unsafe { self.ring.dequeue_raw(self.objs.add(self.len), want, how).n };
+        let got = unsafe {
+            self.ring()
+                .dequeue_raw(self.objs.add(self.len), want, how)
+                .n
+        };
         self.len += got;
         got
     }
@@ -753,7 +769,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     fn unrefill(&mut self, k: usize) {
         self.len -= k;
         // SAFETY: objs[len .. len + k] are the entries the refill brought (initialised).
-        unsafe { enqueue_all(self.ring, self.objs.add(self.len), k) };
+        unsafe { enqueue_all(self.ring(), self.objs.add(self.len), k) };
     }
 
     #[inline]
@@ -762,7 +778,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
         debug_assert!(k <= len);
         // SAFETY: k <= len, objs[..len] initialised; the moved tail stays inside objs.
         unsafe {
-            enqueue_all(self.ring, objs, k);
+            enqueue_all(self.ring(), objs, k);
             std::ptr::copy(objs.add(k), objs, len - k);
         }
         self.len = len - k;
@@ -772,7 +788,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     fn ring_get(&mut self, dst: &mut [MaybeUninit<E>], how: Behavior) -> usize {
         // SAFETY: dst is valid for dst.len() writes.
         unsafe {
-            self.ring
+            self.ring()
                 .dequeue_raw(dst.as_mut_ptr().cast(), dst.len(), how)
                 .n
         }
@@ -781,11 +797,11 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     #[inline]
     fn ring_put(&mut self, src: &[E]) {
         // SAFETY: src is valid for src.len() reads.
-        unsafe { enqueue_all(self.ring, src.as_ptr(), src.len()) };
+        unsafe { enqueue_all(self.ring(), src.as_ptr(), src.len()) };
     }
 
     fn ring_count(&self) -> usize {
-        self.ring.count()
+        self.ring().count()
     }
 
     /// Publishes the length (a relaxed store: other threads only count it).

@@ -3,15 +3,15 @@
 //! `debug-checks` feature ([`DEBUG_CHECKS`]); compiled away otherwise.
 //!
 //! There is one hook per direction, called by the pool's get and put adapters
-//! ([`GenericPool::debug_got`], [`GenericPool::debug_put`]), and one access hook
+//! ([`Pool::debug_got`], [`Pool::debug_put`]), and one access hook
 //! ([`check_access`]) called by every handle-to-object conversion.
 
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 use crate::brand::Brand;
 use crate::error::PoolError;
-use crate::handle::GenericHandle;
-use crate::pool::GenericPool;
+use crate::handle::Handle;
+use crate::pool::Pool;
 use crate::repr::{Geometry, Repr};
 
 /// Whether per-object state checks run: always in debug builds, with the `debug-checks`
@@ -76,11 +76,11 @@ pub(crate) fn check_access<R: Repr>(g: &Geometry, e: R::Entry) {
     }
 }
 
-impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
+impl<T, B: Brand, R: Repr> Pool<T, B, R> {
     /// The get hook: marks the objects of handles just handed out allocated, and panics if one
     /// of them was not free (a corrupted ring or cache).
     #[inline(always)]
-    pub(crate) fn debug_got(&self, hs: &[GenericHandle<T, B, R>]) {
+    pub(crate) fn debug_got(&self, hs: &[Handle<T, B, R>]) {
         if let (true, Some(states)) = (DEBUG_CHECKS, &self.states.0) {
             for h in hs {
                 let i = R::index(&self.geometry, h.entry());
@@ -101,7 +101,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// handle of the batch in use (tests/debug_checks.rs,
     /// a_bulk_put_with_one_bad_handle_moves_nothing).
     #[inline(always)]
-    pub(crate) fn debug_put(&self, hs: &[GenericHandle<T, B, R>]) {
+    pub(crate) fn debug_put(&self, hs: &[Handle<T, B, R>]) {
         if let (true, Some(states)) = (DEBUG_CHECKS, &self.states.0) {
             for (k, h) in hs.iter().enumerate() {
                 match self.check_entry(h.entry()) {
@@ -130,7 +130,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         Ok(i)
     }
 
-    /// Checks that a raw value (from [`crate::GenericHandle::into_raw`]: the index for index
+    /// Checks that a raw value (from [`crate::Handle::into_raw`]: the index for index
     /// entries, the scaled offset for offset entries, the index for the pointer twin) names an
     /// object of this pool that is in use, before rebuilding a handle with `from_raw`. The
     /// in-use part is checked only with debug checks on ([`DEBUG_CHECKS`]).

@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn get_array_result_keeps_the_array_8_aligned() {
         crate::brand!(Layout);
-        let pool: Pool<u64, Layout> = PoolBuilder::<u64>::zeroed(8).build().unwrap();
+        let pool: Pool<u64, Layout> = PoolBuilder::<u64>::zeroed(8).build_named().unwrap();
         let h = pool.get().unwrap();
         assert_eq!(std::mem::size_of_val(&h), 4, "a handle is one 4-byte entry");
         pool.put(h);

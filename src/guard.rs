@@ -5,111 +5,134 @@ use std::mem::ManuallyDrop;
 
 use crate::brand::Brand;
 use crate::error::PoolError;
-use crate::handle::GenericHandle;
-use crate::pool::GenericPool;
-use crate::repr::{Index, Repr};
+use crate::handle::Handle;
+use crate::owned::PoolRef;
+use crate::pool::Pool;
+use crate::repr::Repr;
 
-/// An object of a branded pool ([`crate::Pool`], [`crate::ptr::Pool`]) that is put back
-/// through the dropping thread's cache when the guard is dropped, also when a panic unwinds
-/// through it. `Deref`/`DerefMut` to the object; [`Pooled::into_handle`] and
-/// [`Pooled::new`] convert from and to a plain handle. For code that prefers safety to a
-/// manual `put`; the plain handle stays the zero-overhead path. For run-time pools see
-/// [`crate::DynPooled`].
+/// The handle type of the pool behind `P`.
+type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
+
+/// An object that is put back through the dropping thread's cache when the guard is dropped,
+/// also when a panic unwinds through it. `Deref`/`DerefMut` to the object;
+/// [`Pooled::into_handle`] and [`Pooled::new`] convert from and to a plain handle. For code
+/// that prefers safety to a manual `put`; the plain handle stays the zero-overhead path.
+///
+/// `P` is how it holds its pool ([`PoolRef`]): `&Pool` ([`Pool::get_pooled`]) or `Arc<Pool>`
+/// (`Pooled::get(arc.clone())`: `'static`, so the guard moves into a spawned thread).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, Pooled};
-/// PoolBuilder::<[u8; 64]>::zeroed(8).scoped(|pool| {
-///     {
-///         let mut buf = Pooled::get(&pool).unwrap();
-///         buf[0] = 42;                          // DerefMut
-///         assert_eq!(pool.in_use(), 1);
-///     }                                          // back in the pool here
-///     assert_eq!(pool.in_use(), 0);
-///     let h = Pooled::get(&pool).unwrap().into_handle(); // a plain handle again
-///     pool.put(h);
-/// }).unwrap();
+/// let pool = PoolBuilder::<[u8; 64]>::zeroed(8).build()?;
+/// {
+///     let mut buf = pool.get_pooled()?;
+///     buf[0] = 42;                          // DerefMut
+///     assert_eq!(pool.in_use(), 1);
+/// }                                          // back in the pool here
+/// assert_eq!(pool.in_use(), 0);
+/// let h = Pooled::get(&pool)?.into_handle(); // a plain handle again
+/// pool.put(h);
+///
+/// let pool = std::sync::Arc::new(pool);
+/// let guard = Pooled::get(pool.clone())?;  // holds the Arc
+/// std::thread::spawn(move || drop(guard)).join().unwrap();
+/// assert_eq!(pool.in_use(), 0);
+/// # Ok::<(), idxpool::PoolError>(())
 /// ```
 #[must_use = "dropping the guard at once puts the object straight back"]
-pub struct Pooled<'p, T, B: Brand, R: Repr = Index> {
-    pool: &'p GenericPool<T, B, R>,
-    h: ManuallyDrop<GenericHandle<T, B, R>>,
+pub struct Pooled<P: PoolRef> {
+    h: ManuallyDrop<H<P>>,
+    pool: P,
 }
 
-impl<'p, T, B: Brand, R: Repr> Pooled<'p, T, B, R> {
-    /// Takes one object from `pool` (through the calling thread's cache) in a guard.
+impl<P: PoolRef> Pooled<P> {
+    /// Takes one object from the pool (through the calling thread's cache) in a guard.
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`], as [`GenericPool::get`].
-    pub fn get(pool: &'p GenericPool<T, B, R>) -> Result<Self, PoolError> {
-        Ok(Self::new(pool, pool.get()?))
+    /// [`PoolError::Exhausted`], as [`Pool::get`].
+    pub fn get(pool: P) -> Result<Self, PoolError> {
+        let h = pool.pool().get()?;
+        Ok(Pooled {
+            h: ManuallyDrop::new(h),
+            pool,
+        })
     }
 
-    /// Wraps a handle of `pool` (the brand proves it is this pool's).
-    pub fn new(pool: &'p GenericPool<T, B, R>, h: GenericHandle<T, B, R>) -> Self {
+    /// Wraps a handle of the pool.
+    ///
+    /// # Panics
+    /// Run-time pools: when `h` is another pool's (use [`Pool::check`] first to test).
+    #[track_caller]
+    pub fn new(pool: P, h: H<P>) -> Self {
+        if let Err(e) = pool.pool().check(&h) {
+            panic!("idxpool: {e}");
+        }
         Pooled {
-            pool,
             h: ManuallyDrop::new(h),
+            pool,
         }
     }
 
     /// Gives up the guard and returns the plain handle (to be put back by hand).
-    pub fn into_handle(self) -> GenericHandle<T, B, R> {
+    pub fn into_handle(self) -> H<P> {
         let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so the handle is taken out exactly once.
-        unsafe { ManuallyDrop::take(&mut me.h) }
+        // SAFETY: `me` is never dropped, so the handle is taken out exactly once; the pool
+        // reference is dropped here in its place.
+        unsafe {
+            let h = ManuallyDrop::take(&mut me.h);
+            std::ptr::drop_in_place(&mut me.pool);
+            h
+        }
     }
 
     /// The handle, by reference.
-    pub fn handle(&self) -> &GenericHandle<T, B, R> {
+    pub fn handle(&self) -> &H<P> {
         &self.h
     }
 
-    /// The pool the object goes back to.
-    pub fn pool(&self) -> &'p GenericPool<T, B, R> {
-        self.pool
+    /// The pool the object goes back to (as held).
+    pub fn pool(&self) -> &P {
+        &self.pool
     }
 }
 
-impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
+impl<T, B: Brand, R: Repr> Pool<T, B, R> {
     /// Takes one object in a guard that puts it back when dropped (as [`Pooled::get`]).
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`], as [`GenericPool::get`].
-    pub fn get_pooled(&self) -> Result<Pooled<'_, T, B, R>, PoolError> {
+    /// [`PoolError::Exhausted`], as [`Pool::get`].
+    pub fn get_pooled(&self) -> Result<Pooled<&Self>, PoolError> {
         Pooled::get(self)
     }
-
-    /// Wraps a handle of this pool in a guard that puts it back when dropped (as
-    /// [`Pooled::new`]).
-    pub fn pooled(&self, h: GenericHandle<T, B, R>) -> Pooled<'_, T, B, R> {
-        Pooled::new(self, h)
-    }
 }
 
-impl<T, B: Brand, R: Repr> std::ops::Deref for Pooled<'_, T, B, R> {
-    type Target = T;
+impl<P: PoolRef> std::ops::Deref for Pooled<P> {
+    type Target = P::T;
     #[inline(always)]
-    fn deref(&self) -> &T {
-        self.pool.get_ref(&self.h)
+    fn deref(&self) -> &P::T {
+        self.pool.pool().get_ref(&self.h)
     }
 }
 
-impl<T, B: Brand, R: Repr> std::ops::DerefMut for Pooled<'_, T, B, R> {
+impl<P: PoolRef> std::ops::DerefMut for Pooled<P> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut T {
-        self.pool.get_mut(&mut self.h)
+    fn deref_mut(&mut self) -> &mut P::T {
+        self.pool.pool().get_mut(&mut self.h)
     }
 }
 
-impl<T, B: Brand, R: Repr> Drop for Pooled<'_, T, B, R> {
+impl<P: PoolRef> Drop for Pooled<P> {
     fn drop(&mut self) {
         // SAFETY: drop runs once; the handle is not used afterwards.
         let h = unsafe { ManuallyDrop::take(&mut self.h) };
-        self.pool.put(h);
+        self.pool.pool().put(h);
     }
 }
 
-impl<T: fmt::Debug, B: Brand, R: Repr> fmt::Debug for Pooled<'_, T, B, R> {
+impl<P: PoolRef> fmt::Debug for Pooled<P>
+where
+    P::T: fmt::Debug,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Pooled").field(&**self).finish()
     }

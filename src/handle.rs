@@ -6,22 +6,36 @@ use std::num::NonZeroU32;
 
 use crate::repr::{CompactRepr, DefaultRepr, Index, Repr};
 
-/// Ownership of one object of a pool of brand `B`, stored as the pool's entry type `R::Entry`.
+/// Ownership of one object of a pool of identity `B`, stored as the pool's entry type
+/// `R::Entry`: `Handle<T>` is a handle of a run-time pool ([`crate::Runtime`], offset entries),
+/// `Handle<T, MyBrand>` one of a branded pool.
 ///
 /// Like a `Box`, a handle owns its object: it is neither `Clone` nor `Copy`, and the object is
 /// reached only through the pool that minted it (`pool.get_mut(&mut h)`), so no safe code can
 /// hold two `&mut T` to one object. It is `Send` when `T: Send` and `Sync` when `T: Sync`. The
-/// brand `B` makes the compiler reject a handle of another pool (see [`mod@crate::brand`]).
+/// identity `B` makes the compiler reject a handle of another branded pool, and a run-time pool
+/// reject, with one range compare, a handle of another run-time pool (see
+/// [`mod@crate::brand`]).
+///
+/// ```
+/// use idxpool::{Handle, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(8).build()?;
+/// let mut h: Handle<u64> = pool.get()?;
+/// *pool.get_mut(&mut h) = 7;
+/// assert_eq!(std::mem::size_of::<Option<Handle<u64>>>(), 4);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 ///
 /// Dropping a handle instead of putting it back leaks its object: the pool keeps counting it
-/// in [`crate::GenericPool::in_use`], and `audit()` reports it, but it cannot come back.
+/// in [`crate::Pool::in_use`], and `audit()` reports it, but it cannot come back.
 ///
 /// For the default pool ([`Handle`], offset entries) and the index pool the handle is 4 bytes
 /// (a `NonZeroU32`), and `Option<Handle<T, B>>` is 4 bytes too.
 #[repr(transparent)]
 #[must_use = "a handle owns a pool object: give it back with pool.put(h) or cache.put(h), or hold it in \
               a guard that does (idxpool::Pooled::new(&pool, h)); dropping it leaks the object"]
-pub struct GenericHandle<T, B, R: Repr> {
+pub struct Handle<T, B = crate::brand::Runtime, R: Repr = DefaultRepr> {
     entry: R::Entry,
     /// Invariant in `T` (a handle of `Pool<&'static str>` must not pass for one of
     /// `Pool<&'a str>`), with `T`'s auto traits: `Send`/`Sync` exactly when `T` is.
@@ -30,15 +44,11 @@ pub struct GenericHandle<T, B, R: Repr> {
     _brand: PhantomData<crate::pool::Invariant<B>>,
 }
 
-/// A 4-byte handle of the default pool ([`crate::Pool`], [`crate::repr::DefaultRepr`]
-/// entries): the type users hold. Its object index is `pool.index_of(&h)`.
-pub type Handle<T, B> = GenericHandle<T, B, DefaultRepr>;
-
-impl<T, B, R: Repr> GenericHandle<T, B, R> {
+impl<T, B, R: Repr> Handle<T, B, R> {
     /// Wraps an entry the pool just took out of a cache or the ring.
     #[inline(always)]
     pub(crate) fn from_entry(entry: R::Entry) -> Self {
-        GenericHandle {
+        Handle {
             entry,
             _object: PhantomData,
             _brand: PhantomData,
@@ -58,7 +68,7 @@ impl<T, B, R: Repr> GenericHandle<T, B, R> {
     }
 }
 
-impl<T, B> GenericHandle<T, B, Index> {
+impl<T, B> Handle<T, B, Index> {
     /// 0-based index of the object in its pool (`0..capacity`); for any representation,
     /// `pool.index_of(&h)`.
     #[inline]
@@ -67,18 +77,18 @@ impl<T, B> GenericHandle<T, B, Index> {
     }
 }
 
-impl<T, B, R: CompactRepr> GenericHandle<T, B, R> {
+impl<T, B, R: CompactRepr> Handle<T, B, R> {
     /// Gives up the handle and returns its raw 32-bit form (`entry - 1`), e.g. to store it in
     /// a foreign structure or send it to another process mapping the same region: the object's
     /// index for [`Index`] entries, its byte offset / 8 for offset entries (the default;
     /// `pool.index_of(&h)` gives the index). The object stays in use until a handle made by
-    /// [`GenericHandle::from_raw`] is put back.
+    /// [`Handle::from_raw`] is put back.
     #[inline]
     pub fn into_raw(self) -> u32 {
         self.entry.get() - 1
     }
 
-    /// Rebuilds a handle from [`GenericHandle::into_raw`].
+    /// Rebuilds a handle from [`Handle::into_raw`].
     ///
     /// # Safety
     /// `raw` must come from `into_raw` of a handle of the live pool of brand `B`, and this
@@ -94,7 +104,7 @@ impl<T, B, R: CompactRepr> GenericHandle<T, B, R> {
 
     /// The handle whose raw value is `raw` (entry `raw + 1`; `u32::MAX`, which names no
     /// object, becomes the largest entry). Making a handle is harmless; what needs care is a
-    /// pool accepting it: [`GenericHandle::from_raw`] for users, the shared pool's owner-word
+    /// pool accepting it: [`Handle::from_raw`] for users, the shared pool's owner-word
     /// checks for [`crate::shared::SharedHandle`].
     #[inline(always)]
     pub(crate) fn from_raw_entry(raw: u32) -> Self {
@@ -102,18 +112,18 @@ impl<T, B, R: CompactRepr> GenericHandle<T, B, R> {
     }
 }
 
-impl<T, B, R: Repr> fmt::Debug for GenericHandle<T, B, R> {
+impl<T, B, R: Repr> fmt::Debug for Handle<T, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Handle({}:{:?})", R::NAME, self.entry)
     }
 }
 
-impl<T, B, R: Repr> PartialEq for GenericHandle<T, B, R> {
+impl<T, B, R: Repr> PartialEq for Handle<T, B, R> {
     fn eq(&self, other: &Self) -> bool {
         self.entry == other.entry
     }
 }
-impl<T, B, R: Repr> Eq for GenericHandle<T, B, R> {}
+impl<T, B, R: Repr> Eq for Handle<T, B, R> {}
 
 #[cfg(test)]
 mod tests {
@@ -128,7 +138,7 @@ mod tests {
             4
         );
         assert_eq!(
-            std::mem::size_of::<crate::ptr::Handle<u64, Unchecked>>(),
+            std::mem::size_of::<crate::Handle<u64, Unchecked, crate::Pointer>>(),
             std::mem::size_of::<usize>()
         );
     }
@@ -136,14 +146,14 @@ mod tests {
     #[test]
     fn raw_round_trip() {
         // SAFETY: not used with any pool.
-        let h: GenericHandle<u8, Unchecked, Index> = unsafe { GenericHandle::from_raw(41) };
+        let h: Handle<u8, Unchecked, Index> = unsafe { Handle::from_raw(41) };
         assert_eq!(h.index(), 41);
         assert_eq!(h.into_raw(), 41);
         // SAFETY: as above.
         let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
         assert_eq!(h.into_raw(), 41);
         assert_eq!(
-            std::mem::size_of::<Option<GenericHandle<u8, Unchecked, Index>>>(),
+            std::mem::size_of::<Option<Handle<u8, Unchecked, Index>>>(),
             4
         );
     }

@@ -27,13 +27,13 @@
 //! * A produce into a full ring fails and **hands the handle(s) back** (`Err(handle)`, or they
 //!   stay in the caller's `Vec`/array); nothing is ever dropped.
 //! * With batched zeroing, a consume does not free a slot at once: **after one consume, the next
-//!   produce may still fail**. After `batch` consumes (see [`GenericHandleRing::batch`]) that
+//!   produce may still fail**. After `batch` consumes (see [`HandleRing::batch`]) that
 //!   happen before the produce, at least one slot is free and the produce succeeds. With
 //!   [`Zeroing::Immediate`] (batch 1) each consume frees its slot at once.
 //! * The ring holds up to `size` handles (all slots; there is no reserved slot).
 //! * Bulk operations move all `n` handles or none; burst operations move as many as possible.
 //! * Dropping both halves returns every handle still in the ring to its pool with
-//!   [`GenericPool::put_bulk`] (on the thread that drops the last half). The ring borrows the
+//!   [`Pool::put_bulk`] (on the thread that drops the last half). The ring borrows the
 //!   pool (`'p`), so the pool outlives it.
 //!
 //! ```
@@ -79,9 +79,9 @@ use std::sync::Arc;
 
 use crate::brand::Brand;
 use crate::error::PoolError;
-use crate::handle::GenericHandle;
-use crate::pool::GenericPool;
-use crate::repr::{DefaultRepr, Index, ObjPtr, Offset, Pointer, Repr};
+use crate::handle::Handle;
+use crate::owned::PoolRef;
+use crate::repr::{Index, ObjPtr, Offset, Pointer, Repr};
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 
 /// Cache-line size assumed by the batch rule (`SMP_CACHE_BYTES` on x86-64 and most arm64).
@@ -118,7 +118,7 @@ mod sealed {
     impl Sealed for crate::repr::Pointer {}
 }
 
-/// An entry representation that a [`GenericHandleRing`] can store in an atomic slot with an
+/// An entry representation that a [`HandleRing`] can store in an atomic slot with an
 /// empty sentinel: [`Index`] and [`Offset`] (an `AtomicU32`, 0 = empty) and [`Pointer`] (an
 /// `AtomicPtr`, null = empty). Sealed.
 pub trait SlotRepr: Repr + sealed::Sealed {
@@ -194,30 +194,35 @@ impl SlotRepr for Pointer {
 }
 
 /// The shared part of a handle ring: the slots, and the pool its handles go back to when the
-/// ring is dropped. Made by [`GenericHandleRing::new`], which returns the two halves; reached
+/// ring is dropped. Made by [`HandleRing::new`], which returns the two halves; reached
 /// through [`Producer::ring`] / [`Consumer::ring`].
 ///
-/// Use the aliases [`HandleRing`] (index pool, 4-byte slots) and [`PtrHandleRing`] (pointer
-/// twin, 8-byte slots). See the [module docs](self) for the algorithm and its guarantees.
-pub struct GenericHandleRing<'p, T, B: Brand, R: SlotRepr> {
+/// `P` is how the ring holds its pool ([`PoolRef`]): `&Pool` (the pool outlives the ring) or
+/// `Arc<Pool>` (the halves are `'static`: they move into `std::thread::spawn`). Slots are 4
+/// bytes for offset and index entries (batches of 32) and 8 bytes for the pointer twin
+/// (batches of 16, as ptr_ring stores pointers). See the [module docs](self) for the algorithm
+/// and its guarantees.
+pub struct HandleRing<P: PoolRef>
+where
+    P::R: SlotRepr,
+{
     /// `off + size` slots are used from `off`, so that slot 0 starts a 128-byte block.
-    slots: Box<[R::Slot]>,
+    slots: Box<[<P::R as SlotRepr>::Slot]>,
     off: usize,
     size: usize,
     batch: usize,
     zeroing: Zeroing,
-    pool: &'p GenericPool<T, B, R>,
+    pool: P,
 }
 
-/// Handle ring of the default pool ([`crate::Pool`]): 4-byte slots, batches of 32.
-pub type HandleRing<'p, T, B> = GenericHandleRing<'p, T, B, DefaultRepr>;
-/// Handle ring of the pointer twin ([`crate::ptr::Pool`]): 8-byte slots, batches of 16, as
-/// ptr_ring stores pointers.
-pub type PtrHandleRing<'p, T, B> = GenericHandleRing<'p, T, B, Pointer>;
+type H<T, B, R> = Handle<T, B, R>;
 
-type H<T, B, R> = GenericHandle<T, B, R>;
-
-impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
+impl<P, T, B, R> HandleRing<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     /// Creates a ring of `size` slots for handles of `pool`, and returns its producer and
     /// consumer halves (each `Send` when `T: Send`; each used by one thread at a time).
     ///
@@ -227,10 +232,10 @@ impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
     // Returns the two halves, not Self (as std::sync::mpsc::channel does).
     #[allow(clippy::type_complexity, clippy::new_ret_no_self)]
     pub fn new(
-        pool: &'p GenericPool<T, B, R>,
+        pool: P,
         size: usize,
         zeroing: Zeroing,
-    ) -> Result<(Producer<'p, T, B, R>, Consumer<'p, T, B, R>), PoolError> {
+    ) -> Result<(Producer<P>, Consumer<P>), PoolError> {
         if size == 0 {
             return Err(PoolError::config("handle ring size is 0"));
         }
@@ -269,7 +274,7 @@ impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
             ((2 * LINE - misalign) % (2 * LINE)) / std::mem::size_of::<R::Slot>()
         };
         debug_assert!(off <= pad);
-        let ring = Arc::new(GenericHandleRing {
+        let ring = Arc::new(HandleRing {
             slots,
             off,
             size,
@@ -306,9 +311,9 @@ impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
         self.zeroing
     }
 
-    /// The pool the ring's handles belong to.
-    pub fn pool(&self) -> &'p GenericPool<T, B, R> {
-        self.pool
+    /// The pool the ring's handles belong to (as held: `&&Pool` or `&Arc<Pool>`).
+    pub fn pool(&self) -> &P {
+        &self.pool
     }
 
     #[inline(always)]
@@ -330,7 +335,12 @@ impl<'p, T, B: Brand, R: SlotRepr> GenericHandleRing<'p, T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: SlotRepr> Drop for GenericHandleRing<'_, T, B, R> {
+impl<P, T, B, R> Drop for HandleRing<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     fn drop(&mut self) {
         // Both halves are gone (Arc's release/acquire orders their last writes before this);
         // the consumer emptied its consumed slots in its Drop, so every full slot is a handle
@@ -339,16 +349,21 @@ impl<T, B: Brand, R: SlotRepr> Drop for GenericHandleRing<'_, T, B, R> {
         for i in 0..self.size {
             if let Some(e) = R::load(self.slot(i), Ordering::Acquire) {
                 R::clear(self.slot(i), Ordering::Relaxed);
-                left.push(GenericHandle::from_entry(e));
+                left.push(Handle::from_entry(e));
             }
         }
         if !left.is_empty() {
-            self.pool.put_bulk(&mut left);
+            self.pool.pool().put_bulk(&mut left);
         }
     }
 }
 
-impl<T, B: Brand, R: SlotRepr> fmt::Debug for GenericHandleRing<'_, T, B, R> {
+impl<P, T, B, R> fmt::Debug for HandleRing<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandleRing")
             .field("repr", &R::NAME)
@@ -361,14 +376,22 @@ impl<T, B: Brand, R: SlotRepr> fmt::Debug for GenericHandleRing<'_, T, B, R> {
 
 /// The producing half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
 /// Its position is private, on its own cache line.
-pub struct Producer<'p, T, B: Brand, R: SlotRepr = DefaultRepr> {
+pub struct Producer<P: PoolRef>
+where
+    P::R: SlotRepr,
+{
     pos: CachePadded<usize>,
-    ring: Arc<GenericHandleRing<'p, T, B, R>>,
+    ring: Arc<HandleRing<P>>,
 }
 
-impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
+impl<P, T, B, R> Producer<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     /// The shared ring (size, batch, pool).
-    pub fn ring(&self) -> &GenericHandleRing<'p, T, B, R> {
+    pub fn ring(&self) -> &HandleRing<P> {
         &self.ring
     }
 
@@ -390,7 +413,7 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     #[track_caller]
     pub fn produce(&mut self, h: H<T, B, R>) -> Result<(), H<T, B, R>> {
         let ring = &*self.ring;
-        crate::pool::check_owned::<B, R>(&ring.pool.geometry, h.entry());
+        crate::pool::check_owned::<B, R>(&ring.pool.pool().geometry, h.entry());
         let pos = *self.pos;
         let slot = ring.slot(pos);
         // The slot is empty once the consumer cleared it; coherence on this one location
@@ -409,7 +432,10 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     #[inline(always)]
     #[track_caller]
     fn check_all(&self, hs: &[H<T, B, R>]) {
-        crate::pool::check_owned_all::<B, R>(&self.ring.pool.geometry, crate::pool::entries_of(hs));
+        crate::pool::check_owned_all::<B, R>(
+            &self.ring.pool.pool().geometry,
+            crate::pool::entries_of(hs),
+        );
     }
 
     /// Free slots from the producer's position, up to `max` (each checked; a slot stays free
@@ -495,7 +521,12 @@ impl<'p, T, B: Brand, R: SlotRepr> Producer<'p, T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: SlotRepr> fmt::Debug for Producer<'_, T, B, R> {
+impl<P, T, B, R> fmt::Debug for Producer<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Producer")
             .field("pos", &*self.pos)
@@ -514,14 +545,22 @@ struct ConsPos {
 /// The consuming half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
 /// Its positions are private, on their own cache line. Dropping it empties the slots it has
 /// consumed but not yet emptied.
-pub struct Consumer<'p, T, B: Brand, R: SlotRepr = DefaultRepr> {
+pub struct Consumer<P: PoolRef>
+where
+    P::R: SlotRepr,
+{
     pos: CachePadded<ConsPos>,
-    ring: Arc<GenericHandleRing<'p, T, B, R>>,
+    ring: Arc<HandleRing<P>>,
 }
 
-impl<'p, T, B: Brand, R: SlotRepr> Consumer<'p, T, B, R> {
+impl<P, T, B, R> Consumer<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     /// The shared ring (size, batch, pool).
-    pub fn ring(&self) -> &GenericHandleRing<'p, T, B, R> {
+    pub fn ring(&self) -> &HandleRing<P> {
         &self.ring
     }
 
@@ -578,7 +617,7 @@ impl<'p, T, B: Brand, R: SlotRepr> Consumer<'p, T, B, R> {
         // Acquire pairs with the producer's Release store of the entry.
         let e = R::load(self.ring.slot(self.pos.head), Ordering::Acquire)?;
         self.discard_one();
-        Some(GenericHandle::from_entry(e))
+        Some(Handle::from_entry(e))
     }
 
     /// True if `n` handles are ready: the `n`-th slot from the head is full (Acquire), which
@@ -650,14 +689,24 @@ impl<'p, T, B: Brand, R: SlotRepr> Consumer<'p, T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: SlotRepr> Drop for Consumer<'_, T, B, R> {
+impl<P, T, B, R> Drop for Consumer<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     fn drop(&mut self) {
         // Consumed-but-not-emptied slots must not look like handles to the ring's Drop.
         self.flush_pending();
     }
 }
 
-impl<T, B: Brand, R: SlotRepr> fmt::Debug for Consumer<'_, T, B, R> {
+impl<P, T, B, R> fmt::Debug for Consumer<P>
+where
+    P: PoolRef<T = T, B = B, R = R>,
+    B: Brand,
+    R: SlotRepr,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Consumer")
             .field("head", &self.pos.head)
@@ -697,8 +746,9 @@ mod tests {
             .unwrap();
         PoolBuilder::<u64>::with_default(8)
             .cache_size(0)
-            .scoped_ptr(|pool| {
-                let (p, c) = PtrHandleRing::new(&pool, 64, Zeroing::Batched).unwrap();
+            .repr::<crate::repr::Pointer>()
+            .scoped(|pool| {
+                let (p, c) = HandleRing::new(&pool, 64, Zeroing::Batched).unwrap();
                 assert_eq!(p.ring().batch(), 16);
                 assert_eq!(c.ring().slot(0) as *const _ as usize % 128, 0);
             })

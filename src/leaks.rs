@@ -20,7 +20,7 @@
 //!         s.lock().unwrap().push(r.outstanding);
 //!     }
 //! });
-//! let pool = idxpool::DynPool::new(idxpool::PoolBuilder::<u64>::with_default(8).name("doc-leaky"))?;
+//! let pool = idxpool::PoolBuilder::<u64>::with_default(8).name("doc-leaky").build()?;
 //! let h = pool.get()?;
 //! drop(h); // leaked: never put back
 //! drop(pool);

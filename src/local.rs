@@ -2,73 +2,101 @@
 
 use std::ptr::NonNull;
 
-use crate::brand::Brand;
 use crate::cache::{Cache, CacheMut};
 use crate::error::PoolError;
-use crate::pool::{resolve, GenericPool, ObjectsMut, Resolver, H};
-use crate::repr::{Geometry, Repr};
+use crate::handle::Handle;
+use crate::owned::PoolRef;
+use crate::repr::Repr;
 use crate::ring::Behavior;
+
+/// The handle type of the pool behind `P`.
+type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
+/// The entry type of the pool behind `P`.
+type E<P> = <<P as PoolRef>::R as Repr>::Entry;
 
 /// A cache owned by its holder (DPDK's `rte_mempool_cache_create` + `rte_mempool_generic_get/
 /// put` with an explicit cache): gets and puts through it touch only this cache until it must
 /// flush to or refill from the common ring. No thread-local lookup, no atomic read-modify-write
 /// on the cached path.
 ///
-/// It borrows its pool, so the pool outlives it; dropping it flushes its objects back to the
-/// ring. It is `Send` (move it to the thread that will use it) but not `Sync`.
+/// `P` is how it holds its pool ([`PoolRef`]): `&Pool` (from [`crate::Pool::local_cache`];
+/// the pool outlives the cache) or `Arc<Pool>` ([`LocalCache::new`] with a clone of the `Arc`;
+/// the cache is `'static` and keeps the pool alive, so it moves into `std::thread::spawn`).
+/// Dropping it flushes its objects back to the ring. It is `Send` (move it to the thread that
+/// will use it) but not `Sync`; its methods that move objects take `&mut self`.
+///
+/// It moves objects; converting a handle to `&T` / `&mut T` is the pool's
+/// ([`crate::Pool::get_mut`]) or, in a hot loop, a [`crate::Resolver`]'s, which borrow the pool
+/// and not the cache, so a `&mut T` can be held while the cache keeps allocating.
 ///
 /// ```
-/// idxpool::brand!(Bufs);
-/// let pool = idxpool::PoolBuilder::<[u8; 256]>::zeroed(1024).cache_size(64).build::<Bufs>().unwrap();
+/// let pool = idxpool::PoolBuilder::<[u8; 256]>::zeroed(1024).cache_size(64).build()?;
+/// let objs = pool.resolver();
 /// let mut cache = pool.local_cache();
 /// let mut burst = Vec::with_capacity(32);
-/// cache.get_bulk(&mut burst, 32).unwrap();
+/// cache.get_bulk(&mut burst, 32)?;
 /// for h in burst.iter_mut() {
-///     cache.get_mut(h)[0] = 1;
+///     objs.get_mut(h)[0] = 1;
 /// }
 /// cache.put_bulk(&mut burst);
+/// drop(cache);
 /// assert_eq!(pool.in_use(), 0);
+/// # Ok::<(), idxpool::PoolError>(())
 /// ```
 ///
 /// Aligned to 128 bytes (two cache lines): the owner writes its fast state (held in this value)
 /// on every operation, so caches kept side by side, e.g. one per thread in a `Vec`, must not
 /// share a line (false sharing made 2-thread runs collapse to 0.3x, BENCHMARKS.md).
 #[repr(align(128))]
-pub struct LocalCache<'p, T, B: Brand, R: Repr> {
-    pool: &'p GenericPool<T, B, R>,
+pub struct LocalCache<P: PoolRef> {
     /// The owner token of this value's own cache (boxed in `new`, freed in `drop`). It holds
     /// the cache's fast-path state (entries pointer, length, threshold) here, where the
-    /// compiler can keep it in registers across a loop of gets and puts.
-    cm: CacheMut<'p, R::Entry>,
-    /// Copy of the pool's geometry, so that handle conversion reads the caller's stack frame
-    /// (registers, once inlined) instead of reloading the pool after every object write.
-    geometry: Geometry,
+    /// compiler can keep it in registers across a loop of gets and puts. Its `'static` is
+    /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
+    /// used only through `&mut self`.
+    cm: CacheMut<'static, E<P>>,
+    pool: P,
 }
 
 // SAFETY: the cache is owned by this value alone (the registry only reads its atomic length);
-// moving it to another thread moves that ownership. Objects moved through it need T: Send.
-unsafe impl<T: Send, B: Brand, R: Repr> Send for LocalCache<'_, T, B, R> {}
+// moving it to another thread moves that ownership, and `P: Send` moves the pool reference.
+// Objects moved through it need T: Send.
+unsafe impl<P: PoolRef + Send> Send for LocalCache<P> where P::T: Send {}
 
-impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
-    pub(crate) fn new(pool: &'p GenericPool<T, B, R>) -> Self {
-        let core = &*pool.core;
+impl<P: PoolRef> LocalCache<P> {
+    /// A new cache of the pool `pool` refers to (`&pool`, or a clone of an `Arc<Pool>`), of
+    /// the pool's cache size and flush policy, registered with the pool (its objects count as
+    /// available, and `stats()` includes its counters).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let pool = Arc::new(idxpool::PoolBuilder::<u64>::with_default(64).build()?);
+    /// let mut cache = idxpool::LocalCache::new(pool.clone());
+    /// std::thread::spawn(move || {
+    ///     let h = cache.get().unwrap();
+    ///     cache.put(h);
+    /// }).join().unwrap();
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn new(pool: P) -> Self {
+        let p = pool.pool();
+        let core = &*p.core;
         let cache = NonNull::from(Box::leak(Box::new(Cache::new(
             core.cache_size,
             core.policy,
         ))));
         core.registry.add_explicit(cache);
-        LocalCache {
-            pool,
-            // SAFETY: the cache was just allocated and is owned by this value alone until its
-            // drop frees it (the registry only reads its atomic length); the ring lives for 'p.
-            cm: unsafe { CacheMut::new(cache, &core.ring) },
-            geometry: pool.geometry,
-        }
+        // SAFETY: the cache was just allocated and is owned by this value alone until its drop
+        // frees it (the registry only reads its atomic length); the ring lives as long as the
+        // pool, which `pool` (stored next to the token) keeps in place and alive (PoolRef). The
+        // token keeps raw pointers only, so its nominal 'static lends nothing.
+        let cm = unsafe { CacheMut::new(cache, &*(&core.ring as *const _)) };
+        LocalCache { cm, pool }
     }
 
-    /// The pool.
-    pub fn pool(&self) -> &'p GenericPool<T, B, R> {
-        self.pool
+    /// The pool (as held: `&&Pool` or `&Arc<Pool>`; both dereference to the pool).
+    pub fn pool(&self) -> &P {
+        &self.pool
     }
 
     /// Objects held by this cache now.
@@ -87,16 +115,21 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// [`PoolError::Exhausted`] when this cache and the ring are empty.
     #[inline(always)]
     #[must_use = "the handle owns an object: give it back with cache.put(h)"]
-    pub fn get(&mut self) -> Result<H<T, B, R>, PoolError> {
+    pub fn get(&mut self) -> Result<H<P>, PoolError> {
         self.pool
+            .pool()
             .get_array_via::<_, 1>(|| &mut self.cm)
             .map(|[h]| h)
     }
 
     /// Returns one object.
+    ///
+    /// # Panics
+    /// Run-time pools: when `h` is another pool's (nothing is moved).
     #[inline(always)]
-    pub fn put(&mut self, h: H<T, B, R>) {
-        self.pool.put_via(|| &mut self.cm, &[h]);
+    #[track_caller]
+    pub fn put(&mut self, h: H<P>) {
+        self.pool.pool().put_via(|| &mut self.cm, &[h]);
     }
 
     /// Appends exactly `n` handles to `out`, or none.
@@ -106,8 +139,9 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// held; `out` is unchanged (nothing is allocated for a request larger than the pool).
     #[inline(always)]
     #[must_use = "on Ok, `out` holds objects that must be given back with cache.put_bulk"]
-    pub fn get_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
+    pub fn get_bulk(&mut self, out: &mut Vec<H<P>>, n: usize) -> Result<(), PoolError> {
         self.pool
+            .pool()
             .get_vec_via(|| &mut self.cm, out, n, Behavior::Bulk)
             .map(|_| ())
     }
@@ -115,23 +149,35 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// Appends up to `n` handles to `out`; returns how many.
     #[inline]
     #[must_use = "the count says how many objects were appended to `out`; give them back with cache.put_bulk"]
-    pub fn get_burst(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
+    pub fn get_burst(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
         self.pool
+            .pool()
             .get_vec_via(|| &mut self.cm, out, n, Behavior::Burst)
             .unwrap_or(0)
     }
 
     /// Returns every handle of `handles`, leaving it empty. Always succeeds.
+    ///
+    /// # Panics
+    /// Run-time pools: when one of the handles is another pool's (checked for all of them
+    /// first: nothing is moved).
     #[inline(always)]
-    pub fn put_bulk(&mut self, handles: &mut Vec<H<T, B, R>>) {
+    #[track_caller]
+    pub fn put_bulk(&mut self, handles: &mut Vec<H<P>>) {
         self.put_bulk_tail(handles, handles.len())
     }
 
     /// Returns the last `n` handles of `handles` (all of them if it holds fewer) and
     /// truncates it.
+    ///
+    /// # Panics
+    /// As [`LocalCache::put_bulk`].
     #[inline(always)]
-    pub fn put_bulk_tail(&mut self, handles: &mut Vec<H<T, B, R>>, n: usize) {
-        self.pool.put_vec_tail_via(|| &mut self.cm, handles, n);
+    #[track_caller]
+    pub fn put_bulk_tail(&mut self, handles: &mut Vec<H<P>>, n: usize) {
+        self.pool
+            .pool()
+            .put_vec_tail_via(|| &mut self.cm, handles, n);
     }
 
     /// Takes exactly `N` objects as an array (bulk size known at compile time: DPDK's
@@ -141,98 +187,18 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     /// [`PoolError::Exhausted`] as [`LocalCache::get_bulk`].
     #[inline(always)]
     #[must_use = "the handles own objects: give them back with cache.put_array"]
-    pub fn get_array<const N: usize>(&mut self) -> Result<[H<T, B, R>; N], PoolError> {
-        self.pool.get_array_via::<_, N>(|| &mut self.cm)
+    pub fn get_array<const N: usize>(&mut self) -> Result<[H<P>; N], PoolError> {
+        self.pool.pool().get_array_via::<_, N>(|| &mut self.cm)
     }
 
     /// Returns `N` objects given as an array.
-    #[inline(always)]
-    pub fn put_array<const N: usize>(&mut self, handles: [H<T, B, R>; N]) {
-        self.pool.put_via(|| &mut self.cm, &handles);
-    }
-
-    /// Shared access to an object (see [`GenericPool::get_ref`]). The reference borrows the
-    /// handle and the *pool* (`'p`), not this cache, so the cache can keep allocating while it
-    /// lives.
-    #[inline(always)]
-    pub fn get_ref<'a>(&self, h: &'a H<T, B, R>) -> &'a T
-    where
-        'p: 'a,
-    {
-        // SAFETY: as GenericPool::get_ref (same geometry, same brand); the result lives no
-        // longer than the handle borrow and the pool borrow 'p.
-        unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_ref() }
-    }
-
-    /// Exclusive access to an object (see [`GenericPool::get_mut`]). The reference borrows the
-    /// handle (mutably: one `&mut T` per handle at a time) and the *pool* (`'p`), not this
-    /// cache, so a burst loop can hold it while the same cache allocates:
     ///
-    /// ```
-    /// idxpool::PoolBuilder::<u64>::with_default(64).cache_size(16).scoped(|pool| {
-    ///     let mut cache = pool.local_cache();
-    ///     let mut first = cache.get().unwrap();
-    ///     let x = cache.get_mut(&mut first);   // &mut u64 tied to the pool and `first`
-    ///     let second = cache.get().unwrap();   // the cache keeps allocating
-    ///     *x = 7;
-    ///     cache.put(second);
-    ///     cache.put(first);
-    /// }).unwrap();
-    /// ```
-    ///
-    /// [`GenericPool::resolver`] gives a `Copy` converter with the same borrow shape that holds
-    /// the pool's base and stride by value (for hot loops, and for code that has the pool but
-    /// not the cache at hand).
+    /// # Panics
+    /// As [`LocalCache::put_bulk`].
     #[inline(always)]
-    pub fn get_mut<'a>(&self, h: &'a mut H<T, B, R>) -> &'a mut T
-    where
-        'p: 'a,
-    {
-        // SAFETY: as GenericPool::get_mut (same geometry, same brand; &mut h is exclusive and
-        // no other handle names the object); the result lives no longer than the handle borrow
-        // and the pool borrow 'p.
-        unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_mut() }
-    }
-
-    /// A resolver over this cache's copy of the geometry (no reload from the pool).
-    #[inline(always)]
-    fn objs(&self) -> Resolver<'p, T, B, R> {
-        Resolver::with_geometry(self.pool, self.geometry)
-    }
-
-    /// Prefetches the first cache line of the object of `h` for writing (see
-    /// [`Resolver::prefetch`]: DPDK's `rte_prefetch0_write`, VPP's
-    /// `vlib_prefetch_buffer_header`). A hint only: nothing is read or written.
-    #[inline(always)]
-    pub fn prefetch(&self, h: &H<T, B, R>) {
-        self.objs().prefetch(h)
-    }
-
-    /// Prefetches the objects of every handle of `hs` (see [`Resolver::prefetch_all`]), e.g.
-    /// right after [`LocalCache::get_bulk`], before writing through them.
-    #[inline(always)]
-    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
-        self.objs().prefetch_all(hs)
-    }
-
-    /// Converts `min(hs.len(), out.len())` handles to raw object pointers and returns that
-    /// count (see [`Resolver::resolve_bulk`]: VPP's `vlib_get_buffers`). Dereferencing the
-    /// pointers is the caller's `unsafe` responsibility, as for [`GenericPool::as_ptr`].
-    #[inline]
-    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
-        self.objs().resolve_bulk(hs, out)
-    }
-
-    /// `&mut T` to the object of each handle of `hs`, in order (see
-    /// [`Resolver::get_mut_all`]; sound because distinct handles own distinct objects). As
-    /// with [`LocalCache::get_mut`], the references borrow `hs` (mutably) and the *pool*, not
-    /// this cache, so the cache can keep allocating while they live.
-    #[inline(always)]
-    pub fn get_mut_all<'a>(&self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R>
-    where
-        'p: 'a,
-    {
-        self.objs().get_mut_all(hs)
+    #[track_caller]
+    pub fn put_array<const N: usize>(&mut self, handles: [H<P>; N]) {
+        self.pool.pool().put_via(|| &mut self.cm, &handles);
     }
 
     /// Returns every cached object to the ring (rte_mempool_cache_flush).
@@ -241,23 +207,25 @@ impl<'p, T, B: Brand, R: Repr> LocalCache<'p, T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: Repr> Drop for LocalCache<'_, T, B, R> {
+impl<P: PoolRef> Drop for LocalCache<P> {
     fn drop(&mut self) {
         self.flush();
         let cache = self.cm.cache_ptr();
-        self.pool.core.registry.remove_explicit(cache);
+        let core = &self.pool.pool().core;
+        core.registry.remove_explicit(cache);
         // SAFETY: still allocated (freed below); unregistered, so only this value reads it.
-        self.pool.core.retire_counters(unsafe { cache.as_ref() });
+        core.retire_counters(unsafe { cache.as_ref() });
         // SAFETY: unregistered, so no reader remains; allocated by Box in new(); the token in
         // `cm` is not used again.
         drop(unsafe { Box::from_raw(cache.as_ptr()) });
+        // `pool` drops after this (field drop): for an `Arc`, possibly the pool itself.
     }
 }
 
-impl<T, B: Brand, R: Repr> std::fmt::Debug for LocalCache<'_, T, B, R> {
+impl<P: PoolRef> std::fmt::Debug for LocalCache<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalCache")
-            .field("pool", &self.pool.name())
+            .field("pool", &self.pool.pool().name())
             .field("len", &self.len())
             .finish()
     }

@@ -1,5 +1,5 @@
 //! The pool: region + common ring + caches, generic over the entry representation. Every get
-//! and put is a short adapter: find the cache ([`GenericPool`]'s thread cache or a
+//! and put is a short adapter: find the cache ([`Pool`]'s thread cache or a
 //! [`crate::LocalCache`]'s own), run the one cache algorithm ([`CacheMut::get`] /
 //! [`CacheMut::put`] in cache.rs), convert entries to handles, and call the debug hook of
 //! that direction (debug.rs).
@@ -14,7 +14,7 @@ use crate::brand::{Brand, BrandSlot};
 use crate::cache::{Cache, CacheMut, CacheOps, FlushPolicy};
 use crate::debug::{self, ObjectStates};
 use crate::error::PoolError;
-use crate::handle::GenericHandle;
+use crate::handle::Handle;
 use crate::region::{BackingReport, Region};
 use crate::repr::{Geometry, Repr};
 use crate::ring::{Behavior, Ring};
@@ -162,19 +162,52 @@ fn foreign_panic<R: Repr>(g: &Geometry, e: R::Entry) -> ! {
     panic!("idxpool: {}", foreign_error::<R>(g, e))
 }
 
-/// A fixed-size object pool, generic over the entry representation `R` that its caches and
-/// ring store. Use the aliases: [`crate::Pool`] (4-byte indices) or [`crate::ptr::Pool`]
-/// (8-byte pointers, the DPDK baseline).
+/// A fixed-size object pool (DPDK's `rte_mempool`) of `T`s, with two independent choices as
+/// type parameters:
+///
+/// * `B`, its **identity**: how a handle proves it belongs to this pool. [`crate::Runtime`]
+///   (the default: any number of pools, stored anywhere, one range compare per use of a
+///   handle), or a brand ([`brand!`](macro@crate::brand) types, [`crate::Scoped`],
+///   [`crate::Unchecked`]: checked by the compiler, no run-time check at all);
+/// * `R`, its **entry representation** ([`crate::repr`]): [`crate::Offset`] (the default:
+///   4-byte scaled byte offsets, handle -> address is the store's addressing mode),
+///   [`crate::Index`] (4-byte indices, any region size) or [`crate::Pointer`] (8-byte
+///   pointers: the DPDK baseline the benchmarks compare with).
 ///
 /// All objects live in one region at `base + index x stride`; free ones are named by entries
 /// in the common ring or in a cache. Objects are created once at pool creation and dropped
 /// when the pool is dropped; `get`/`put` only move ownership (an object comes back in the state
 /// it was put in, as with rte_mempool).
 ///
-/// Thread safety: `&GenericPool` may be shared between threads (`Sync` when `T: Send`); the
-/// implicit-cache API (`get`, `put`, ...) uses a per-thread cache; [`crate::LocalCache`] is an
-/// explicit cache owned by one user.
-pub struct GenericPool<T, B, R: Repr> {
+/// Thread safety: `&Pool` may be shared between threads (`Sync` when `T: Send`), and so may an
+/// `Arc<Pool>`; the implicit-cache API (`get`, `put`, ...) uses a per-thread cache;
+/// [`crate::LocalCache`] is an explicit cache owned by one user, over a `&Pool` or an
+/// `Arc<Pool>`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use idxpool::{LocalCache, Pool, PoolBuilder};
+///
+/// struct Packet { len: u16, data: [u8; 2046] }
+/// // A run-time pool (the default identity): built from configuration, kept in an Arc.
+/// let pool: Arc<Pool<Packet>> = Arc::new(
+///     PoolBuilder::with_init(1024, |_i, slot| slot.write(Packet { len: 0, data: [0; 2046] }))
+///         .cache_size(64)
+///         .build()?,
+/// );
+/// let worker = std::thread::spawn({
+///     let mut cache = LocalCache::new(pool.clone()); // 'static: holds a clone of the Arc
+///     move || {
+///         let mut h = cache.get().unwrap();
+///         cache.pool().get_mut(&mut h).len = 64;
+///         cache.put(h);
+///     }
+/// });
+/// worker.join().unwrap();
+/// assert_eq!(pool.in_use(), 0);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+pub struct Pool<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr> {
     pub(crate) geometry: Geometry,
     pub(crate) core: Arc<PoolCore<R::Entry>>,
     /// Process-unique, never reused: the key of the per-thread cache memo.
@@ -200,12 +233,12 @@ pub(crate) type Invariant<X> = fn(X) -> X;
 // SAFETY: the pool hands each object to one handle owner at a time; sharing &pool between
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
 // address bookkeeping; PoolCore is Sync.
-unsafe impl<T: Send, B, R: Repr> Sync for GenericPool<T, B, R> {}
+unsafe impl<T: Send, B, R: Repr> Sync for Pool<T, B, R> {}
 
 /// Handle type of a pool.
-pub(crate) type H<T, B, R> = GenericHandle<T, B, R>;
+pub(crate) type H<T, B, R> = Handle<T, B, R>;
 
-impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
+impl<T, B: Brand, R: Repr> Pool<T, B, R> {
     pub(crate) fn from_parts(
         geometry: Geometry,
         region: Region,
@@ -216,7 +249,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         states: ObjectStates,
     ) -> Self {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        GenericPool {
+        Pool {
             geometry,
             core,
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -279,7 +312,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     ///
     /// # Panics
     /// Run-time pools ([`crate::Runtime`]): when `h` is another pool's (the message names both
-    /// pools); [`GenericPool::check`] tests first. Never for brands.
+    /// pools); [`Pool::check`] tests first. Never for brands.
     #[inline(always)]
     #[track_caller]
     pub fn as_ptr(&self, h: &H<T, B, R>) -> NonNull<T> {
@@ -291,7 +324,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// a run-time pool checks it with one range compare.
     ///
     /// # Panics
-    /// As [`GenericPool::as_ptr`]; [`GenericPool::try_get_ref`] returns the error instead.
+    /// As [`Pool::as_ptr`]; [`Pool::try_get_ref`] returns the error instead.
     #[inline(always)]
     #[track_caller]
     pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
@@ -305,7 +338,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// (`obase0 + entry x 8` for offsets: the store's addressing mode; no bounds check).
     ///
     /// # Panics
-    /// As [`GenericPool::as_ptr`]; [`GenericPool::try_get_mut`] returns the error instead.
+    /// As [`Pool::as_ptr`]; [`Pool::try_get_mut`] returns the error instead.
     #[inline(always)]
     #[track_caller]
     pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
@@ -320,7 +353,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         !B::CHECKED || R::owns(&self.geometry, h.entry())
     }
 
-    /// `Ok` when `h` is this pool's ([`GenericPool::owns`]).
+    /// `Ok` when `h` is this pool's ([`Pool::owns`]).
     ///
     /// # Errors
     /// [`PoolError::ForeignHandle`] naming the pool that minted `h` (or that it was dropped)
@@ -330,22 +363,22 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         try_check_owned_all::<B, R>(&self.geometry, std::slice::from_ref(&h.entry()))
     }
 
-    /// [`GenericPool::get_ref`] that returns [`PoolError::ForeignHandle`] for another pool's
+    /// [`Pool::get_ref`] that returns [`PoolError::ForeignHandle`] for another pool's
     /// handle instead of panicking.
     ///
     /// # Errors
-    /// As [`GenericPool::check`].
+    /// As [`Pool::check`].
     #[inline]
     pub fn try_get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> Result<&'a T, PoolError> {
         self.check(h)?;
         Ok(self.get_ref(h))
     }
 
-    /// [`GenericPool::get_mut`] that returns [`PoolError::ForeignHandle`] for another pool's
+    /// [`Pool::get_mut`] that returns [`PoolError::ForeignHandle`] for another pool's
     /// handle instead of panicking.
     ///
     /// # Errors
-    /// As [`GenericPool::check`].
+    /// As [`Pool::check`].
     #[inline]
     pub fn try_get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> Result<&'a mut T, PoolError> {
         self.check(h)?;
@@ -393,7 +426,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
 
     /// Converts `min(hs.len(), out.len())` handles to raw object pointers and returns that
     /// count (as [`Resolver::resolve_bulk`]: VPP's `vlib_get_buffers`). Dereferencing the
-    /// pointers is the caller's `unsafe` responsibility, as for [`GenericPool::as_ptr`].
+    /// pointers is the caller's `unsafe` responsibility, as for [`Pool::as_ptr`].
     #[inline]
     pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
         self.resolver().resolve_bulk(hs, out)
@@ -463,7 +496,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// # Errors
     /// [`PoolError::Exhausted`] when this thread's cache and the ring are empty. Objects
     /// held in other threads' caches are not reachable (up to `threads x flush threshold`);
-    /// size the pool for them, or have those threads call [`GenericPool::flush`].
+    /// size the pool for them, or have those threads call [`Pool::flush`].
     #[inline]
     #[must_use = "the handle owns an object: give it back with pool.put(h), or use Pooled::get(&pool) for a guard that does"]
     pub fn get(&self) -> Result<H<T, B, R>, PoolError> {
@@ -475,17 +508,17 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     ///
     /// # Panics
     /// Run-time pools: when `h` is another pool's (nothing is moved);
-    /// [`GenericPool::try_put`] gives it back instead.
+    /// [`Pool::try_put`] gives it back instead.
     #[inline]
     #[track_caller]
     pub fn put(&self, h: H<T, B, R>) {
         self.put_via(|| self.thread_cache_mut(), &[h]);
     }
 
-    /// [`GenericPool::put`] that gives a foreign handle back (`Err(h)`) instead of panicking.
+    /// [`Pool::put`] that gives a foreign handle back (`Err(h)`) instead of panicking.
     ///
     /// # Errors
-    /// `Err(h)` when `h` is another pool's ([`GenericPool::check`] says which).
+    /// `Err(h)` when `h` is another pool's ([`Pool::check`] says which).
     #[inline]
     pub fn try_put(&self, h: H<T, B, R>) -> Result<(), H<T, B, R>> {
         if !self.owns(&h) {
@@ -528,10 +561,11 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         }
     }
 
-    /// A user-owned cache: get/put through it touch no thread-local state
+    /// A user-owned cache borrowing this pool: get/put through it touch no thread-local state
     /// (rte_mempool_cache_create + rte_mempool_generic_get/put). Its objects go back to the
-    /// ring when it is dropped.
-    pub fn local_cache(&self) -> crate::LocalCache<'_, T, B, R> {
+    /// ring when it is dropped. For a cache that holds an `Arc` of the pool (to move into a
+    /// spawned thread), [`crate::LocalCache::new`]`(arc.clone())`.
+    pub fn local_cache(&self) -> crate::LocalCache<&Self> {
         crate::LocalCache::new(self)
     }
 
@@ -630,7 +664,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     }
 
     /// Gets exactly `N` handles through the token `token` returns, as an array (hit inlined,
-    /// as [`GenericPool::get_vec_via`]).
+    /// as [`Pool::get_vec_via`]).
     #[inline(always)]
     pub(crate) fn get_array_via<'c, C: Token<'c, R::Entry>, const N: usize>(
         &self,
@@ -742,7 +776,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     /// The pool's counters (DPDK's `rte_mempool_debug_stats`): every live cache, plus the
     /// caches already gone (dropped [`crate::LocalCache`]s, exited threads' caches, folded in
     /// when they went), plus operations that used no cache, minus what
-    /// [`GenericPool::stats_reset`] set aside. A snapshot while other threads work; exact when
+    /// [`Pool::stats_reset`] set aside. A snapshot while other threads work; exact when
     /// quiescent (e.g. after joining the workers).
     ///
     /// Counting needs the crate's **`stats` feature** (`idxpool = { features = ["stats"] }`,
@@ -757,7 +791,7 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         s.saturating_sub(*core.baseline.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Starts the counters of [`GenericPool::stats`] from 0 again (the current totals are set
+    /// Starts the counters of [`Pool::stats`] from 0 again (the current totals are set
     /// aside; the caches' own counters are not written, so this never races their owners).
     pub fn stats_reset(&self) {
         let core = &*self.core;
@@ -778,11 +812,11 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
     }
 }
 
-/// Converts handles of one pool to references; see [`GenericPool::resolver`].
+/// Converts handles of one pool to references; see [`Pool::resolver`].
 pub struct Resolver<'p, T, B, R: Repr> {
     geometry: Geometry,
-    /// Borrows the pool for `'p`; invariant in `T` because `GenericPool` is.
-    _pool: PhantomData<&'p GenericPool<T, B, R>>,
+    /// Borrows the pool for `'p`; invariant in `T` because `Pool` is.
+    _pool: PhantomData<&'p Pool<T, B, R>>,
 }
 
 impl<T, B, R: Repr> Clone for Resolver<'_, T, B, R> {
@@ -793,7 +827,7 @@ impl<T, B, R: Repr> Clone for Resolver<'_, T, B, R> {
 impl<T, B, R: Repr> Copy for Resolver<'_, T, B, R> {}
 
 impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
-    /// Shared access to the object of `h` (as [`GenericPool::get_ref`]; panics as it does
+    /// Shared access to the object of `h` (as [`Pool::get_ref`]; panics as it does
     /// on another pool's handle).
     #[inline(always)]
     #[track_caller]
@@ -801,12 +835,12 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     where
         'p: 'a,
     {
-        // SAFETY: as GenericPool::get_ref: the geometry is the pool's, the brand proves the
+        // SAFETY: as Pool::get_ref: the geometry is the pool's, the brand proves the
         // handle is this pool's, and the result lives no longer than the pool borrow 'p.
         unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_ref() }
     }
 
-    /// Exclusive access to the object of `h` (as [`GenericPool::get_mut`]; panics as it does
+    /// Exclusive access to the object of `h` (as [`Pool::get_mut`]; panics as it does
     /// on another pool's handle).
     #[inline(always)]
     #[track_caller]
@@ -814,11 +848,11 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     where
         'p: 'a,
     {
-        // SAFETY: as GenericPool::get_mut; &mut h makes the borrow exclusive.
+        // SAFETY: as Pool::get_mut; &mut h makes the borrow exclusive.
         unsafe { resolve::<T, B, R>(&self.geometry, h.entry()).as_mut() }
     }
 
-    /// Raw pointer to the object of `h` (as [`GenericPool::as_ptr`]): `base + index x stride`,
+    /// Raw pointer to the object of `h` (as [`Pool::as_ptr`]): `base + index x stride`,
     /// valid while the pool lives. Dereferencing it is the caller's `unsafe` responsibility.
     #[inline(always)]
     #[track_caller]
@@ -830,7 +864,7 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// handle (run-time pools) instead of panicking.
     ///
     /// # Errors
-    /// As [`GenericPool::check`].
+    /// As [`Pool::check`].
     #[inline]
     pub fn try_get_ref<'a>(&self, h: &'a H<T, B, R>) -> Result<&'a T, PoolError>
     where
@@ -844,7 +878,7 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// handle (run-time pools) instead of panicking.
     ///
     /// # Errors
-    /// As [`GenericPool::check`].
+    /// As [`Pool::check`].
     #[inline]
     pub fn try_get_mut<'a>(&self, h: &'a mut H<T, B, R>) -> Result<&'a mut T, PoolError>
     where
@@ -923,7 +957,7 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// nothing) when one of the handles is another pool's.
     ///
     /// # Errors
-    /// As [`GenericPool::check`], for the first foreign handle.
+    /// As [`Pool::check`], for the first foreign handle.
     #[inline]
     pub fn try_resolve_bulk(
         &self,
@@ -977,7 +1011,7 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// nothing) when one of the handles is another pool's.
     ///
     /// # Errors
-    /// As [`GenericPool::check`], for the first foreign handle.
+    /// As [`Pool::check`], for the first foreign handle.
     #[inline]
     pub fn try_get_mut_all<'a>(
         &self,
@@ -988,18 +1022,6 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     {
         try_check_owned_all::<B, R>(&self.geometry, entries_of(hs))?;
         Ok(self.get_mut_all(hs))
-    }
-}
-
-impl<'p, T, B, R: Repr> Resolver<'p, T, B, R> {
-    /// A resolver over `geometry`, which must be `pool`'s (a copy held by a cache).
-    #[inline(always)]
-    pub(crate) fn with_geometry(pool: &'p GenericPool<T, B, R>, geometry: Geometry) -> Self {
-        let _ = pool;
-        Resolver {
-            geometry,
-            _pool: PhantomData,
-        }
     }
 }
 
@@ -1044,7 +1066,7 @@ impl<T, B, R: Repr> fmt::Debug for ObjectsMut<'_, T, B, R> {
     }
 }
 
-/// The entries of a slice of handles (`GenericHandle` is `repr(transparent)` over the entry).
+/// The entries of a slice of handles (`Handle` is `repr(transparent)` over the entry).
 #[inline(always)]
 pub(crate) fn entries_of<T, B, R: Repr>(hs: &[H<T, B, R>]) -> &[R::Entry] {
     // SAFETY: H is repr(transparent) over R::Entry: same size, alignment and validity.
@@ -1107,7 +1129,7 @@ pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
     std::mem::forget(rest);
 }
 
-impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
+impl<T, B, R: Repr> Drop for Pool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
         let free = self.core.ring.count() + self.core.registry.held_by_threads();
@@ -1131,7 +1153,7 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: Repr> fmt::Debug for GenericPool<T, B, R> {
+impl<T, B: Brand, R: Repr> fmt::Debug for Pool<T, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pool")
             .field("name", &self.name)
@@ -1158,7 +1180,8 @@ mod tests {
         let cap = if cfg!(miri) { 16 } else { 256 };
         PoolBuilder::<[u64; 9]>::zeroed(cap)
             .cache_size(8)
-            .scoped_repr::<R, _>(|pool| {
+            .repr::<R>()
+            .scoped(|pool| {
                 let objs = pool.resolver();
                 let mut hs = Vec::new();
                 pool.get_bulk(&mut hs, cap as usize).unwrap();
@@ -1210,18 +1233,18 @@ mod tests {
                 let mut burst = Vec::new();
                 pool.put_bulk(&mut hs);
                 cache.get_bulk(&mut burst, 4).unwrap();
-                cache.prefetch_all(&burst);
-                cache.prefetch(&burst[0]);
+                objs.prefetch_all(&burst);
+                objs.prefetch(&burst[0]);
                 let mut ptrs = [NonNull::dangling(); 4];
-                assert_eq!(cache.resolve_bulk(&burst, &mut ptrs), 4);
-                let refs: Vec<_> = cache.get_mut_all(&mut burst).collect();
+                assert_eq!(objs.resolve_bulk(&burst, &mut ptrs), 4);
+                let refs: Vec<_> = objs.get_mut_all(&mut burst).collect();
                 let extra = cache.get().unwrap();
                 for (r, p) in refs.into_iter().zip(ptrs) {
                     assert_eq!(NonNull::from(&mut *r), p);
                     r[3] = 33;
                 }
                 cache.put(extra);
-                assert!(burst.iter().all(|h| cache.get_ref(h)[3] == 33));
+                assert!(burst.iter().all(|h| objs.get_ref(h)[3] == 33));
                 cache.put_bulk(&mut burst);
                 drop(cache);
                 assert!(pool.is_full());

@@ -114,7 +114,7 @@ pub unsafe trait Repr: 'static + Sized {
         let _ = (stride, capacity);
         Ok(())
     }
-    /// The entry named by a raw value as [`crate::GenericHandle::into_raw`] returns it
+    /// The entry named by a raw value as [`crate::Handle::into_raw`] returns it
     /// (`entry - 1` for 4-byte entries; the object index for [`Pointer`]), or None when no
     /// entry has that raw value. Used by `check_raw`; no other check.
     fn entry_from_raw(g: &Geometry, raw: u32) -> Option<Self::Entry>;
@@ -169,7 +169,7 @@ pub const OFFSET_MAX_OBJECT_OFFSET: u64 = (u32::MAX as u64 - 1) * OFFSET_SCALE a
 /// to 8), and the last object starts at most [`OFFSET_MAX_OBJECT_OFFSET`] bytes (about 32 GiB)
 /// from the base. Larger pools use [`Index`] (any region, `capacity <= u32::MAX`).
 ///
-/// The object index is still available ([`crate::GenericPool::index_of`]): `offset / stride`,
+/// The object index is still available ([`crate::Pool::index_of`]): `offset / stride`,
 /// a shift when the stride is a power of two, else a division.
 #[derive(Debug, Clone, Copy)]
 pub enum Offset {}

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::ops::AddAssign;
 
-/// Counters of one cache, or their sum over a pool ([`crate::GenericPool::stats`]).
+/// Counters of one cache, or their sum over a pool ([`crate::Pool::stats`]).
 ///
 /// Names follow DPDK: `*_bulk` counts calls, `*_objs` counts objects. "common pool" is the
 /// ring: `put_common_pool_*` are flushes into it, `get_common_pool_*` refills from it.
@@ -46,7 +46,7 @@ impl Stats {
         Self::COUNTING
     }
 
-    /// Field-wise `self - base`, saturating at 0 (for [`crate::GenericPool::stats_reset`]).
+    /// Field-wise `self - base`, saturating at 0 (for [`crate::Pool::stats_reset`]).
     pub(crate) fn saturating_sub(self, base: Stats) -> Stats {
         Stats {
             put_bulk: self.put_bulk.saturating_sub(base.put_bulk),

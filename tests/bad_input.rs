@@ -164,7 +164,8 @@ fn offset_pools_beyond_32_gib_are_refused_before_mapping() {
     // offset entry (byte offset / 8 in a u32) cannot name. Refused before any mmap.
     let e = match PoolBuilder::<[u8; 4096]>::zeroed(10_000_000)
         .cache_size(0)
-        .scoped_repr::<Offset, _>(|_| ())
+        .repr::<Offset>()
+        .scoped(|_| ())
     {
         Err(e) => e,
         Ok(()) => panic!("a 41.6 GB offset pool was accepted"),
@@ -190,7 +191,8 @@ fn offset_pools_beyond_32_gib_are_refused_before_mapping() {
 fn offset_entries_need_strides_that_are_multiples_of_8() {
     let e = match PoolBuilder::<[u8; 12]>::zeroed(8)
         .stride(StrideMode::Natural)
-        .scoped_repr::<Offset, _>(|_| ())
+        .repr::<Offset>()
+        .scoped(|_| ())
     {
         Err(e) => e,
         Ok(()) => panic!("stride 12 accepted for offset entries"),
@@ -200,13 +202,16 @@ fn offset_entries_need_strides_that_are_multiples_of_8() {
     // offset entries only.
     PoolBuilder::<[u8; 12]>::zeroed(8)
         .stride(StrideMode::Natural)
-        .scoped_repr::<Index, _>(|p| assert_eq!(p.stride(), 12))
+        .repr::<Index>()
+        .scoped(|p| assert_eq!(p.stride(), 12))
         .unwrap();
     PoolBuilder::<u8>::with_default(8)
-        .scoped_repr::<Offset, _>(|p| assert_eq!(p.stride(), 8))
+        .repr::<Offset>()
+        .scoped(|p| assert_eq!(p.stride(), 8))
         .unwrap();
     PoolBuilder::<u8>::with_default(8)
-        .scoped_repr::<Index, _>(|p| assert_eq!(p.stride(), 1))
+        .repr::<Index>()
+        .scoped(|p| assert_eq!(p.stride(), 1))
         .unwrap();
 }
 
@@ -279,7 +284,7 @@ fn hugetlb_pools_work_when_pages_are_reserved() {
         .cache_size(32)
         .backing(BackingPolicy::Require(Backing::Hugetlb2M))
         .prefault(true)
-        .build::<Huge>()
+        .build_named::<Huge>()
     {
         Ok(p) => p,
         Err(e) => {
@@ -293,7 +298,7 @@ fn hugetlb_pools_work_when_pages_are_reserved() {
     let mut v = Vec::new();
     c.get_bulk(&mut v, 512).unwrap();
     for h in v.iter_mut() {
-        c.get_mut(h)[2047] = 1;
+        pool.get_mut(h)[2047] = 1;
     }
     c.put_bulk(&mut v);
 }
@@ -383,9 +388,9 @@ fn bulk_requests_larger_than_the_pool() {
 fn two_live_pools_of_one_brand_are_refused() {
     idxpool::brand!(OnlyOne);
     let a = PoolBuilder::<u64>::with_default(4)
-        .build::<OnlyOne>()
+        .build_named::<OnlyOne>()
         .unwrap();
-    match PoolBuilder::<u64>::with_default(4).build::<OnlyOne>() {
+    match PoolBuilder::<u64>::with_default(4).build_named::<OnlyOne>() {
         Err(PoolError::BrandInUse { brand, state }) => {
             assert!(brand.contains("OnlyOne"), "{brand}");
             assert_eq!(state, "a live pool");
@@ -394,12 +399,14 @@ fn two_live_pools_of_one_brand_are_refused() {
     }
     // A different T does not help: the brand, not the type, names the pool.
     assert!(matches!(
-        PoolBuilder::<u32>::with_default(4).build::<OnlyOne>(),
+        PoolBuilder::<u32>::with_default(4).build_named::<OnlyOne>(),
         Err(PoolError::BrandInUse { .. })
     ));
     // The pointer twin shares the brand registry.
     assert!(matches!(
-        PoolBuilder::<u64>::with_default(4).build_ptr::<OnlyOne>(),
+        PoolBuilder::<u64>::with_default(4)
+            .repr::<idxpool::Pointer>()
+            .build_named::<OnlyOne>(),
         Err(PoolError::BrandInUse { .. })
     ));
     // A failed build did not disturb the live pool, and dropping it (all objects home)
@@ -408,7 +415,7 @@ fn two_live_pools_of_one_brand_are_refused() {
     a.put(h);
     drop(a);
     let b = PoolBuilder::<u64>::with_default(4)
-        .build::<OnlyOne>()
+        .build_named::<OnlyOne>()
         .expect("brand released by the drop");
     drop(b);
 }
@@ -418,13 +425,13 @@ fn a_pool_dropped_with_handles_out_retires_its_brand() {
     idxpool::brand!(Retired);
     let pool = PoolBuilder::<u64>::with_default(4)
         .cache_size(0)
-        .build::<Retired>()
+        .build_named::<Retired>()
         .unwrap();
     let h = pool.get().unwrap();
     let raw = h.into_raw(); // the handle is gone; the object stays in use
     drop(pool);
     assert!(<Retired as idxpool::NamedBrand>::slot().is_retired());
-    match PoolBuilder::<u64>::with_default(4).build::<Retired>() {
+    match PoolBuilder::<u64>::with_default(4).build_named::<Retired>() {
         Err(PoolError::BrandInUse { state, .. }) => {
             assert!(state.contains("outstanding"), "{state}")
         }
@@ -439,12 +446,12 @@ fn a_failed_build_after_claiming_releases_the_brand() {
     // The brand is claimed after validation: configuration errors never touch it.
     idxpool::brand!(Validated);
     assert!(PoolBuilder::<u64>::with_default(0)
-        .build::<Validated>()
+        .build_named::<Validated>()
         .is_err());
     assert!(!<Validated as idxpool::NamedBrand>::slot().is_live());
     drop(
         PoolBuilder::<u64>::with_default(4)
-            .build::<Validated>()
+            .build_named::<Validated>()
             .unwrap(),
     );
 }
@@ -505,7 +512,7 @@ fn audit_reports_an_object_named_twice() {
     idxpool::brand!(Audited);
     let mut pool = PoolBuilder::<u64>::with_default(4)
         .cache_size(0)
-        .build::<Audited>()
+        .build_named::<Audited>()
         .unwrap();
     let h = pool.get().unwrap();
     let _held = pool.get().unwrap(); // leaves room in the ring for the duplicate
@@ -564,7 +571,7 @@ fn capacity_one() {
                         assert!(c.get().is_err());
                         c.put(h);
                         let h = c.get().unwrap();
-                        assert_eq!(*c.get_ref(&h), 7, "the object keeps its state");
+                        assert_eq!(*pool.get_ref(&h), 7, "the object keeps its state");
                         c.put(h);
                     }
                     assert!(pool.is_full());
@@ -625,7 +632,7 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
             slot.write(Counted(i as u64))
         })
         .cache_size(2)
-        .build::<InitPanics>()
+        .build_named::<InitPanics>()
     }));
     let msg = r.expect_err("the panic propagates");
     let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
@@ -644,7 +651,7 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
         Counted(i as u64)
     })
     .cache_size(2)
-    .build::<InitPanics>()
+    .build_named::<InitPanics>()
     .expect("brand released after the panic");
     assert_eq!(LIVE.load(SeqCst), 10);
     drop(pool);
@@ -748,7 +755,7 @@ fn out_of_range_handles_panic_naming_the_index_on_every_access_path() {
     }
     idxpool::brand!(OutOfRange);
     let pool = PoolBuilder::<u64>::with_default(8)
-        .build::<OutOfRange>()
+        .build_named::<OutOfRange>()
         .unwrap();
     let cache = pool.local_cache();
     let msg = |r: std::thread::Result<()>| -> String {
@@ -776,10 +783,10 @@ fn out_of_range_handles_panic_naming_the_index_on_every_access_path() {
             let _ = pool.resolver().get_mut(h);
         }),
         ("cache.get_ref", &|h| {
-            let _ = cache.get_ref(h);
+            let _ = pool.get_ref(h);
         }),
         ("cache.get_mut", &|h| {
-            let _ = cache.get_mut(h);
+            let _ = pool.get_mut(h);
         }),
     ];
     for (name, f) in paths {

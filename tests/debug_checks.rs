@@ -93,7 +93,7 @@ fn put_array_of_a_free_object_panics() {
 #[should_panic(expected = "index 100 out of range for pool of capacity 8")]
 fn put_of_an_index_out_of_range_panics() {
     let pool = PoolBuilder::<u64>::with_default(8)
-        .build::<Eight>()
+        .build_named::<Eight>()
         .unwrap();
     // SAFETY (deliberately broken): index 100 is not an object of the pool; the handle is only
     // put, and the range check stops it.
@@ -111,7 +111,7 @@ fn a_caught_double_free_leaves_the_pool_consistent() {
     let mut pool = PoolBuilder::<u64>::with_default(8)
         .cache_size(2)
         .name("dc-caught")
-        .build::<Caught>()
+        .build_named::<Caught>()
         .unwrap();
     let mut v = Vec::new();
     pool.get_bulk(&mut v, 3).unwrap();

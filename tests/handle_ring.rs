@@ -8,27 +8,31 @@
 
 #[cfg(not(loom))]
 mod std_tests {
-    use idxpool::handle_ring::{Consumer, Producer, PtrHandleRing, Zeroing};
+    use idxpool::handle_ring::{Consumer, HandleRing, Producer, Zeroing};
     use idxpool::repr::Repr;
-    use idxpool::{GenericPool, Handle, HandleRing, Pool, PoolBuilder};
+    use idxpool::{Handle, Pool, PoolBuilder};
 
     fn get_n<T, B: idxpool::Brand, R: Repr>(
-        pool: &GenericPool<T, B, R>,
+        pool: &Pool<T, B, R>,
         n: usize,
-    ) -> Vec<idxpool::GenericHandle<T, B, R>> {
+    ) -> Vec<idxpool::Handle<T, B, R>> {
         let mut v = Vec::new();
         pool.get_bulk(&mut v, n).unwrap();
         v
     }
 
     /// Produces `n` fresh handles one by one; all must fit.
-    fn fill<T, B: idxpool::Brand>(pool: &Pool<T, B>, p: &mut Producer<'_, T, B>, n: usize) {
+    fn fill<T, B: idxpool::Brand>(pool: &Pool<T, B>, p: &mut Producer<&'_ Pool<T, B>>, n: usize) {
         for h in get_n(pool, n) {
             p.produce(h).expect("ring has room");
         }
     }
 
-    fn consume_put<T, B: idxpool::Brand>(pool: &Pool<T, B>, c: &mut Consumer<'_, T, B>, n: usize) {
+    fn consume_put<T, B: idxpool::Brand>(
+        pool: &Pool<T, B>,
+        c: &mut Consumer<&'_ Pool<T, B>>,
+        n: usize,
+    ) {
         for _ in 0..n {
             pool.put(c.consume().expect("ring has entries"));
         }
@@ -229,8 +233,9 @@ mod std_tests {
     fn pointer_twin_ring() {
         PoolBuilder::<u64>::with_default(64)
             .cache_size(0)
-            .scoped_ptr(|pool| {
-                let (mut p, mut c) = PtrHandleRing::new(&pool, 32, Zeroing::Batched).unwrap();
+            .repr::<idxpool::Pointer>()
+            .scoped(|pool| {
+                let (mut p, mut c) = HandleRing::new(&pool, 32, Zeroing::Batched).unwrap();
                 assert_eq!(p.ring().batch(), 16);
                 let mut v = get_n(&pool, 32);
                 for (i, h) in v.iter_mut().enumerate() {
@@ -277,7 +282,7 @@ mod std_tests {
                                     continue;
                                 }
                                 for h in v.iter_mut() {
-                                    *cache.get_mut(h) = seq;
+                                    *pool.get_mut(h) = seq;
                                     seq += 1;
                                 }
                             }
@@ -345,7 +350,7 @@ mod std_tests {
                             std::thread::yield_now();
                         }
                         for h in out.iter() {
-                            assert_eq!(*cache.get_ref(h), want, "FIFO order");
+                            assert_eq!(*pool.get_ref(h), want, "FIFO order");
                             want += 1;
                         }
                         cache.put_bulk(&mut out);
@@ -381,7 +386,7 @@ mod std_tests {
 
 #[cfg(loom)]
 mod loom_tests {
-    use idxpool::handle_ring::{PtrHandleRing, Zeroing};
+    use idxpool::handle_ring::{HandleRing, Zeroing};
     use idxpool::{Backing, BackingPolicy, HandleRing, Pool, PoolBuilder, Unchecked};
     use loom::cell::UnsafeCell;
     use loom::thread;
@@ -528,11 +533,12 @@ mod loom_tests {
                     .cache_size(0)
                     .backing(BackingPolicy::Require(Backing::Heap))
                     .max_threads(1)
-                    .build_unchecked_ptr()
+                    .repr::<idxpool::Pointer>()
+                    .build_unchecked()
                     .unwrap()
             }));
-            let pool: &'static idxpool::ptr::Pool<Obj, Unchecked> = pool;
-            let (mut p, mut c) = PtrHandleRing::new(pool, 2, Zeroing::Batched).unwrap();
+            let pool: &'static idxpool::Pool<Obj, Unchecked, Pointer> = pool;
+            let (mut p, mut c) = HandleRing::new(pool, 2, Zeroing::Batched).unwrap();
             let mut hs = Vec::new();
             pool.get_bulk(&mut hs, 3).unwrap();
             let prod = thread::spawn(move || {
@@ -565,7 +571,7 @@ mod loom_tests {
             assert_eq!(pool.in_use(), 0);
             // SAFETY: the producer thread is joined, both halves are dropped.
             drop(unsafe {
-                Box::from_raw(pool as *const _ as *mut idxpool::ptr::Pool<Obj, Unchecked>)
+                Box::from_raw(pool as *const _ as *mut idxpool::Pool<Obj, Unchecked, Pointer>)
             });
         });
     }

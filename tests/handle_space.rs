@@ -4,24 +4,24 @@
 //! every live pool rejects every earlier pool's outstanding handle. Its own test binary (its
 //! own process), because it exhausts the process-wide space on purpose.
 
-use idxpool::{GenericHandle, GenericPool, Offset, PoolBuilder, PoolError, Runtime};
+use idxpool::{Handle, Offset, Pool, PoolBuilder, PoolError, Runtime};
 
 /// 512 KiB objects: 4096 of them span 2^28 raw entries (2 GiB of region, mapped but never
 /// touched), so 16 such pools fill the 2^32 space.
 type Big = [u8; 512 * 1024];
 
-fn big_pool(i: usize) -> Result<GenericPool<Big, Runtime, Offset>, PoolError> {
+fn big_pool(i: usize) -> Result<Pool<Big, Runtime, Offset>, PoolError> {
     PoolBuilder::<Big>::zeroed(4096)
         .cache_size(0)
         .name(format!("big-{i}"))
-        .build_runtime()
+        .build()
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "maps 2 GiB regions")]
 fn exhausting_the_handle_space_is_a_typed_error_and_never_aliases() {
     let (free0, _) = Runtime::space_usage();
-    let mut outstanding: Vec<(usize, GenericHandle<Big, Runtime, Offset>)> = Vec::new();
+    let mut outstanding: Vec<(usize, Handle<Big, Runtime, Offset>)> = Vec::new();
     let mut made = 0;
     let err = loop {
         let pool = match big_pool(made) {
@@ -31,7 +31,10 @@ fn exhausting_the_handle_space_is_a_typed_error_and_never_aliases() {
         // No earlier pool's handle is this pool's.
         for (k, h) in &outstanding {
             assert!(!pool.owns(h), "pool {made} accepts a handle of pool {k}");
-            assert!(matches!(pool.check(h), Err(PoolError::ForeignHandle { .. })));
+            assert!(matches!(
+                pool.check(h),
+                Err(PoolError::ForeignHandle { .. })
+            ));
         }
         let h = pool.get().unwrap();
         if made % 2 == 0 {
@@ -64,10 +67,7 @@ fn exhausting_the_handle_space_is_a_typed_error_and_never_aliases() {
     assert!(free < free0 && quarantined >= (outstanding.len() as u64) << 28);
     assert!(outstanding.len() >= 8, "half the pools leaked");
     // Small pools still fit in what is left, and still reject the leaked handles.
-    let small = PoolBuilder::<Big>::zeroed(1)
-        .cache_size(0)
-        .build_runtime()
-        .unwrap();
+    let small = PoolBuilder::<Big>::zeroed(1).cache_size(0).build().unwrap();
     for (_, h) in &outstanding {
         assert!(!small.owns(h));
     }

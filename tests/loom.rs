@@ -297,7 +297,7 @@ fn cache_race<B: idxpool::NamedBrand + Send + Sync>(
             .policy(policy)
             .backing(BackingPolicy::Require(Backing::Heap))
             .max_threads(1)
-            .build::<B>()
+            .build_named::<B>()
             .unwrap(),
     );
     let workers: Vec<_> = (1..=2u32)
@@ -382,7 +382,7 @@ fn cache_burst_and_flush_race() {
                 .policy(FlushPolicy::Dpdk2607)
                 .backing(BackingPolicy::Require(Backing::Heap))
                 .max_threads(1)
-                .build::<LoomBurst>()
+                .build_named::<LoomBurst>()
                 .unwrap(),
         );
         let p = pool.clone();

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 
 use idxpool::repr::Repr;
-use idxpool::{Brand, FlushPolicy, GenericHandle, GenericPool, LocalCache, PoolError};
+use idxpool::{Brand, FlushPolicy, Handle, LocalCache, Pool, PoolError};
 use proptest::prelude::*;
 
 /// Which cache an operation goes through.
@@ -99,14 +99,14 @@ fn config() -> impl Strategy<Value = (FlushPolicy, u32, u32, Vec<Op>)> {
 /// The single-threaded model of a pool: the handles the test holds, with the stamp written
 /// into each object through its handle.
 struct Model<T, B, R: Repr> {
-    held: Vec<GenericHandle<T, B, R>>,
+    held: Vec<Handle<T, B, R>>,
     stamps: HashMap<u32, u64>,
     next_stamp: u64,
 }
 
 /// Runs `ops` on `pool` and checks the model after each step.
 fn run<B: Brand, R: Repr>(
-    mut pool: GenericPool<u64, B, R>,
+    mut pool: Pool<u64, B, R>,
     policy: FlushPolicy,
     cache_size: u32,
     ops: &[Op],
@@ -120,9 +120,10 @@ fn run<B: Brand, R: Repr>(
     };
     {
         let pool = &pool;
-        let mut locals: [LocalCache<'_, u64, B, R>; 2] = [pool.local_cache(), pool.local_cache()];
+        let mut locals: [LocalCache<&'_ Pool<u64, B, R>>; 2] =
+            [pool.local_cache(), pool.local_cache()];
         // Objects reachable by a caller through `via`: its cache plus the common ring.
-        let reachable = |locals: &[LocalCache<'_, u64, B, R>; 2], via: Via| -> usize {
+        let reachable = |locals: &[LocalCache<&'_ Pool<u64, B, R>>; 2], via: Via| -> usize {
             let local_total: usize = locals.iter().map(|c| c.len()).sum();
             match via {
                 Via::Local(i) => locals[i].len() + pool.ring_count(),
@@ -153,7 +154,7 @@ fn run<B: Brand, R: Repr>(
                 }
                 Op::GetBulk(via, n) => {
                     let r = reachable(&locals, via);
-                    let mut v: Vec<GenericHandle<u64, B, R>> = Vec::new();
+                    let mut v: Vec<Handle<u64, B, R>> = Vec::new();
                     let res = match via {
                         Via::Implicit => pool.get_bulk(&mut v, n),
                         Via::Local(i) => locals[i].get_bulk(&mut v, n),
@@ -251,7 +252,7 @@ fn run<B: Brand, R: Repr>(
                         continue;
                     }
                     let v = give(pool, &mut m, 0, 4)?;
-                    let arr: [GenericHandle<u64, B, R>; 4] = v.try_into().expect("4 handles");
+                    let arr: [Handle<u64, B, R>; 4] = v.try_into().expect("4 handles");
                     locals[i].put_array(arr);
                 }
                 Op::Flush(via) => {
@@ -313,9 +314,9 @@ fn run<B: Brand, R: Repr>(
 /// Takes ownership of freshly got handles: each index must be new (not held), and gets a
 /// fresh stamp written through `get_mut`.
 fn take<B: Brand, R: Repr>(
-    pool: &GenericPool<u64, B, R>,
+    pool: &Pool<u64, B, R>,
     m: &mut Model<u64, B, R>,
-    hs: Vec<GenericHandle<u64, B, R>>,
+    hs: Vec<Handle<u64, B, R>>,
 ) -> Result<(), TestCaseError> {
     for mut h in hs {
         let i = pool.index_of(&h);
@@ -334,9 +335,9 @@ fn take<B: Brand, R: Repr>(
 }
 
 fn check_stamp_ref<B: Brand, R: Repr>(
-    pool: &GenericPool<u64, B, R>,
+    pool: &Pool<u64, B, R>,
     m: &Model<u64, B, R>,
-    h: &GenericHandle<u64, B, R>,
+    h: &Handle<u64, B, R>,
 ) -> Result<(), TestCaseError> {
     let i = pool.index_of(h);
     prop_assert_eq!(
@@ -349,9 +350,9 @@ fn check_stamp_ref<B: Brand, R: Repr>(
 }
 
 fn check_stamp<B: Brand, R: Repr>(
-    pool: &GenericPool<u64, B, R>,
+    pool: &Pool<u64, B, R>,
     m: &mut Model<u64, B, R>,
-    h: &GenericHandle<u64, B, R>,
+    h: &Handle<u64, B, R>,
 ) -> Result<(), TestCaseError> {
     check_stamp_ref(pool, m, h)?;
     m.stamps.remove(&pool.index_of(h));
@@ -360,11 +361,11 @@ fn check_stamp<B: Brand, R: Repr>(
 
 /// Removes up to `n` held handles starting at `k % held` (checking their stamps) for a put.
 fn give<B: Brand, R: Repr>(
-    pool: &GenericPool<u64, B, R>,
+    pool: &Pool<u64, B, R>,
     m: &mut Model<u64, B, R>,
     k: usize,
     n: usize,
-) -> Result<Vec<GenericHandle<u64, B, R>>, TestCaseError> {
+) -> Result<Vec<Handle<u64, B, R>>, TestCaseError> {
     if m.held.is_empty() {
         return Ok(Vec::new());
     }
@@ -407,7 +408,7 @@ proptest! {
         idxpool::PoolBuilder::<u64>::with_default(cap)
             .cache_size(size)
             .policy(policy)
-            .scoped_ptr(|pool| run(pool, policy, size, &ops))
+            .repr::<idxpool::Pointer>().scoped(|pool| run(pool, policy, size, &ops))
             .map_err(|e| TestCaseError::fail(format!("build: {e}")))??;
     }
 
@@ -416,7 +417,7 @@ proptest! {
         idxpool::PoolBuilder::<u64>::with_default(cap)
             .cache_size(size)
             .policy(policy)
-            .scoped_repr::<idxpool::Offset, _>(|pool| run(pool, policy, size, &ops))
+            .repr::<idxpool::Offset>().scoped(|pool| run(pool, policy, size, &ops))
             .map_err(|e| TestCaseError::fail(format!("build: {e}")))??;
     }
 
@@ -425,7 +426,7 @@ proptest! {
         idxpool::PoolBuilder::<u64>::with_default(cap)
             .cache_size(size)
             .policy(policy)
-            .scoped_repr::<idxpool::Index, _>(|pool| run(pool, policy, size, &ops))
+            .repr::<idxpool::Index>().scoped(|pool| run(pool, policy, size, &ops))
             .map_err(|e| TestCaseError::fail(format!("build: {e}")))??;
     }
 }

@@ -1,6 +1,8 @@
 //! Pool behaviour through the public API: creation, get/put, bulk, handles, counts.
 
-use idxpool::{Backing, BackingPolicy, FlushPolicy, Handle, PoolBuilder, PoolError, StrideMode};
+use idxpool::{
+    Backing, BackingPolicy, FlushPolicy, Handle, Pointer, Pool, PoolBuilder, PoolError, StrideMode,
+};
 
 idxpool::brand!(Basic);
 
@@ -8,7 +10,7 @@ idxpool::brand!(Basic);
 fn get_put_and_access() {
     let pool = PoolBuilder::<u64>::with_init(100, |i, slot| slot.write(i as u64 * 10))
         .cache_size(8)
-        .build::<Basic>()
+        .build_named::<Basic>()
         .unwrap();
     assert_eq!(pool.capacity(), 100);
     assert_eq!(pool.available(), 100);
@@ -95,15 +97,16 @@ fn stride_modes() {
 fn pointer_twin_behaves_the_same() {
     PoolBuilder::<u64>::with_default(32)
         .cache_size(4)
-        .scoped_ptr(|pool| {
+        .repr::<idxpool::Pointer>()
+        .scoped(|pool| {
             let mut c = pool.local_cache();
             let mut v = Vec::new();
             c.get_bulk(&mut v, 32).unwrap();
             for (k, h) in v.iter_mut().enumerate() {
-                *c.get_mut(h) = k as u64;
+                *pool.get_mut(h) = k as u64;
             }
             for (k, h) in v.iter().enumerate() {
-                assert_eq!(*c.get_ref(h), k as u64);
+                assert_eq!(*pool.get_ref(h), k as u64);
             }
             c.put_bulk(&mut v);
         })
@@ -131,8 +134,10 @@ fn caches_written_by_one_thread_sit_on_their_own_pair_of_cache_lines() {
     // Issue 12: LocalCaches kept side by side in a Vec (one per thread) shared a cache line,
     // and each thread's writes of its fast state invalidated the other's (false sharing).
     const PAIR: usize = 2 * idxpool::CACHE_LINE;
-    assert!(std::mem::align_of::<idxpool::IndexLocalCache<'static, u64, Basic>>() >= PAIR);
-    assert!(std::mem::align_of::<idxpool::ptr::LocalCache<'static, u64, Basic>>() >= PAIR);
+    assert!(std::mem::align_of::<idxpool::LocalCache<&'static Pool<u64, Basic>>>() >= PAIR);
+    assert!(
+        std::mem::align_of::<idxpool::LocalCache<&'static Pool<u64, Basic, Pointer>>>() >= PAIR
+    );
     PoolBuilder::<u64>::with_default(256)
         .cache_size(8)
         .scoped(|pool| {

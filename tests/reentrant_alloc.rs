@@ -11,9 +11,9 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use idxpool::{GenericHandle, GenericPool, Offset, PoolBuilder, Runtime};
+use idxpool::{Handle, Offset, Pool, PoolBuilder, Runtime};
 
-type P = GenericPool<u64, Runtime, Offset>;
+type P = Pool<u64, Runtime, Offset>;
 
 static POOL: OnceLock<P> = OnceLock::new();
 /// The raw value of the handle the allocator took (u32::MAX: none).
@@ -53,7 +53,7 @@ fn an_allocator_that_reenters_the_pool_never_gets_a_duplicate() {
     let pool = POOL.get_or_init(|| {
         PoolBuilder::<u64>::with_default(64)
             .cache_size(16)
-            .build_runtime()
+            .build()
             .unwrap()
     });
     // Warm this thread's cache: it now holds entries, the next gets are hits.
@@ -61,14 +61,18 @@ fn an_allocator_that_reenters_the_pool_never_gets_a_duplicate() {
     pool.get_bulk(&mut warm, 8).unwrap();
     pool.put_bulk(&mut warm);
     for round in 0..4 {
-        let mut out: Vec<GenericHandle<u64, Runtime, Offset>> = Vec::new(); // capacity 0
+        let mut out: Vec<Handle<u64, Runtime, Offset>> = Vec::new(); // capacity 0
         ARMED.with(|a| a.set(true));
         pool.get_bulk(&mut out, 4).unwrap(); // grows `out`: the allocator re-enters
         let stolen = STOLEN.swap(u32::MAX, Ordering::SeqCst);
-        assert_ne!(stolen, u32::MAX, "round {round}: the allocator ran and took a handle");
+        assert_ne!(
+            stolen,
+            u32::MAX,
+            "round {round}: the allocator ran and took a handle"
+        );
         let mut raws: Vec<u32> = out.iter().map(|h| pool.index_of(h)).collect();
         // SAFETY: `stolen` came from into_raw of a handle of this live pool, rebuilt once.
-        let back = unsafe { GenericHandle::<u64, Runtime, Offset>::from_raw(stolen) };
+        let back = unsafe { Handle::<u64, Runtime, Offset>::from_raw(stolen) };
         raws.push(pool.index_of(&back));
         raws.sort_unstable();
         raws.dedup();

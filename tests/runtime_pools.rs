@@ -1,4 +1,4 @@
-//! Pools in real programs (issue 11): run-time pools (`DynPool`) created from configuration,
+//! Pools in real programs (issues 11, 23): run-time pools (`Pool<T>`, in an `Arc`) created from configuration,
 //! several of one `T` alive at once, stored in structs with their caches, moved with their
 //! caches and handle rings into `std::thread::spawn` (no `static`, no `scope`); foreign handles
 //! rejected naming both pools; RAII guards returning objects on drop and on panic; the leak
@@ -9,12 +9,31 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use idxpool::handle_ring::Zeroing;
-use idxpool::{DynHandle, DynLocalCache, DynPool, PoolBuilder, PoolError, Pooled};
+use idxpool::{Handle, HandleRing, LocalCache, Pool, PoolBuilder, PoolError, Pooled};
+
+/// A run-time pool shared by reference counting (what `DynPool` was before issue 23).
+type DynPool<T> = Arc<Pool<T>>;
+type DynHandle<T> = Handle<T>;
+type DynLocalCache<T> = LocalCache<Arc<Pool<T>>>;
+
+fn new_pool<T>(b: PoolBuilder<'_, T>) -> Result<DynPool<T>, PoolError> {
+    Ok(Arc::new(b.build()?))
+}
+
+/// `audit` needs `&mut Pool`: the only reference, which proves quiescence.
+fn audit<T>(p: &mut DynPool<T>) -> Result<idxpool::AuditReport, PoolError> {
+    match Arc::get_mut(p) {
+        Some(p) => p.audit(),
+        None => Err(PoolError::AuditFailed(
+            "other references to the pool exist".into(),
+        )),
+    }
+}
 
 const N: u64 = if cfg!(miri) { 40 } else { 20_000 };
 
 fn pool(name: &str, capacity: u32, cache: u32) -> DynPool<[u64; 4]> {
-    DynPool::new(
+    new_pool(
         PoolBuilder::<[u64; 4]>::with_default(capacity)
             .cache_size(cache)
             .name(name),
@@ -37,7 +56,7 @@ struct BufferManager {
 impl BufferManager {
     fn new(name: &str, buffers: u32) -> Result<Self, PoolError> {
         Ok(BufferManager {
-            pool: DynPool::new(PoolBuilder::with_default(buffers).cache_size(8).name(name))?,
+            pool: new_pool(PoolBuilder::with_default(buffers).cache_size(8).name(name))?,
         })
     }
     fn alloc(&self, tag: u64) -> Result<DynHandle<[u64; 4]>, PoolError> {
@@ -100,7 +119,7 @@ fn two_pools_of_one_type_alive_at_once_in_threads() {
         b
     });
     let (a, b) = (ta.join().unwrap(), tb.join().unwrap());
-    assert!(!a.pool.same_pool(&b.pool));
+    assert!(!Arc::ptr_eq(&a.pool, &b.pool));
     assert_eq!(a.pool.in_use() + b.pool.in_use(), 0);
 }
 
@@ -191,7 +210,7 @@ impl Worker {
     fn new(pool: &DynPool<[u64; 4]>) -> Self {
         Worker {
             pool: pool.clone(),
-            cache: pool.local_cache(),
+            cache: LocalCache::new(pool.clone()),
         }
     }
     /// The burst loop of the issue: a `&mut T` held while the same cache allocates.
@@ -235,9 +254,9 @@ fn a_pool_and_its_cache_in_one_struct_in_a_spawned_thread() {
 #[test]
 fn spawned_pipeline_with_a_handle_ring() {
     let pool = pool("pipeline", 256, 32);
-    let (mut tx, mut rx) = pool.handle_ring(64, Zeroing::Batched).unwrap();
-    let mut rx_cache = pool.local_cache();
-    let mut work_cache = pool.local_cache();
+    let (mut tx, mut rx) = HandleRing::new(pool.clone(), 64, Zeroing::Batched).unwrap();
+    let mut rx_cache = LocalCache::new(pool.clone());
+    let mut work_cache = LocalCache::new(pool.clone());
     let producer = std::thread::spawn(move || {
         let mut burst = Vec::new();
         let mut sent = 0u64;
@@ -245,7 +264,7 @@ fn spawned_pipeline_with_a_handle_ring() {
             let want = 8.min((N - sent) as usize);
             let got = rx_cache.get_burst(&mut burst, want);
             for h in burst.iter_mut() {
-                rx_cache.get_mut(h)[0] = sent;
+                rx_cache.pool().get_mut(h)[0] = sent;
                 sent += 1;
             }
             debug_assert!(got <= want);
@@ -266,7 +285,7 @@ fn spawned_pipeline_with_a_handle_ring() {
                 continue;
             }
             for h in got.iter() {
-                assert_eq!(work_cache.get_ref(h)[0], seen, "FIFO");
+                assert_eq!(work_cache.pool().get_ref(h)[0], seen, "FIFO");
                 seen += 1;
             }
             work_cache.put_bulk(&mut got);
@@ -276,14 +295,14 @@ fn spawned_pipeline_with_a_handle_ring() {
     assert_eq!(producer.join().unwrap(), N);
     assert_eq!(consumer.join().unwrap(), N);
     let mut pool = pool;
-    let report = pool.audit().unwrap();
+    let report = audit(&mut pool).unwrap();
     assert_eq!(report.in_use, 0);
 }
 
 #[test]
 fn handles_left_in_a_ring_go_home_when_both_halves_drop() {
     let pool = pool("ring-left", 16, 0);
-    let (mut tx, rx) = pool.handle_ring(8, Zeroing::Immediate).unwrap();
+    let (mut tx, rx) = HandleRing::new(pool.clone(), 8, Zeroing::Immediate).unwrap();
     let mut v = Vec::new();
     pool.get_bulk(&mut v, 5).unwrap();
     assert!(tx.produce_bulk(&mut v));
@@ -313,7 +332,7 @@ fn guards_return_objects_on_drop_and_on_panic() {
     assert_eq!(p.in_use(), 0, "returned while unwinding");
     let h = p.get_pooled().unwrap().into_handle();
     assert_eq!(p.in_use(), 1);
-    let g = p.pooled(h);
+    let g = Pooled::new(&*p, h);
     assert_eq!(g.len(), 4);
     drop(g);
     assert_eq!(p.in_use(), 0);
@@ -339,7 +358,7 @@ fn guards_return_objects_on_drop_and_on_panic() {
             drop(g);
             let h = pool.get_pooled().unwrap().into_handle();
             assert_eq!(pool.in_use(), 1);
-            drop(pool.pooled(h));
+            drop(Pooled::new(&pool, h));
             assert_eq!(pool.in_use(), 0);
         })
         .unwrap();
@@ -386,10 +405,10 @@ fn a_pool_dropped_with_objects_out_is_reported() {
 #[test]
 fn audit_needs_the_only_reference() {
     let mut p = pool("audit-only", 8, 4);
-    let c = p.local_cache();
-    assert!(matches!(p.audit(), Err(PoolError::AuditFailed(_))));
+    let c = LocalCache::new(p.clone());
+    assert!(matches!(audit(&mut p), Err(PoolError::AuditFailed(_))));
     drop(c);
-    assert_eq!(p.audit().unwrap().in_use, 0);
+    assert_eq!(audit(&mut p).unwrap().in_use, 0);
 }
 
 /// Stats add up: operations of exited threads' caches and of dropped local caches stay in the
@@ -456,12 +475,12 @@ fn a_branded_local_cache_allocates_while_a_reference_lives() {
         .scoped(|pool| {
             let mut cache = pool.local_cache();
             let mut first = cache.get().unwrap();
-            let head = cache.get_mut(&mut first);
+            let head = pool.get_mut(&mut first);
             let mut burst = Vec::new();
             for k in 0..4u64 {
                 cache.get_bulk(&mut burst, 8).unwrap();
                 for h in burst.iter_mut() {
-                    cache.get_mut(h)[0] = k;
+                    pool.get_mut(h)[0] = k;
                     head[0] += 1;
                 }
                 cache.put_bulk(&mut burst);
@@ -483,12 +502,11 @@ fn a_branded_pool_in_an_arc_feeds_spawned_threads() {
     let pool = Arc::new(
         PoolBuilder::<[u64; 4]>::with_default(128)
             .cache_size(16)
-            .build::<ArcPool>()
+            .build_named::<ArcPool>()
             .unwrap(),
     );
-    let (mut tx, mut rx) = idxpool::HandleRing::new_owned(&pool, 32, Zeroing::Batched).unwrap();
-    let mut cache = pool.local_cache_owned();
-    let objs = pool.resolver_owned();
+    let (mut tx, mut rx) = idxpool::HandleRing::new(pool.clone(), 32, Zeroing::Batched).unwrap();
+    let mut cache = LocalCache::new(pool.clone());
     let n = N.min(5_000);
     let producer = std::thread::spawn(move || {
         let mut burst = Vec::new();
@@ -496,7 +514,7 @@ fn a_branded_pool_in_an_arc_feeds_spawned_threads() {
         while seq < n {
             let got = cache.get_burst(&mut burst, 8.min((n - seq) as usize));
             for h in burst.iter_mut() {
-                cache.get_mut(h)[0] = seq;
+                cache.pool().get_mut(h)[0] = seq;
                 seq += 1;
             }
             debug_assert!(got <= 8);
@@ -508,7 +526,8 @@ fn a_branded_pool_in_an_arc_feeds_spawned_threads() {
         }
     });
     let worker = std::thread::spawn(move || {
-        let mut cache = rx.pool().local_cache_owned();
+        let objs = rx.ring().pool().clone();
+        let mut cache = LocalCache::new(objs.clone());
         let mut got = Vec::new();
         let mut seen = 0u64;
         while seen < n {
@@ -613,7 +632,7 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     a.prefetch_all(&hs);
     a.prefetch(&hs[4]);
     let mut cache = a.local_cache();
-    cache.prefetch_all(&hs);
+    a.prefetch_all(&hs);
     // The panicking forms name both pools and write nothing.
     let msg = panic_message(
         catch_unwind(AssertUnwindSafe(|| {
@@ -629,7 +648,7 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     );
     let msg = panic_message(
         catch_unwind(AssertUnwindSafe(|| {
-            cache.resolve_bulk(&hs, &mut [std::ptr::NonNull::dangling(); 16])
+            a.resolve_bulk(&hs, &mut [std::ptr::NonNull::dangling(); 16])
         }))
         .unwrap_err(),
     );
@@ -646,7 +665,7 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
         r[1] = 9;
     }
     cache.put(extra);
-    assert!(hs.iter().all(|h| cache.get_ref(h)[1] == 9));
+    assert!(hs.iter().all(|h| a.get_ref(h)[1] == 9));
     cache.put_bulk(&mut hs);
     drop(cache);
     assert!(a.is_full() && b.is_full());
@@ -660,23 +679,23 @@ fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
     let pool = Arc::new(
         PoolBuilder::<[u64; 4]>::with_default(32)
             .cache_size(8)
-            .build::<ArcBulk>()
+            .build_named::<ArcBulk>()
             .unwrap(),
     );
-    let mut cache = pool.local_cache_owned();
-    let objs = pool.resolver_owned();
+    let mut cache = LocalCache::new(pool.clone());
+    let objs = pool.resolver();
     let mut hs = Vec::new();
     cache.get_bulk(&mut hs, 8).unwrap();
-    cache.prefetch_all(&hs);
+    pool.prefetch_all(&hs);
     objs.prefetch_all(&hs);
-    cache.prefetch(&hs[0]);
+    pool.prefetch(&hs[0]);
     objs.prefetch(&hs[0]);
     let mut p1 = [std::ptr::NonNull::dangling(); 8];
     let mut p2 = [std::ptr::NonNull::dangling(); 8];
-    assert_eq!(cache.resolve_bulk(&hs, &mut p1), 8);
+    assert_eq!(pool.resolve_bulk(&hs, &mut p1), 8);
     assert_eq!(objs.resolve_bulk(&hs, &mut p2), 8);
     assert_eq!(p1, p2);
-    for (k, o) in cache.get_mut_all(&mut hs).enumerate() {
+    for (k, o) in pool.get_mut_all(&mut hs).enumerate() {
         o[0] = k as u64;
     }
     for o in objs.get_mut_all(&mut hs).rev() {
@@ -684,7 +703,7 @@ fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
     }
     for (k, h) in hs.iter().enumerate() {
         assert_eq!(objs.get_ref(h)[..2], [k as u64, 2 * k as u64]);
-        assert_eq!(std::ptr::NonNull::from(cache.get_ref(h)), p1[k]);
+        assert_eq!(std::ptr::NonNull::from(pool.get_ref(h)), p1[k]);
     }
     cache.put_bulk(&mut hs);
     drop(cache);

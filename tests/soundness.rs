@@ -38,7 +38,7 @@ fn references_in_objects_keep_their_lifetime() {
     static WORDS: [&str; 3] = ["alpha", "beta", "gamma"];
     idxpool::brand!(Strs);
     let pool = heap(PoolBuilder::<&'static str>::with_default(4))
-        .build::<Strs>()
+        .build_named::<Strs>()
         .unwrap();
     let mut h = pool.get().unwrap();
     *pool.get_mut(&mut h) = WORDS[0];
@@ -48,12 +48,12 @@ fn references_in_objects_keep_their_lifetime() {
         let mut h = c.get().unwrap();
         let r = pool.resolver();
         *r.get_mut(&mut h) = WORDS[1];
-        assert_eq!(*c.get_ref(&h), "beta");
+        assert_eq!(*pool.get_ref(&h), "beta");
         let (mut tx, mut rx) =
             HandleRing::new(&pool, 2, idxpool::handle_ring::Zeroing::Immediate).unwrap();
         tx.produce(h).unwrap();
         let mut h = rx.consume().unwrap();
-        *c.get_mut(&mut h) = WORDS[2];
+        *pool.get_mut(&mut h) = WORDS[2];
         c.put(h);
     }
     let mut all = Vec::new();
@@ -227,7 +227,7 @@ fn panicking_drop_still_drops_every_other_object() {
     idxpool::brand!(DropPanics);
     DROPPED.store(0, SeqCst);
     let pool = heap(PoolBuilder::<PanicsOnDrop>::with_fn(6, PanicsOnDrop))
-        .build::<DropPanics>()
+        .build_named::<DropPanics>()
         .unwrap();
     let r = catch_unwind(AssertUnwindSafe(move || drop(pool)));
     let msg = r.expect_err("the drop panic propagates");
@@ -236,7 +236,7 @@ fn panicking_drop_still_drops_every_other_object() {
     assert_eq!(DROPPED.load(SeqCst), 6, "every object dropped once");
     // The brand was released (every object was home) before the objects were dropped.
     let again = heap(PoolBuilder::<PanicsOnDrop>::with_fn(1, |_| PanicsOnDrop(0)))
-        .build::<DropPanics>()
+        .build_named::<DropPanics>()
         .expect("brand released");
     drop(again);
 }
@@ -262,7 +262,7 @@ fn audit_is_consistent_while_threads_exit() {
     let mut pool = PoolBuilder::<u64>::with_default(cap)
         .cache_size(64)
         .max_threads(64)
-        .build::<AuditExits>()
+        .build_named::<AuditExits>()
         .unwrap();
     for round in 0..rounds {
         std::thread::scope(|s| {
@@ -299,50 +299,61 @@ fn audit_is_consistent_while_threads_exit() {
 /// not retag it (`owned::Dangling`, the stable form of RFC 3336's `MaybeDangling`).
 #[test]
 fn owned_companions_may_be_the_last_owner_of_their_pool() {
+    use idxpool::{HandleRing, LocalCache, Pool, Pooled};
     use std::sync::Arc;
     idxpool::brand!(LastOwner);
 
     // Dropped by value after the pool's other owners.
     let pool = Arc::new(
         heap(PoolBuilder::<u64>::with_default(8))
-            .build::<LastOwner>()
+            .build_named::<LastOwner>()
             .unwrap(),
     );
-    let mut cache = pool.local_cache_owned();
+    let mut cache = LocalCache::new(pool.clone());
     let mut h = cache.get().unwrap();
-    *cache.get_mut(&mut h) = 1;
+    *cache.pool().get_mut(&mut h) = 1;
     cache.put(h);
     drop(pool);
     drop(cache);
 
     // The same through the run-time pool, and through a by-value function argument.
     struct Worker {
-        cache: idxpool::DynLocalCache<u64>,
+        cache: LocalCache<Arc<Pool<u64>>>,
     }
     fn finish(w: Worker) -> usize {
         let n = w.cache.len();
         drop(w);
         n
     }
-    let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
-    let cache = pool.local_cache();
+    let pool = Arc::new(heap(PoolBuilder::<u64>::with_default(8)).build().unwrap());
+    let cache = LocalCache::new(pool.clone());
     drop(pool);
     drop(cache);
-    let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
+    let pool = Arc::new(heap(PoolBuilder::<u64>::with_default(8)).build().unwrap());
     let w = Worker {
-        cache: pool.local_cache(),
+        cache: LocalCache::new(pool.clone()),
     };
     drop(pool);
     assert_eq!(finish(w), 0);
 
+    // A guard and the two ring halves as the last owners.
+    let pool = Arc::new(heap(PoolBuilder::<u64>::with_default(8)).build().unwrap());
+    let g = Pooled::get(pool.clone()).unwrap();
+    let (tx, rx) =
+        HandleRing::new(pool.clone(), 4, idxpool::handle_ring::Zeroing::Immediate).unwrap();
+    drop(pool);
+    drop(tx);
+    drop(g);
+    drop(rx);
+
     // README's spawn pattern, with the spawning thread's pool dropped first.
-    let pool = idxpool::DynPool::new(heap(PoolBuilder::<u64>::with_default(8))).unwrap();
-    let mut cache = pool.local_cache();
+    let pool = Arc::new(heap(PoolBuilder::<u64>::with_default(8)).build().unwrap());
+    let mut cache = LocalCache::new(pool.clone());
     drop(pool);
     std::thread::spawn(move || {
         let mut h = cache.get().unwrap();
-        *cache.get_mut(&mut h) = 2;
-        assert_eq!(*cache.get_ref(&h), 2);
+        *cache.pool().get_mut(&mut h) = 2;
+        assert_eq!(*cache.pool().get_ref(&h), 2);
         cache.put(h);
     })
     .join()

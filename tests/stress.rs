@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use idxpool::repr::Repr;
-use idxpool::{Brand, FlushPolicy, GenericHandle, GenericPool, PoolBuilder};
+use idxpool::{Brand, FlushPolicy, Handle, Pool, PoolBuilder};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -44,11 +44,7 @@ struct Tally {
     failed: AtomicU64,
 }
 
-fn on_get<B: Brand, R: Repr>(
-    pool: &GenericPool<Obj, B, R>,
-    h: &mut GenericHandle<Obj, B, R>,
-    me: u32,
-) {
+fn on_get<B: Brand, R: Repr>(pool: &Pool<Obj, B, R>, h: &mut Handle<Obj, B, R>, me: u32) {
     let prev = pool.get_ref(h).owner.swap(me, Relaxed);
     assert_eq!(
         prev,
@@ -60,7 +56,7 @@ fn on_get<B: Brand, R: Repr>(
     o.payload = o.payload.wrapping_add(me as u64);
 }
 
-fn on_put<B: Brand, R: Repr>(pool: &GenericPool<Obj, B, R>, h: &GenericHandle<Obj, B, R>, me: u32) {
+fn on_put<B: Brand, R: Repr>(pool: &Pool<Obj, B, R>, h: &Handle<Obj, B, R>, me: u32) {
     let prev = pool.get_ref(h).owner.swap(0, Relaxed);
     assert_eq!(
         prev,
@@ -74,7 +70,7 @@ fn on_put<B: Brand, R: Repr>(pool: &GenericPool<Obj, B, R>, h: &GenericHandle<Ob
 /// the objects (so that other threads run mid-sequence), and a random put of some of what it
 /// holds; returns everything at the end.
 fn worker<B: Brand, R: Repr>(
-    pool: &GenericPool<Obj, B, R>,
+    pool: &Pool<Obj, B, R>,
     mode: Mode,
     me: u32,
     max_bulk: usize,
@@ -82,8 +78,8 @@ fn worker<B: Brand, R: Repr>(
 ) {
     let mut rng = SmallRng::seed_from_u64(0x5eed ^ me as u64);
     let mut local = (mode == Mode::Explicit).then(|| pool.local_cache());
-    let mut held: Vec<GenericHandle<Obj, B, R>> = Vec::new();
-    let mut got: Vec<GenericHandle<Obj, B, R>> = Vec::new();
+    let mut held: Vec<Handle<Obj, B, R>> = Vec::new();
+    let mut got: Vec<Handle<Obj, B, R>> = Vec::new();
     for _ in 0..ITERS {
         let n = rng.gen_range(1..=max_bulk);
         match rng.gen_range(0..3) {
@@ -161,7 +157,7 @@ fn worker<B: Brand, R: Repr>(
 
 /// Runs `THREADS` workers (modes alternate when `mixed`), joins them explicitly (so that the
 /// implicit caches' thread-exit flushes have run), then checks conservation.
-fn run<B: Brand, R: Repr>(mut pool: GenericPool<Obj, B, R>, mixed: bool, max_bulk: usize) {
+fn run<B: Brand, R: Repr>(mut pool: Pool<Obj, B, R>, mixed: bool, max_bulk: usize) {
     let cap = pool.capacity() as usize;
     let tally = Tally::default();
     std::thread::scope(|s| {
@@ -250,7 +246,8 @@ fn capacity_17_pointer_twin() {
         PoolBuilder::<Obj>::with_default(17)
             .cache_size(4)
             .policy(policy)
-            .scoped_ptr(|pool| run(pool, true, 5))
+            .repr::<idxpool::Pointer>()
+            .scoped(|pool| run(pool, true, 5))
             .unwrap();
     }
 }
@@ -261,7 +258,8 @@ fn capacity_17_offset_entries() {
         PoolBuilder::<Obj>::with_default(17)
             .cache_size(4)
             .policy(policy)
-            .scoped_repr::<idxpool::Offset, _>(|pool| run(pool, true, 5))
+            .repr::<idxpool::Offset>()
+            .scoped(|pool| run(pool, true, 5))
             .unwrap();
     }
 }
@@ -272,7 +270,8 @@ fn capacity_17_index_entries() {
         PoolBuilder::<Obj>::with_default(17)
             .cache_size(4)
             .policy(policy)
-            .scoped_repr::<idxpool::Index, _>(|pool| run(pool, true, 5))
+            .repr::<idxpool::Index>()
+            .scoped(|pool| run(pool, true, 5))
             .unwrap();
     }
 }

@@ -9,7 +9,7 @@ idxpool::brand!(ExitPool);
 fn exiting_threads_leave_nothing_stranded() {
     let mut pool = PoolBuilder::<u64>::with_default(256)
         .cache_size(32)
-        .build::<ExitPool>()
+        .build_named::<ExitPool>()
         .unwrap();
     for round in 0..20 {
         std::thread::scope(|s| {
@@ -88,22 +88,22 @@ fn live_thread_caches_are_counted_and_flush_makes_them_reachable() {
 fn dropping_a_pool_with_outstanding_handles_retires_its_brand() {
     idxpool::brand!(Retiring);
     let pool = PoolBuilder::<u64>::with_default(8)
-        .build::<Retiring>()
+        .build_named::<Retiring>()
         .unwrap();
     let h = pool.get().unwrap();
     drop(pool);
-    let again = PoolBuilder::<u64>::with_default(8).build::<Retiring>();
+    let again = PoolBuilder::<u64>::with_default(8).build_named::<Retiring>();
     assert!(matches!(again, Err(idxpool::PoolError::BrandInUse { .. })));
     let _ = h.into_raw();
 
     idxpool::brand!(Reusable);
     let pool = PoolBuilder::<u64>::with_default(8)
-        .build::<Reusable>()
+        .build_named::<Reusable>()
         .unwrap();
     let h = pool.get().unwrap();
     pool.put(h);
     drop(pool);
-    let again = PoolBuilder::<u64>::with_default(8).build::<Reusable>();
+    let again = PoolBuilder::<u64>::with_default(8).build_named::<Reusable>();
     assert!(again.is_ok(), "all objects home: the brand is free again");
 }
 

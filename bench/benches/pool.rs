@@ -26,7 +26,7 @@ use std::time::Duration;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use idxpool::repr::Repr;
-use idxpool::{Brand, FlushPolicy, GenericHandle, GenericPool, PoolBuilder};
+use idxpool::{Brand, FlushPolicy, Handle, Pool, PoolBuilder};
 
 /// 2048-byte cache-line-aligned object; `head` is what `touch` writes.
 #[derive(Clone, Copy, bytemuck::Zeroable)]
@@ -47,7 +47,7 @@ fn group<'c>(c: &'c mut Criterion, name: &str, objs: u64) -> BenchmarkGroup<'c, 
 }
 
 /// Every pool benchmark on one pool.
-fn bench_pool<B: Brand, R: Repr>(c: &mut Criterion, pool: &GenericPool<Obj, B, R>) {
+fn bench_pool<B: Brand, R: Repr>(c: &mut Criterion, pool: &Pool<Obj, B, R>) {
     let id = format!("{}/{}", R::NAME, pool.policy());
     let mut cache = pool.local_cache();
 
@@ -61,7 +61,7 @@ fn bench_pool<B: Brand, R: Repr>(c: &mut Criterion, pool: &GenericPool<Obj, B, R
     g.finish();
 
     let mut g = group(c, "bulk32", BULK as u64);
-    let mut v: Vec<GenericHandle<Obj, B, R>> = Vec::with_capacity(BULK);
+    let mut v: Vec<Handle<Obj, B, R>> = Vec::with_capacity(BULK);
     g.bench_function(&id, |b| {
         b.iter(|| {
             cache
@@ -90,7 +90,7 @@ fn bench_pool<B: Brand, R: Repr>(c: &mut Criterion, pool: &GenericPool<Obj, B, R
         b.iter(|| {
             let mut h = cache.get().expect("pool holds enough objects");
             n += 1;
-            cache.get_mut(&mut h).head = n;
+            pool.get_mut(&mut h).head = n;
             cache.put(h);
         })
     });
@@ -147,7 +147,8 @@ fn benches(c: &mut Criterion) {
             .scoped(|pool| bench_pool(c, &pool))
             .expect("index pool");
         builder()
-            .scoped_ptr(|pool| bench_pool(c, &pool))
+            .repr::<idxpool::Pointer>()
+            .scoped(|pool| bench_pool(c, &pool))
             .expect("pointer pool");
     }
 }

@@ -1,4 +1,4 @@
-//! The price of run-time pools (issues 11, 23): a run-time pool (`DynPool`: 4-byte handles, one
+//! The price of run-time pools (issues 11, 23): a run-time pool (`Pool<T>` in an `Arc`: 4-byte handles, one
 //! range compare per access and per put, bulk copies straight between the caller's `Vec` and
 //! the cache) against the branded pool of the same representation (offset entries), on
 //! mempool_perf's loop (one core, explicit cache of 512, get 32 / put 32, `keep` objects per
@@ -7,7 +7,7 @@
 //!
 //! Contenders per row, run interleaved `--reps` times, each for `--ms` of thread CPU time:
 //! `branded` (a named brand: no check), `branded'` (the same again: the A/A pair, the noise),
-//! `dyn` (`DynLocalCache` + the pool's `Resolver`). Reports median rates and ratios to
+//! `dyn` (a `LocalCache` over an `Arc` of the run-time pool + the pool's `Resolver`). Reports median rates and ratios to
 //! `branded`.
 //!
 //! Usage: `cargo run --release -p idxpool-bench --example dyn_touch -- [--ms 200] [--reps 7]
@@ -16,7 +16,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use idxpool::{DynHandle, DynPool, LocalCache, PoolBuilder};
+use std::sync::Arc;
+
+use idxpool::{Handle, LocalCache, Pool, PoolBuilder};
 use idxpool_bench::clock::thread_cpu_time;
 use idxpool_bench::stats::median;
 
@@ -37,7 +39,7 @@ const PUT: usize = 32;
 /// One run of `objs` objects through the branded pool's cache; returns objects moved.
 #[inline(never)]
 fn run_branded<const TOUCH: bool>(
-    c: &mut LocalCache<'_, Obj, Branded, idxpool::Offset>,
+    c: &mut LocalCache<&'_ Pool<Obj, Branded, idxpool::Offset>>,
     keep: usize,
     objs: u64,
 ) -> u64 {
@@ -65,13 +67,13 @@ fn run_branded<const TOUCH: bool>(
 /// The same loop through a run-time pool.
 #[inline(never)]
 fn run_dyn<const TOUCH: bool>(
-    pool: &DynPool<Obj>,
-    c: &mut idxpool::DynLocalCache<Obj>,
+    pool: &Pool<Obj>,
+    c: &mut LocalCache<Arc<Pool<Obj>>>,
     keep: usize,
     objs: u64,
 ) -> u64 {
     let res = pool.resolver();
-    let mut kept: Vec<DynHandle<Obj>> = Vec::with_capacity(keep);
+    let mut kept: Vec<Handle<Obj>> = Vec::with_capacity(keep);
     let mut count = 0u64;
     while count < objs {
         while kept.len() < keep {
@@ -103,7 +105,7 @@ fn arg(name: &str, default: u64) -> u64 {
 fn main() {
     if std::env::args().any(|a| a == "--help" || a == "-h") {
         println!(
-            "dyn_touch: DynPool vs branded pool on mempool_perf's loop (1 core, cache 512, \
+            "dyn_touch: run-time pool vs branded pool on mempool_perf's loop (1 core, cache 512, \
              get/put 32, keep 128/512, touch 0/1).\nusage: dyn_touch [--ms 200] [--reps 7] \
              [--fixed N]\nAbout 4 rows x 3 contenders x reps x ms: ~20 s by default."
         );
@@ -115,16 +117,17 @@ fn main() {
     let branded = PoolBuilder::<Obj>::zeroed(CAP)
         .cache_size(512)
         .prefault(true)
-        .build::<Branded>() // offset entries, as DynPool's
+        .build_named::<Branded>() // offset entries, as DynPool's
         .unwrap();
-    let dynp = DynPool::new(
+    let dynp = Arc::new(
         PoolBuilder::<Obj>::zeroed(CAP)
             .cache_size(512)
-            .prefault(true),
-    )
-    .unwrap();
+            .prefault(true)
+            .build()
+            .unwrap(),
+    );
     let mut bc = branded.local_cache();
-    let mut dc = dynp.local_cache();
+    let mut dc = LocalCache::new(dynp.clone());
     println!("cell                       branded Mobj/s  branded' (A/A)      dyn   dyn/branded");
     for keep in [128usize, 512] {
         for touch in [false, true] {

@@ -27,7 +27,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use idxpool::repr::Repr;
-use idxpool::{Brand, GenericHandle, Index, LocalCache, Offset, PoolBuilder};
+use idxpool::{Brand, Handle, Index, LocalCache, Offset, Pool, PoolBuilder};
 
 /// mempool_perf's object: 2048 bytes, cache-line aligned; `head` is what touch=1 writes.
 #[derive(Clone, Copy, bytemuck::Zeroable)]
@@ -182,14 +182,14 @@ fn fresh<M: Model>(
 /// prefetch code.
 #[inline(never)]
 fn pool_touch<const PREFETCH: bool, B: Brand, R: Repr>(
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     get: usize,
     put: usize,
     keep: usize,
     rounds: usize,
 ) -> usize {
     let objs = c.pool().resolver();
-    let mut kept: Vec<GenericHandle<Obj, B, R>> = Vec::with_capacity(keep + get);
+    let mut kept: Vec<Handle<Obj, B, R>> = Vec::with_capacity(keep + get);
     for r in 0..rounds {
         while kept.len() < keep {
             let at = kept.len();
@@ -211,7 +211,7 @@ fn pool_touch<const PREFETCH: bool, B: Brand, R: Repr>(
 /// The `pool` (`prefetch` false) or `pool-prefetch` instance of [`pool_touch`].
 fn touch_step<B: Brand, R: Repr>(
     prefetch: bool,
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     get: usize,
     put: usize,
     keep: usize,
@@ -418,59 +418,66 @@ fn main() {
                 .cache_size(512)
                 .prefault(true)
         };
-        b().scoped_ptr(|pp| {
-            b().scoped_repr::<Offset, _>(|op| {
-                b().scoped_repr::<Index, _>(|ip| {
-                    b().scoped_ptr(|pp2| {
-                        let mut cp = pp.local_cache();
-                        let mut co = op.local_cache();
-                        let mut ci = ip.local_cache();
-                        let mut cp2 = pp2.local_cache();
-                        for &(step, prefetch) in &steps {
-                            for &(get, put) in &cells {
-                                for keep in [32usize, 128, 512] {
-                                    row(
-                                        &o,
-                                        &format!("{step} get={get} put={put} keep={keep}"),
-                                        &mut [
-                                            (
-                                                "pointer",
-                                                Box::new(|r| {
-                                                    touch_step(prefetch, &mut cp, get, put, keep, r)
-                                                }),
-                                            ),
-                                            (
-                                                "offset",
-                                                Box::new(|r| {
-                                                    touch_step(prefetch, &mut co, get, put, keep, r)
-                                                }),
-                                            ),
-                                            (
-                                                "index",
-                                                Box::new(|r| {
-                                                    touch_step(prefetch, &mut ci, get, put, keep, r)
-                                                }),
-                                            ),
-                                            (
-                                                "pointer'",
-                                                Box::new(|r| {
-                                                    touch_step(
-                                                        prefetch, &mut cp2, get, put, keep, r,
-                                                    )
-                                                }),
-                                            ),
-                                        ],
-                                    );
+        b().repr::<idxpool::Pointer>()
+            .scoped(|pp| {
+                b().repr::<Offset>().scoped(|op| {
+                    b().repr::<Index>().scoped(|ip| {
+                        b().repr::<idxpool::Pointer>().scoped(|pp2| {
+                            let mut cp = pp.local_cache();
+                            let mut co = op.local_cache();
+                            let mut ci = ip.local_cache();
+                            let mut cp2 = pp2.local_cache();
+                            for &(step, prefetch) in &steps {
+                                for &(get, put) in &cells {
+                                    for keep in [32usize, 128, 512] {
+                                        row(
+                                            &o,
+                                            &format!("{step} get={get} put={put} keep={keep}"),
+                                            &mut [
+                                                (
+                                                    "pointer",
+                                                    Box::new(|r| {
+                                                        touch_step(
+                                                            prefetch, &mut cp, get, put, keep, r,
+                                                        )
+                                                    }),
+                                                ),
+                                                (
+                                                    "offset",
+                                                    Box::new(|r| {
+                                                        touch_step(
+                                                            prefetch, &mut co, get, put, keep, r,
+                                                        )
+                                                    }),
+                                                ),
+                                                (
+                                                    "index",
+                                                    Box::new(|r| {
+                                                        touch_step(
+                                                            prefetch, &mut ci, get, put, keep, r,
+                                                        )
+                                                    }),
+                                                ),
+                                                (
+                                                    "pointer'",
+                                                    Box::new(|r| {
+                                                        touch_step(
+                                                            prefetch, &mut cp2, get, put, keep, r,
+                                                        )
+                                                    }),
+                                                ),
+                                            ],
+                                        );
+                                    }
                                 }
                             }
-                        }
+                        })
                     })
                 })
             })
-        })
-        .expect("pools")
-        .expect("pools")
-        .expect("pools")
-        .expect("pools");
+            .expect("pools")
+            .expect("pools")
+            .expect("pools")
+            .expect("pools");
     }
 }

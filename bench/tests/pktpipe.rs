@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use idxpool::handle_ring::Zeroing;
-use idxpool::{GenericPool, PoolBuilder};
+use idxpool::{Pool, PoolBuilder};
 use pipeline::{load_capture, run_pipeline, Config, FreeMode, Limit, Mbuf, Prefetch, Summary};
 
 const CAPTURES: [&str; 2] = [
@@ -169,7 +169,7 @@ fn check(s: &Summary, e: &Expected, what: &str) {
 
 /// The worker's and RX's per-thread caches go back to the ring when the threads exit (TLS
 /// destructors, which may finish just after the join).
-fn assert_all_home<B: idxpool::Brand, R: idxpool::repr::Repr>(pool: &GenericPool<Mbuf, B, R>) {
+fn assert_all_home<B: idxpool::Brand, R: idxpool::repr::Repr>(pool: &Pool<Mbuf, B, R>) {
     let t = Instant::now();
     while pool.in_use() != 0 && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(1));
@@ -233,7 +233,8 @@ fn shipped_captures_count_as_computed_independently() {
                 })
                 .unwrap();
             builder()
-                .scoped_ptr(|pool| {
+                .repr::<idxpool::Pointer>()
+                .scoped(|pool| {
                     let cfg = Config::default();
                     let s = run_pipeline(&pool, &cap.frames, &cfg, Limit::Loops(loops));
                     check(&s, &e, &format!("{path} x{loops} pointer"));

@@ -101,7 +101,7 @@ pub use xring::{arm_kill_point, kill_point, op_code};
 
 use crate::builder::StrideMode;
 use crate::cache::FlushPolicy;
-use crate::handle::GenericHandle;
+use crate::handle::Handle;
 use crate::pool::Invariant;
 use crate::repr::Index;
 
@@ -123,7 +123,7 @@ pub struct SharedHandle<T> {
     /// The core's handle code (entry `index + 1` in a `NonZeroU32`, raw conversions,
     /// equality), for objects of the shared brand. Its object parameter `Invariant<T>` keeps
     /// the shared handle invariant in `T` (as the core handle) and `Send + Sync` whatever `T`.
-    handle: GenericHandle<Invariant<T>, SharedBrand, Index>,
+    handle: Handle<Invariant<T>, SharedBrand, Index>,
     /// Process-local serial of the minting attachment (`SharedPool::serial`), never 0.
     serial: u32,
 }
@@ -136,7 +136,7 @@ impl<T> SharedHandle<T> {
     #[inline(always)]
     pub(crate) fn new(index: u32, serial: u32) -> Self {
         SharedHandle {
-            handle: GenericHandle::from_raw_entry(index),
+            handle: Handle::from_raw_entry(index),
             serial,
         }
     }

@@ -1,9 +1,11 @@
 // A DynLocalCache takes &self on every method, so it must never be shared between threads:
 // it is Send but not Sync.
+use std::sync::Arc;
+
 fn assert_sync<T: Sync>(_: &T) {}
 
 fn main() {
-    let pool = idxpool::DynPool::new(idxpool::PoolBuilder::<u64>::with_default(4)).unwrap();
-    let c = pool.local_cache();
+    let pool = Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build().unwrap());
+    let c = idxpool::LocalCache::new(pool.clone());
     assert_sync(&c);
 }

@@ -2,11 +2,11 @@
 idxpool::brand!(B);
 
 fn main() {
-    let pool = idxpool::PoolBuilder::<u64>::with_default(4).build::<B>().unwrap();
-    let c = pool.local_cache();
+    let pool = idxpool::PoolBuilder::<u64>::with_default(4).build_named::<B>().unwrap();
+
     let mut h = pool.get().unwrap();
-    let shared: &u64 = c.get_ref(&h);
-    let exclusive: &mut u64 = c.get_mut(&mut h);
+    let shared: &u64 = pool.get_ref(&h);
+    let exclusive: &mut u64 = pool.get_mut(&mut h);
     *exclusive = *shared;
     pool.put(h);
 }

@@ -4,7 +4,7 @@ idxpool::brand!(B);
 fn assert_sync<T: Sync>(_: &T) {}
 
 fn main() {
-    let pool = idxpool::PoolBuilder::<u64>::with_default(4).build::<B>().unwrap();
+    let pool = idxpool::PoolBuilder::<u64>::with_default(4).build_named::<B>().unwrap();
     let c = pool.local_cache();
     assert_sync(&c);
 }

@@ -4,7 +4,7 @@ fn main() {
     idxpool::PoolBuilder::<u64>::with_default(4).scoped(|pool| {
         let mut cache = pool.local_cache();
         let mut h = cache.get().unwrap();
-        let r: &mut u64 = cache.get_mut(&mut h);
+        let r: &mut u64 = pool.get_mut(&mut h);
         let other = cache.get().unwrap();
         cache.put(h);
         *r = 1;

@@ -3,11 +3,11 @@
 idxpool::brand!(B);
 
 fn main() {
-    let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build::<B>().unwrap());
-    let mut cache = pool.local_cache_owned();
+    let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build_named::<B>().unwrap());
+    let mut cache = idxpool::LocalCache::new(pool.clone());
     drop(pool);
     let mut h = cache.get().unwrap();
-    let r: &mut u64 = cache.get_mut(&mut h);
+    let r: &mut u64 = cache.pool().get_mut(&mut h);
     drop(cache);
     *r = 1;
 }

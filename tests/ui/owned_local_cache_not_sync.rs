@@ -5,7 +5,7 @@ idxpool::brand!(B);
 fn assert_sync<T: Sync>(_: &T) {}
 
 fn main() {
-    let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build::<B>().unwrap());
-    let c = pool.local_cache_owned();
+    let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build_named::<B>().unwrap());
+    let c = idxpool::LocalCache::new(pool.clone());
     assert_sync(&c);
 }

@@ -1,8 +1,8 @@
 // Two scoped pools built side by side in one function are told apart too: their brands come
 // from two different `scoped` calls.
-use idxpool::{GenericPool, Index, PoolBuilder, Scoped};
+use idxpool::{Pool, Index, PoolBuilder, Scoped};
 
-fn mix<'a, 'b>(a: &GenericPool<u64, Scoped<'a>, Index>, b: &GenericPool<u64, Scoped<'b>, Index>) {
+fn mix<'a, 'b>(a: &Pool<u64, Scoped<'a>, Index>, b: &Pool<u64, Scoped<'b>, Index>) {
     let h = a.get().unwrap();
     b.put(h);
 }

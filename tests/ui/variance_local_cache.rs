@@ -1,9 +1,15 @@
 // A `LocalCache` hands out `&mut T` like its pool: invariant in `T`.
-use idxpool::{Brand, IndexLocalCache};
+use idxpool::{Brand, LocalCache, Pool};
 
 fn shorten<'p, 's, B: Brand>(
-    c: IndexLocalCache<'p, &'static str, B>,
-) -> IndexLocalCache<'p, &'s str, B> {
+    c: LocalCache<&'p Pool<&'static str, B>>,
+) -> LocalCache<&'p Pool<&'s str, B>> {
+    c
+}
+
+fn shorten_arc<'s>(
+    c: LocalCache<std::sync::Arc<Pool<&'static str>>>,
+) -> LocalCache<std::sync::Arc<Pool<&'s str>>> {
     c
 }
 

@@ -8,7 +8,7 @@ idxpool::brand!(Strs);
 
 fn main() {
     let pool = idxpool::PoolBuilder::<&'static str>::with_default(1)
-        .build::<Strs>()
+        .build_named::<Strs>()
         .unwrap();
     {
         let s = String::from("short-lived");

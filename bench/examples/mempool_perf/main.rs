@@ -69,9 +69,7 @@ use std::time::Duration;
 use clap::Parser;
 use idxpool::repr::Repr;
 use idxpool::Brand;
-use idxpool::{
-    FlushPolicy, GenericPool, Index, Offset, Pointer, PoolBuilder, PoolError, StrideMode,
-};
+use idxpool::{FlushPolicy, Index, Offset, Pointer, Pool, PoolBuilder, PoolError, StrideMode};
 use idxpool_bench::clock::Clock;
 use idxpool_bench::pin::{context_line, PinMode, Pinning};
 use idxpool_bench::report::{change_chart, create_csv, svg_path, write_csv};
@@ -282,8 +280,8 @@ fn warm_length(run: Duration) -> Duration {
 /// Runs the cells of one (policy, cache, cores) group on a pair of pools that live for the
 /// whole group, with one persistent cache per thread per pool. Stops early (Ok) on Ctrl-C.
 fn run_group<B1: Brand, B2: Brand, RA: Repr>(
-    ip: &GenericPool<Obj, B1, RA>,
-    pp: &GenericPool<Obj, B2, Pointer>,
+    ip: &Pool<Obj, B1, RA>,
+    pp: &Pool<Obj, B2, Pointer>,
     policy: FlushPolicy,
     cells: &[Cell],
     ctx: &mut Ctx,
@@ -359,18 +357,18 @@ fn run_pools(policy: FlushPolicy, cells: &[Cell], ctx: &mut Ctx) -> Result<(), P
             .prefault(true)
     };
     match ctx.repr {
-        ReprArg::Offset => {
-            builder().scoped_repr::<Offset, _>(|ip| run_pair(ip, policy, cells, ctx))?
-        }
-        ReprArg::Index => {
-            builder().scoped_repr::<Index, _>(|ip| run_pair(ip, policy, cells, ctx))?
-        }
+        ReprArg::Offset => builder()
+            .repr::<Offset>()
+            .scoped(|ip| run_pair(ip, policy, cells, ctx))?,
+        ReprArg::Index => builder()
+            .repr::<Index>()
+            .scoped(|ip| run_pair(ip, policy, cells, ctx))?,
     }
 }
 
 /// Builds the pointer twin of `ip`'s group and runs the group on the pair.
 fn run_pair<B1: Brand, RA: Repr>(
-    ip: GenericPool<Obj, B1, RA>,
+    ip: Pool<Obj, B1, RA>,
     policy: FlushPolicy,
     cells: &[Cell],
     ctx: &mut Ctx,
@@ -382,7 +380,7 @@ fn run_pair<B1: Brand, RA: Repr>(
         .policy(policy)
         .stride(stride)
         .prefault(true)
-        .scoped_ptr(|pp| {
+        .repr::<idxpool::Pointer>().scoped(|pp| {
             if !ctx.backing_printed {
                 ctx.backing_printed = true;
                 ctx.print(&format!(

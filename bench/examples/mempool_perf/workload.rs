@@ -7,7 +7,7 @@ use std::sync::Barrier;
 use std::time::Duration;
 
 use idxpool::repr::Repr;
-use idxpool::{Brand, GenericHandle, LocalCache, PoolError};
+use idxpool::{Brand, Handle, LocalCache, Pool, PoolError};
 use idxpool_bench::clock::{Clock, Stopwatch};
 use idxpool_bench::pin::Pinning;
 
@@ -27,7 +27,7 @@ pub struct Obj {
 
 const _: () = assert!(std::mem::size_of::<Obj>() == 2048);
 
-type H<B, R> = GenericHandle<Obj, B, R>;
+type H<B, R> = Handle<Obj, B, R>;
 
 /// Runs one cell on one thread's cache for `dur`: returns (objects got-and-put, elapsed).
 ///
@@ -35,7 +35,7 @@ type H<B, R> = GenericHandle<Obj, B, R>;
 /// (`PREFETCH = true`): the default instances (`PREFETCH = false`) have no prefetch code and
 /// no run-time test of the flag in their loops, so they compile to the same code as before.
 fn worker<B: Brand, R: Repr>(
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     cell: &Cell,
     dur: Duration,
     clock: Clock,
@@ -77,7 +77,7 @@ fn worker<B: Brand, R: Repr>(
 
 /// The touch=1 instances of `worker_const` for bulk size `N`, with or without `--prefetch`.
 fn worker_const_touch<const N: usize, B: Brand, R: Repr>(
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     keep: usize,
     dur: Duration,
     clock: Clock,
@@ -94,7 +94,7 @@ fn worker_const_touch<const N: usize, B: Brand, R: Repr>(
 /// inlined, so that each variant is one function to profile and disassemble.
 #[inline(never)]
 fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     cell: &Cell,
     dur: Duration,
     clock: Clock,
@@ -139,7 +139,7 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
 /// `put_array`), monomorphised per N. Not inlined (see `worker_dyn`).
 #[inline(never)]
 fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     keep: usize,
     dur: Duration,
     clock: Clock,
@@ -198,7 +198,7 @@ fn random_bulk(r: &mut u32, mask: u32, left: usize) -> usize {
 /// phases). Not inlined (see `worker_dyn`).
 #[inline(never)]
 fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
-    c: &mut LocalCache<'_, Obj, B, R>,
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     cell: &Cell,
     dur: Duration,
     clock: Clock,
@@ -469,7 +469,7 @@ pub fn run_floor<E: Copy + Send>(
 /// Thread `i` is pinned as `pinning` says. Returns the summed rate (objects got-and-put per
 /// second).
 pub fn run_cell<B: Brand, R: Repr>(
-    caches: &mut [LocalCache<'_, Obj, B, R>],
+    caches: &mut [LocalCache<&'_ Pool<Obj, B, R>>],
     cell: &Cell,
     dur: Duration,
     clock: Clock,
@@ -632,7 +632,8 @@ mod tests {
                     .unwrap();
                 PoolBuilder::<Obj>::zeroed(200)
                     .cache_size(0)
-                    .scoped_ptr(|pool| {
+                    .repr::<idxpool::Pointer>()
+                    .scoped(|pool| {
                         let mut caches = vec![pool.local_cache(), pool.local_cache()];
                         let two = Cell { cores: 2, ..cell };
                         assert!(run_cell(&mut caches, &two, d, Clock::Wall, &off).unwrap() > 0.0);

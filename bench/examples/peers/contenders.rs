@@ -131,16 +131,16 @@ pub(crate) const SIZED: &str = "pool sized for the workload";
 
 /// idxpool (index or pointer twin) through a user-owned cache.
 pub(crate) struct IdxCache<'p, T: Obj, B: Brand, R: Repr> {
-    pub(crate) c: LocalCache<'p, T, B, R>,
+    pub(crate) c: LocalCache<&'p Pool<T, B, R>>,
     pub(crate) bulk: bool,
 }
 
 impl<T: Obj, B: Brand, R: Repr> Worker for IdxCache<'_, T, B, R> {
-    type H = GenericHandle<T, B, R>;
+    type H = Handle<T, B, R>;
     #[inline(always)]
     fn alloc(&mut self, v: u64) -> Self::H {
         let mut h = self.c.get().expect(SIZED);
-        self.c.get_mut(&mut h).set(v);
+        self.c.pool().get_mut(&mut h).set(v);
         h
     }
     #[inline(always)]
@@ -148,7 +148,7 @@ impl<T: Obj, B: Brand, R: Repr> Worker for IdxCache<'_, T, B, R> {
         self.c.put(h);
     }
     fn val(&self, h: &Self::H) -> u64 {
-        self.c.get_ref(h).val()
+        self.c.pool().get_ref(h).val()
     }
     fn id(&self, h: &Self::H) -> usize {
         self.c.pool().as_ptr(h).as_ptr() as usize
@@ -164,7 +164,7 @@ impl<T: Obj, B: Brand, R: Repr> Worker for IdxCache<'_, T, B, R> {
         let start = out.len();
         self.c.get_bulk(out, n).expect(SIZED);
         for (i, h) in out[start..].iter_mut().enumerate() {
-            self.c.get_mut(h).set(v + i as u64);
+            self.c.pool().get_mut(h).set(v + i as u64);
         }
     }
     #[inline(always)]
@@ -180,10 +180,10 @@ impl<T: Obj, B: Brand, R: Repr> Worker for IdxCache<'_, T, B, R> {
 }
 
 /// idxpool through the implicit per-thread cache: `pool.get()` / `pool.put()`.
-pub(crate) struct IdxImplicit<'p, T: Obj, B: Brand, R: Repr>(pub(crate) &'p GenericPool<T, B, R>);
+pub(crate) struct IdxImplicit<'p, T: Obj, B: Brand, R: Repr>(pub(crate) &'p Pool<T, B, R>);
 
 impl<T: Obj, B: Brand, R: Repr> Worker for IdxImplicit<'_, T, B, R> {
-    type H = GenericHandle<T, B, R>;
+    type H = Handle<T, B, R>;
     #[inline(always)]
     fn alloc(&mut self, v: u64) -> Self::H {
         let mut h = self.0.get().expect(SIZED);
@@ -583,7 +583,8 @@ pub(crate) fn run_idx_implicit<T: Obj>(job: &Job) -> f64 {
 
 pub(crate) fn run_idx_ptr<T: Obj>(job: &Job) -> f64 {
     idx_builder::<T>(job)
-        .scoped_ptr(|pool| {
+        .repr::<idxpool::Pointer>()
+        .scoped(|pool| {
             job.run(|| IdxCache {
                 c: pool.local_cache(),
                 bulk: true,

@@ -78,8 +78,7 @@ use crossbeam_queue::ArrayQueue;
 use heapless::pool::boxed::{BoxBlock, BoxPool};
 use idxpool::repr::Repr;
 use idxpool::{
-    Backing, BackingPolicy, Brand, GenericHandle, GenericPool, LocalCache, NamedBrand, PoolBuilder,
-    PoolError,
+    Backing, BackingPolicy, Brand, Handle, LocalCache, NamedBrand, Pool, PoolBuilder, PoolError,
 };
 use idxpool_bench::pin::{context_line, PinMode, Pinning};
 use rand::rngs::SmallRng;

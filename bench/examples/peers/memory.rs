@@ -94,7 +94,7 @@ pub(crate) fn on_fresh_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// requested `heap` bytes from the global allocator.
 pub(crate) fn idx_line<T: Obj, B: Brand, R: Repr>(
     name: &str,
-    pool: GenericPool<T, B, R>,
+    pool: Pool<T, B, R>,
     heap: isize,
     out: &mut Vec<MemLine>,
 ) {
@@ -148,9 +148,13 @@ pub(crate) fn idx_memory<T: Obj>(out: &mut Vec<MemLine>) {
             .backing(BackingPolicy::Require(Backing::Pages4K))
             .cache_size(512)
     };
-    let (pool, heap) = counted(|| b().build::<MemIdx>().expect("pool"));
+    let (pool, heap) = counted(|| b().build_named::<MemIdx>().expect("pool"));
     idx_line("idxpool (index)", pool, heap, out);
-    let (pool, heap) = counted(|| b().build_ptr::<MemPtr>().expect("pool"));
+    let (pool, heap) = counted(|| {
+        b().repr::<idxpool::Pointer>()
+            .build_named::<MemPtr>()
+            .expect("pool")
+    });
     idx_line("idxpool-ptr", pool, heap, out);
 }
 

@@ -73,7 +73,7 @@ impl<T: Obj, B: NamedBrand> ScanPool<T, B> {
             .prefault(true)
             .cache_size(0)
             .name(name)
-            .build::<B>()?;
+            .build_named::<B>()?;
         let mut hs = Vec::with_capacity(cap as usize);
         pool.get_bulk(&mut hs, cap as usize)?;
         hs.shuffle(&mut SmallRng::seed_from_u64(0x5ca9));

@@ -24,7 +24,7 @@
 //! ```
 //!
 //! `--pool pointer` runs the same pipeline on the pointer twin (`idxpool::ptr::Pool`, 8-byte
-//! entries in caches and common ring) with `PtrHandleRing` (the same ptr_ring algorithm with
+//! entries in caches and common ring) with `HandleRing` (the same ptr_ring algorithm with
 //! 8-byte slots and batches of 16 instead of 32): only the entry width differs.
 
 mod pipeline;
@@ -348,7 +348,7 @@ fn main() {
     let res = builder().scoped(|ipool| {
         builder().scoped(|ipool2| {
         builder()
-            .scoped_ptr(|ppool| {
+            .repr::<idxpool::Pointer>().scoped(|ppool| {
                 println!(
                     "pools: {} mbufs x {} B stride, cache {}, backing {} (index) / {} (pointer) \
                      | ring {} slots (batch {} index / {} pointer when batched) | burst {}",
@@ -361,7 +361,7 @@ fn main() {
                     idxpool::HandleRing::new(&ipool, args.ring_size, Zeroing::Batched)
                         .map(|(p, _)| p.ring().batch())
                         .unwrap_or(0),
-                    idxpool::handle_ring::PtrHandleRing::new(
+                    idxpool::handle_ring::HandleRing::new(
                         &ppool,
                         args.ring_size,
                         Zeroing::Batched

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use idxpool::handle_ring::{GenericHandleRing, SlotRepr, Zeroing};
-use idxpool::{Brand, GenericPool};
+use idxpool::handle_ring::{HandleRing, SlotRepr, Zeroing};
+use idxpool::{Brand, Pool};
 use idxpool_bench::{pin, spin};
 
 /// Packets per RX allocation, ring transfer and TX free (DPDK's usual burst).
@@ -605,7 +605,7 @@ fn process(m: &mut Mbuf, s: &mut Summary, full: bool) {
 /// # Panics
 /// If the ring cannot be created (`ring_size == 0`).
 pub fn run_pipeline<B: Brand, R: SlotRepr>(
-    pool: &GenericPool<Mbuf, B, R>,
+    pool: &Pool<Mbuf, B, R>,
     frames: &[Frame],
     cfg: &Config,
     limit: Limit,
@@ -613,8 +613,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
     if frames.is_empty() {
         return Summary::default();
     }
-    let (mut tx, mut rx) =
-        GenericHandleRing::new(pool, cfg.ring_size, cfg.zeroing).expect("handle ring");
+    let (mut tx, mut rx) = HandleRing::new(pool, cfg.ring_size, cfg.zeroing).expect("handle ring");
     let done = AtomicBool::new(false);
     let start = Instant::now();
     let ((rx_waits, rx_pool_empty), mut summary) = std::thread::scope(|s| {
