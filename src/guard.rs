@@ -7,7 +7,7 @@ use crate::brand::Brand;
 use crate::error::PoolError;
 use crate::handle::GenericHandle;
 use crate::pool::GenericPool;
-use crate::repr::{Index, Repr};
+use crate::repr::Repr;
 
 /// An object of a branded pool ([`crate::Pool`], [`crate::ptr::Pool`]) that is put back
 /// through the dropping thread's cache when the guard is dropped, also when a panic unwinds
@@ -30,7 +30,7 @@ use crate::repr::{Index, Repr};
 /// }).unwrap();
 /// ```
 #[must_use = "dropping the guard at once puts the object straight back"]
-pub struct Pooled<'p, T, B: Brand, R: Repr = Index> {
+pub struct Pooled<'p, T, B: Brand, R: Repr = crate::repr::DefaultRepr> {
     pool: &'p GenericPool<T, B, R>,
     h: ManuallyDrop<GenericHandle<T, B, R>>,
 }
