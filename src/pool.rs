@@ -420,10 +420,11 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
         let cap = self.capacity() as usize;
         let n = match behavior {
             Behavior::Bulk if n > cap => {
+                cm.count_failed_get(n);
                 return Err(PoolError::Exhausted {
                     requested: n,
                     available: cm.reachable().min(cap),
-                })
+                });
             }
             Behavior::Bulk => n,
             Behavior::Burst => n.min(cap),
