@@ -838,9 +838,10 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
         let free = self.core.ring.count() + self.core.registry.held_by_threads();
         let cap = self.geometry.capacity as usize;
-        if free < cap {
-            crate::leaks::report(&self.name, cap - free, self.geometry.capacity);
-        }
+        // A panicking leak hook is caught and resumed at the end (leaks::rethrow).
+        let hook_panic = (free < cap)
+            .then(|| crate::leaks::report(&self.name, cap - free, self.geometry.capacity))
+            .flatten();
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
         }
@@ -849,6 +850,7 @@ impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
             // reference to it can outlive the pool (all borrow &self).
             unsafe { drop_objects::<T>(&self.geometry, 0, self.geometry.capacity) };
         }
+        crate::leaks::rethrow(hook_panic);
         // The region unmaps after this (field drop order).
     }
 }

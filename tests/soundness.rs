@@ -289,6 +289,79 @@ fn a_panic_after_slot_write_still_drops_the_written_object() {
     assert_eq!(INIT_DROPS.load(SeqCst), 6);
 }
 
+// ---- issue 25 item 6: a leak hook that panics ---------------------------------------------------
+
+static HOOKED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct CountsDrops(#[allow(dead_code)] u32);
+
+impl Drop for CountsDrops {
+    fn drop(&mut self) {
+        HOOKED_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// A leak hook that panics stopped the pool's drop: `T drops: 0 of 4`, and the named brand
+/// stayed claimed "by a live pool" forever. Now the drop completes (every object dropped, the
+/// brand retired because a handle is still out) and the hook's panic reaches the caller
+/// afterwards; while the pool is dropped during another unwinding, the hook's panic is
+/// contained (a second panic escaping a destructor would abort). The hook panics only for
+/// this test's pools (it is process-wide; other tests of this binary may drop leaky pools).
+/// Miri: `cargo +nightly miri test --test soundness a_panicking_leak_hook`.
+#[test]
+fn a_panicking_leak_hook_does_not_stop_the_drop() {
+    idxpool::brand!(HookPanics);
+    idxpool::brand!(HookPanicsUnwinding);
+    idxpool::leaks::set_leak_hook(|r| {
+        if r.pool.starts_with("hook-panics") {
+            panic!(
+                "leak hook: pool {} dropped with {} out",
+                r.pool, r.outstanding
+            );
+        }
+    });
+    HOOKED_DROPS.store(0, SeqCst);
+    let pool = heap(PoolBuilder::<CountsDrops>::with_fn(4, CountsDrops))
+        .name("hook-panics")
+        .build::<HookPanics>()
+        .unwrap();
+    let h = pool.get().unwrap();
+    drop(h); // leaked: never put back
+    let r = catch_unwind(AssertUnwindSafe(move || drop(pool)));
+    let msg = r.expect_err("the hook's panic propagates after the drop");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("leak hook: pool hook-panics dropped with 1 out"),
+        "{msg}"
+    );
+    assert_eq!(HOOKED_DROPS.load(SeqCst), 4, "every object dropped");
+    let slot = <HookPanics as idxpool::NamedBrand>::slot();
+    assert!(
+        !slot.is_live() && slot.is_retired(),
+        "a handle is out: retired"
+    );
+    match heap(PoolBuilder::<CountsDrops>::with_fn(1, CountsDrops)).build::<HookPanics>() {
+        Err(PoolError::BrandInUse { state, .. }) => assert!(state.contains("dropped"), "{state}"),
+        other => panic!("expected the retired brand, got {other:?}"),
+    }
+    // Dropped while another panic unwinds: contained, the drop completes, no abort.
+    HOOKED_DROPS.store(0, SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let pool = heap(PoolBuilder::<CountsDrops>::with_fn(4, CountsDrops))
+            .name("hook-panics-unwinding")
+            .build::<HookPanicsUnwinding>()
+            .unwrap();
+        let h = pool.get().unwrap();
+        drop(h);
+        panic!("the caller's own panic");
+    }));
+    let msg = r.expect_err("the caller's panic");
+    assert_eq!(msg.downcast_ref::<&str>(), Some(&"the caller's own panic"));
+    assert_eq!(HOOKED_DROPS.load(SeqCst), 4, "every object dropped");
+    assert!(<HookPanicsUnwinding as idxpool::NamedBrand>::slot().is_retired());
+    idxpool::leaks::clear_leak_hook();
+}
+
 // ---- case 10: audit during thread-exit flushes -----------------------------------------------
 
 /// Scoped threads fill their implicit caches and exit; the scope ends without joins, so their
