@@ -15,7 +15,10 @@ use crate::ring::Behavior;
 /// on the cached path.
 ///
 /// It borrows its pool, so the pool outlives it; dropping it flushes its objects back to the
-/// ring. It is `Send` (move it to the thread that will use it) but not `Sync`.
+/// ring. It is `Send` (move it to the thread that will use it) but not `Sync`. The objects it
+/// holds are its holder's, as with DPDK's user-owned caches: `pool.available()` does not count
+/// them (`in_use()` does). Passed to `mem::forget`, it strands them until the pool's `audit()`
+/// or drop (whose `&mut` proves the cache gone) gives them back to the ring.
 ///
 /// ```
 /// idxpool::brand!(Bufs);
@@ -27,6 +30,8 @@ use crate::ring::Behavior;
 ///     cache.get_mut(h)[0] = 1;
 /// }
 /// cache.put_bulk(&mut burst);
+/// assert_eq!(pool.in_use(), cache.len()); // cached objects are the cache holder's
+/// drop(cache);
 /// assert_eq!(pool.in_use(), 0);
 /// ```
 ///

@@ -69,6 +69,24 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
     }
 }
 
+impl<E: Copy + Send + 'static> PoolCore<E> {
+    /// Gives the entries of forgotten `LocalCache`s (still registered although their owner is
+    /// gone) back to the ring and frees their caches; returns how many there were.
+    ///
+    /// # Safety
+    /// As [`Registry::reclaim_orphans`]: the caller holds `&mut` on the pool.
+    pub(crate) unsafe fn reclaim_forgotten_caches(&self) -> usize {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.registry.reclaim_orphans(|c| {
+                // SAFETY: the cache's owner is gone (the contract): this is its only user.
+                CacheMut::new(c, &self.ring).flush();
+                self.retire_counters(c.as_ref());
+            })
+        }
+    }
+}
+
 impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
     fn flush_exiting(&self, tid: usize) {
         self.registry.take_exiting(tid, |cache| {
@@ -546,15 +564,17 @@ impl<T, B: Brand, R: Repr> GenericPool<T, B, R> {
 
     // ---- counts ---------------------------------------------------------------------------
 
-    /// Free objects: the ring plus every cache (rte_mempool_avail_count). A snapshot while
-    /// other threads work; exact when quiescent.
+    /// Free objects: the ring plus every thread's implicit cache (rte_mempool_avail_count).
+    /// Objects in a [`crate::LocalCache`] are its holder's, not counted here (as DPDK's count
+    /// ignores user-owned caches): a `LocalCache` passed to `mem::forget` strands them, and
+    /// they count as in use until `audit()` or the pool's drop takes them back. A snapshot
+    /// while other threads work; exact when quiescent.
     pub fn available(&self) -> usize {
-        let mut n = self.core.ring.count();
-        self.core.registry.for_each_cache(|_, c| n += c.len());
+        let n = self.core.ring.count() + self.core.registry.thread_cached();
         n.min(self.capacity() as usize)
     }
 
-    /// Objects held by handles (rte_mempool_in_use_count).
+    /// Objects held by handles and by [`crate::LocalCache`]s (rte_mempool_in_use_count).
     pub fn in_use(&self) -> usize {
         self.capacity() as usize - self.available()
     }
@@ -836,6 +856,8 @@ pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
 impl<T, B, R: Repr> Drop for GenericPool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
+        // SAFETY: &mut self: no LocalCache of this pool is alive.
+        unsafe { self.core.reclaim_forgotten_caches() };
         let free = self.core.ring.count() + self.core.registry.held_by_threads();
         let cap = self.geometry.capacity as usize;
         // A panicking leak hook is caught and resumed at the end (leaks::rethrow).

@@ -362,6 +362,70 @@ fn a_panicking_leak_hook_does_not_stop_the_drop() {
     idxpool::leaks::clear_leak_hook();
 }
 
+// ---- issue 25 item 7: a forgotten LocalCache ------------------------------------------------------
+
+/// `mem::forget(LocalCache)`: its objects were still counted as available (`available 64,
+/// in_use 0`, the audit clean) while `get_bulk(64)` failed with `available: 48`. Now a local
+/// cache's objects are its holder's (as DPDK's avail count ignores user-owned caches): after
+/// the forget they count as in use, `available()` is what a get can take, and the first
+/// `&mut` access (`audit()`, or the pool's drop) proves the cache's owner gone and gives them
+/// back to the ring, so nothing is lost and the brand is released.
+#[test]
+fn a_forgotten_local_cache_is_not_counted_as_available() {
+    idxpool::brand!(ForgottenCache);
+    let mut pool = heap(PoolBuilder::<u64>::with_default(64))
+        .cache_size(16)
+        .build::<ForgottenCache>()
+        .unwrap();
+    let mut c = pool.local_cache();
+    let h = c.get().unwrap(); // refills the cache from the ring
+    c.put(h);
+    let stranded = c.len();
+    assert!(stranded > 0 && stranded < 64, "{stranded}");
+    std::mem::forget(c);
+    assert_eq!(
+        pool.available(),
+        64 - stranded,
+        "the forgotten cache's objects are not free"
+    );
+    assert_eq!(pool.in_use(), stranded);
+    // What available() says is what a get can take: all of it, and not one more.
+    let mut v = Vec::new();
+    match pool.get_bulk(&mut v, 64 - stranded + 1) {
+        Err(PoolError::Exhausted { available, .. }) => assert_eq!(available, 64 - stranded),
+        other => panic!("expected Exhausted, got {other:?}"),
+    }
+    pool.get_bulk(&mut v, 64 - stranded).unwrap();
+    pool.put_bulk(&mut v);
+    pool.flush();
+    // The audit (&mut: no local cache can be alive) takes the stranded objects back.
+    let r = pool.audit().unwrap();
+    assert_eq!((r.in_ring + r.in_caches, r.in_use), (64, 0), "{r}");
+    assert!(
+        r.caches.iter().all(|(l, _)| !l.starts_with("local")),
+        "{r:?}"
+    );
+    assert_eq!(pool.available(), 64);
+    pool.get_bulk(&mut v, 64).unwrap();
+    pool.put_bulk(&mut v);
+    // Forgotten again, then the pool dropped: nothing is out, so the brand is released.
+    let mut c = pool.local_cache();
+    let h = c.get().unwrap();
+    c.put(h);
+    std::mem::forget(c);
+    drop(pool);
+    let slot = <ForgottenCache as idxpool::NamedBrand>::slot();
+    assert!(
+        !slot.is_live() && !slot.is_retired(),
+        "every object came home"
+    );
+    drop(
+        heap(PoolBuilder::<u64>::with_default(4))
+            .build::<ForgottenCache>()
+            .unwrap(),
+    );
+}
+
 // ---- case 10: audit during thread-exit flushes -----------------------------------------------
 
 /// Scoped threads fill their implicit caches and exit; the scope ends without joins, so their
