@@ -76,14 +76,14 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
     /// # Safety
     /// As [`Registry::reclaim_orphans`]: the caller holds `&mut` on the pool.
     pub(crate) unsafe fn reclaim_forgotten_caches(&self) -> usize {
+        let reclaim = |c: NonNull<Cache<E>>| {
+            // SAFETY: the cache's owner is gone (the caller's contract): this is its only user.
+            unsafe { CacheMut::new(c, &self.ring) }.flush();
+            // SAFETY: still allocated (reclaim_orphans frees it after this call).
+            self.retire_counters(unsafe { c.as_ref() });
+        };
         // SAFETY: forwarded from the caller.
-        unsafe {
-            self.registry.reclaim_orphans(|c| {
-                // SAFETY: the cache's owner is gone (the contract): this is its only user.
-                CacheMut::new(c, &self.ring).flush();
-                self.retire_counters(c.as_ref());
-            })
-        }
+        unsafe { self.registry.reclaim_orphans(reclaim) }
     }
 }
 
