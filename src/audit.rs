@@ -44,11 +44,16 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
     /// Checks the invariants: every free object is named exactly once across the ring and the
     /// caches, every entry is in range, every cache is within its flush threshold, and (with
     /// debug checks) every free object is marked free and every other one allocated.
-    /// `&mut self`: the pool must be quiescent.
+    /// `&mut self`: the pool must be quiescent. That also proves no [`crate::LocalCache`] of
+    /// the pool is alive, so the objects of any that was passed to `mem::forget` (stranded
+    /// until now, counted as in use) are given back to the ring first, and counted there.
     ///
     /// # Errors
     /// [`PoolError::AuditFailed`] describing the first broken invariant.
     pub fn audit(&mut self) -> Result<crate::AuditReport, PoolError> {
+        // SAFETY: &mut self: no LocalCache of this pool is alive, so any still registered was
+        // forgotten; its objects go back to the ring (issue 25).
+        unsafe { self.core.reclaim_forgotten_caches() };
         let cap = self.capacity() as usize;
         let mut seen = vec![false; cap];
         let mut in_caches = 0usize;

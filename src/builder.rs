@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
@@ -85,6 +86,9 @@ impl StrideMode {
 /// kept from an earlier object, nor passed for another one (tests/ui/init_*.rs).
 pub struct InitSlot<'s, T> {
     slot: &'s mut MaybeUninit<T>,
+    /// Set by [`InitSlot::write`]: the builder's unwind guard then drops this object too when
+    /// the initialiser panics after writing it (issue 25 item 8).
+    written: &'s AtomicBool,
     _invariant: PhantomData<fn(&'s ()) -> &'s ()>,
 }
 
@@ -98,6 +102,7 @@ impl<'s, T> InitSlot<'s, T> {
     #[inline]
     pub fn write(self, value: T) -> Written<'s> {
         self.slot.write(value);
+        self.written.store(true, Ordering::Relaxed);
         Written(PhantomData)
     }
 
@@ -230,7 +235,10 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// creation (DPDK's `obj_init`), in index order. `init` returns the [`Written`] proof that
     /// only [`InitSlot::write`] (or the `unsafe` [`InitSlot::assume_init`]) produces, so an
     /// initialiser that forgets to write does not compile. If `init` panics, the objects
-    /// already made are dropped, the region is unmapped and the panic propagates.
+    /// already made are dropped (including the one of the panicking call if
+    /// [`InitSlot::write`] ran for it; one written through [`InitSlot::as_mut_ptr`] without
+    /// [`InitSlot::assume_init`] is not known to be whole and is not dropped), the region is
+    /// unmapped and the panic propagates.
     ///
     /// ```
     /// struct Packet { len: u16, data: [u8; 2046] }
@@ -535,6 +543,9 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
         struct Guard<'g, T> {
             g: &'g Geometry,
             done: u32,
+            /// Object `done` was written by `InitSlot::write` (the initialiser may panic after
+            /// writing it: it must be dropped too).
+            current_written: &'g AtomicBool,
             brand: Option<&'static BrandSlot>,
             space: Option<crate::space::Range>,
             _t: PhantomData<T>,
@@ -547,15 +558,21 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
                 if let Some(r) = self.space {
                     crate::space::release(r, true);
                 }
-                // SAFETY: objects 0..done were initialised (by value or with a Written proof)
-                // and nobody else has seen them.
-                unsafe { crate::pool::drop_objects::<T>(self.g, 0, self.done) };
+                // Only the initialising thread wrote these (or a thread it joined before the
+                // initialiser returned or unwound): Relaxed is enough.
+                let written = u32::from(self.current_written.load(Ordering::Relaxed));
+                // SAFETY: objects 0..done were initialised (by value or with a Written proof),
+                // object `done` too when `InitSlot::write` ran for it (the initialiser panicked
+                // after writing), and nobody else has seen them.
+                unsafe { crate::pool::drop_objects::<T>(self.g, 0, self.done + written) };
             }
         }
         if !matches!(self.init, Init::Zeroed) {
+            let current_written = AtomicBool::new(false);
             let mut guard = Guard::<T> {
                 g: &geometry,
                 done: 0,
+                current_written: &current_written,
                 brand: brand.map(|b| b.0),
                 space,
                 _t: PhantomData,
@@ -570,10 +587,12 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
                     Init::InPlace(init) => {
                         // The returned proof can only come from this slot (fresh invariant
                         // lifetime per call): the object is initialised.
+                        current_written.store(false, Ordering::Relaxed);
                         let _written: Written<'_> = init(
                             i,
                             InitSlot {
                                 slot,
+                                written: &current_written,
                                 _invariant: PhantomData,
                             },
                         );

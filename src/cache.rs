@@ -604,6 +604,14 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         self.len
     }
 
+    /// Counts a get of `n` objects that failed before the cache algorithm ran (a bulk larger
+    /// than the pool, refused by the pool's adapter), as [`get_miss`] counts its own failures.
+    #[cold]
+    pub(crate) fn count_failed_get(&self, n: usize) {
+        self.count(Counter::GetFailBulk, 1);
+        self.count(Counter::GetFailObjs, n);
+    }
+
     /// What a get could reach now: this cache plus the ring (a snapshot).
     pub(crate) fn reachable(&self) -> usize {
         self.len + self.ring().count()

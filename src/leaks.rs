@@ -50,6 +50,11 @@ static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
 /// Installs the process-wide leak hook, called (on the dropping thread) for every pool dropped
 /// with objects still out, in every build; replaces any previous hook. Without a hook, debug
 /// builds print a line to stderr. The hook must not create or drop pools.
+///
+/// A hook that panics does not stop the drop: the pool's objects are still dropped and its
+/// brand retired, then the hook's panic propagates out of the drop. When the pool is dropped
+/// while the thread is already unwinding from another panic, the hook's panic is contained
+/// (a second panic escaping a destructor would abort the process).
 pub fn set_leak_hook(hook: impl Fn(&LeakReport<'_>) + Send + Sync + 'static) {
     *HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
 }
@@ -59,8 +64,15 @@ pub fn clear_leak_hook() {
     *HOOK.write().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
-/// Called by a pool's drop when `outstanding > 0`.
-pub(crate) fn report(pool: &str, outstanding: usize, capacity: u32) {
+/// A panic of the leak hook, caught so that the pool's drop completes; see [`rethrow`].
+pub(crate) type HookPanic = Box<dyn std::any::Any + Send + 'static>;
+
+/// Called by a pool's drop when `outstanding > 0`. Never unwinds: a panic of the hook is
+/// returned, for the drop to hand to [`rethrow`] once it has dropped the objects and released
+/// or retired the brand (issue 25 item 6: a panicking hook left `T drops: 0 of 4` and the brand
+/// claimed by "a live pool" forever).
+#[must_use = "give a hook's panic to leaks::rethrow once the drop is done"]
+pub(crate) fn report(pool: &str, outstanding: usize, capacity: u32) -> Option<HookPanic> {
     let r = LeakReport {
         pool,
         outstanding,
@@ -68,12 +80,25 @@ pub(crate) fn report(pool: &str, outstanding: usize, capacity: u32) {
     };
     let hook = HOOK.read().unwrap_or_else(|e| e.into_inner());
     if let Some(h) = hook.as_ref() {
-        h(&r);
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(&r))).err();
     } else if cfg!(any(debug_assertions, feature = "debug-checks")) {
         eprintln!(
             "idxpool: pool {pool} dropped with {outstanding} of {capacity} objects still out \
              (handles dropped without put, or held past the pool); their objects are dropped \
              with the pool and those handles can no longer reach them"
         );
+    }
+    None
+}
+
+/// Resumes a leak hook's panic caught by [`report`], at the end of the pool's drop, unless
+/// the thread is already unwinding (the pool dropped during another panic): a second panic
+/// escaping a destructor would abort the process, so the hook's panic is then contained
+/// (dropped) and the first panic goes on.
+pub(crate) fn rethrow(p: Option<HookPanic>) {
+    if let Some(p) = p {
+        if !std::thread::panicking() {
+            std::panic::resume_unwind(p);
+        }
     }
 }

@@ -29,6 +29,7 @@
 //!     p.data[0] = 0xff;
 //! }
 //! cache.put_bulk(&mut burst);                       // always succeeds
+//! drop(cache);                                      // its objects go back to the ring
 //! assert_eq!(pool.in_use(), 0);
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```

@@ -29,6 +29,10 @@ type E<P> = <<P as PoolRef>::R as Repr>::Entry;
 /// ([`crate::Pool::get_mut`]) or, in a hot loop, a [`crate::Resolver`]'s, which borrow the pool
 /// and not the cache, so a `&mut T` can be held while the cache keeps allocating.
 ///
+/// The objects it holds are its holder's, as with DPDK's user-owned caches: `pool.available()`
+/// does not count them (`in_use()` does). Passed to `mem::forget`, it strands them until the
+/// pool's `audit()` or drop (whose `&mut` proves the cache gone) gives them back to the ring.
+///
 /// ```
 /// let pool = idxpool::PoolBuilder::<[u8; 256]>::zeroed(1024).cache_size(64).build()?;
 /// let objs = pool.resolver();
@@ -39,6 +43,7 @@ type E<P> = <<P as PoolRef>::R as Repr>::Entry;
 ///     objs.get_mut(h)[0] = 1;
 /// }
 /// cache.put_bulk(&mut burst);
+/// assert_eq!(pool.in_use(), cache.len()); // cached objects are the cache holder's
 /// drop(cache);
 /// assert_eq!(pool.in_use(), 0);
 /// # Ok::<(), idxpool::PoolError>(())

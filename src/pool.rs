@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::brand::{Brand, BrandSlot};
-use crate::cache::{Cache, CacheMut, CacheOps, FlushPolicy};
+use crate::cache::{Cache, CacheMut, FlushPolicy};
 use crate::debug::{self, ObjectStates};
 use crate::error::PoolError;
 use crate::handle::Handle;
@@ -66,6 +66,24 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             retired: Mutex::new(Stats::default()),
             baseline: Mutex::new(Stats::default()),
         })
+    }
+}
+
+impl<E: Copy + Send + 'static> PoolCore<E> {
+    /// Gives the entries of forgotten `LocalCache`s (still registered although their owner is
+    /// gone) back to the ring and frees their caches; returns how many there were.
+    ///
+    /// # Safety
+    /// As [`Registry::reclaim_orphans`]: the caller holds `&mut` on the pool.
+    pub(crate) unsafe fn reclaim_forgotten_caches(&self) -> usize {
+        let reclaim = |c: NonNull<Cache<E>>| {
+            // SAFETY: the cache's owner is gone (the caller's contract): this is its only user.
+            unsafe { CacheMut::new(c, &self.ring) }.flush();
+            // SAFETY: still allocated (reclaim_orphans frees it after this call).
+            self.retire_counters(unsafe { c.as_ref() });
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.registry.reclaim_orphans(reclaim) }
     }
 }
 
@@ -601,8 +619,7 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
                 let mut t = token();
                 let cm = t.cm();
                 // Counted as every failed get is (issue 25: it was missed before).
-                cm.count(crate::stats::Counter::GetFailBulk, 1);
-                cm.count(crate::stats::Counter::GetFailObjs, n);
+                cm.count_failed_get(n);
                 return Err(PoolError::Exhausted {
                     requested: n,
                     available: cm.reachable().min(cap),
@@ -745,15 +762,17 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
 
     // ---- counts ---------------------------------------------------------------------------
 
-    /// Free objects: the ring plus every cache (rte_mempool_avail_count). A snapshot while
-    /// other threads work; exact when quiescent.
+    /// Free objects: the ring plus every thread's implicit cache (rte_mempool_avail_count).
+    /// Objects in a [`crate::LocalCache`] are its holder's, not counted here (as DPDK's count
+    /// ignores user-owned caches): a `LocalCache` passed to `mem::forget` strands them, and
+    /// they count as in use until `audit()` or the pool's drop takes them back. A snapshot
+    /// while other threads work; exact when quiescent.
     pub fn available(&self) -> usize {
-        let mut n = self.core.ring.count();
-        self.core.registry.for_each_cache(|_, c| n += c.len());
+        let n = self.core.ring.count() + self.core.registry.thread_cached();
         n.min(self.capacity() as usize)
     }
 
-    /// Objects held by handles (rte_mempool_in_use_count).
+    /// Objects held by handles and by [`crate::LocalCache`]s (rte_mempool_in_use_count).
     pub fn in_use(&self) -> usize {
         self.capacity() as usize - self.available()
     }
@@ -1132,11 +1151,14 @@ pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
 impl<T, B, R: Repr> Drop for Pool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
+        // SAFETY: &mut self: no LocalCache of this pool is alive.
+        unsafe { self.core.reclaim_forgotten_caches() };
         let free = self.core.ring.count() + self.core.registry.held_by_threads();
         let cap = self.geometry.capacity as usize;
-        if free < cap {
-            crate::leaks::report(&self.name, cap - free, self.geometry.capacity);
-        }
+        // A panicking leak hook is caught and resumed at the end (leaks::rethrow).
+        let hook_panic = (free < cap)
+            .then(|| crate::leaks::report(&self.name, cap - free, self.geometry.capacity))
+            .flatten();
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
         }
@@ -1149,6 +1171,7 @@ impl<T, B, R: Repr> Drop for Pool<T, B, R> {
             // reference to it can outlive the pool (all borrow &self).
             unsafe { drop_objects::<T>(&self.geometry, 0, self.geometry.capacity) };
         }
+        crate::leaks::rethrow(hook_panic);
         // The region unmaps after this (field drop order).
     }
 }

@@ -279,6 +279,48 @@ impl<E: Copy + Send + 'static> Registry<E> {
         self.explicit.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Entries held by the implicit (per-thread) caches, each read under its slot lock. The
+    /// user-owned caches are not counted: their objects belong to their holder, as DPDK's
+    /// `rte_mempool_avail_count` ignores user-owned caches, so that a `LocalCache` passed to
+    /// `mem::forget` strands its objects without making them look available (issue 25).
+    pub(crate) fn thread_cached(&self) -> usize {
+        let mut n = 0;
+        for slot in self.slots.iter() {
+            if slot.cache.load(Ordering::Acquire).is_null() {
+                continue;
+            }
+            let _g = slot.lock();
+            let p = slot.cache.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: non-null slot caches are live until freed under this lock.
+                n += unsafe { (*p).len() };
+            }
+        }
+        n
+    }
+
+    /// Unregisters every user-owned cache still registered, hands each to `reclaim` (to give
+    /// its entries back to the ring), then frees it. Returns how many there were.
+    ///
+    /// # Safety
+    /// No `LocalCache` (nor any other owner) of a registered cache may be alive: the caller
+    /// holds `&mut` on the pool (a live `LocalCache` borrows it, an owned or run-time one holds
+    /// an `Arc` of it), so every cache still registered belongs to a value that was leaked
+    /// without its drop (`mem::forget`) and will never be used again.
+    pub(crate) unsafe fn reclaim_orphans(
+        &self,
+        mut reclaim: impl FnMut(NonNull<Cache<E>>),
+    ) -> usize {
+        let orphans = std::mem::take(&mut *self.explicit_list());
+        for c in &orphans {
+            reclaim(c.0);
+            // SAFETY: allocated by Box in LocalCache::new; its owner is gone (the contract) and
+            // it is unregistered, so nobody reads it any more.
+            drop(unsafe { Box::from_raw(c.0.as_ptr()) });
+        }
+        orphans.len()
+    }
+
     /// Calls `f` with every cache (implicit under its slot lock, explicit under the registry
     /// lock) and a label.
     pub(crate) fn for_each_cache(&self, mut f: impl FnMut(String, &Cache<E>)) {

@@ -382,6 +382,59 @@ fn bulk_requests_larger_than_the_pool() {
     }
 }
 
+/// Issue 25 item 10: every failed get is counted (`--features stats`), including a bulk larger
+/// than the whole pool, which is refused before the cache algorithm runs. Before the fix,
+/// `get_fail_bulk`/`get_fail_objs` missed exactly those calls (3 of the 5 failures per round
+/// below).
+#[test]
+fn every_failed_get_is_counted_in_the_stats() {
+    for policy in FlushPolicy::ALL {
+        for cache in [0u32, 4] {
+            PoolBuilder::<u64>::with_default(16)
+                .cache_size(cache)
+                .policy(policy)
+                .scoped(|pool| {
+                    let (mut calls, mut objs) = (0u64, 0u64);
+                    let mut v = Vec::new();
+                    let mut c = pool.local_cache();
+                    // Larger than the pool: refused up front.
+                    for n in [17usize, 1 << 20] {
+                        assert!(c.get_bulk(&mut v, n).is_err());
+                        assert!(pool.get_bulk(&mut v, n).is_err());
+                        calls += 2;
+                        objs += 2 * n as u64;
+                    }
+                    assert!(c.get_array::<17>().is_err());
+                    calls += 1;
+                    objs += 17;
+                    // Within the pool's size but more than there is: the cache algorithm's
+                    // own failure.
+                    let mut held = Vec::new();
+                    c.get_bulk(&mut held, 10).unwrap();
+                    assert!(c.get_bulk(&mut v, 7).is_err());
+                    assert!(pool.get_bulk(&mut v, 7).is_err());
+                    calls += 2;
+                    objs += 14;
+                    assert!(v.is_empty());
+                    c.put_bulk(&mut held);
+                    drop(c);
+                    let s = pool.stats();
+                    if idxpool::Stats::COUNTING {
+                        assert_eq!(
+                            (s.get_fail_bulk, s.get_fail_objs),
+                            (calls, objs),
+                            "{policy}/cache {cache}: {s}"
+                        );
+                        assert_eq!(s.get_success_bulk, 1, "{policy}/cache {cache}: {s}");
+                    } else {
+                        assert_eq!(s, idxpool::Stats::default());
+                    }
+                })
+                .unwrap();
+        }
+    }
+}
+
 // ---- BrandInUse ------------------------------------------------------------------------------
 
 #[test]

@@ -241,6 +241,191 @@ fn panicking_drop_still_drops_every_other_object() {
     drop(again);
 }
 
+// ---- issue 25 item 8: an in-place initialiser that panics after writing -----------------------
+
+static INIT_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// Owns heap memory, so that a leaked one is a leak Miri reports.
+struct Boxed(#[allow(dead_code)] Box<u64>);
+
+impl Drop for Boxed {
+    fn drop(&mut self) {
+        INIT_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// `with_init` whose initialiser panics *after* `slot.write(..)`: the object written in that
+/// call was never dropped (3 of 4 drops; Miri: "memory leaked", the `Box` inside it). Now the
+/// builder's unwind guard drops it too, the brand is released and the panic propagates.
+/// Miri: `cargo +nightly miri test --test soundness a_panic_after_slot_write`.
+#[test]
+fn a_panic_after_slot_write_still_drops_the_written_object() {
+    idxpool::brand!(WritesThenPanics);
+    INIT_DROPS.store(0, SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        heap(PoolBuilder::<Boxed>::with_init(8, |i, slot| {
+            let w = slot.write(Boxed(Box::new(u64::from(i))));
+            if i == 3 {
+                panic!("init of object {i} failed after writing it");
+            }
+            w
+        }))
+        .build_named::<WritesThenPanics>()
+    }));
+    let msg = r.expect_err("the panic propagates");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("object 3"), "{msg}");
+    assert_eq!(
+        INIT_DROPS.load(SeqCst),
+        4,
+        "objects 0..=3 were written, all dropped"
+    );
+    let pool = heap(PoolBuilder::<Boxed>::with_fn(2, |i| {
+        Boxed(Box::new(u64::from(i)))
+    }))
+    .build_named::<WritesThenPanics>()
+    .expect("brand released after the panic");
+    drop(pool);
+    assert_eq!(INIT_DROPS.load(SeqCst), 6);
+}
+
+// ---- issue 25 item 6: a leak hook that panics ---------------------------------------------------
+
+static HOOKED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct CountsDrops(#[allow(dead_code)] u32);
+
+impl Drop for CountsDrops {
+    fn drop(&mut self) {
+        HOOKED_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// A leak hook that panics stopped the pool's drop: `T drops: 0 of 4`, and the named brand
+/// stayed claimed "by a live pool" forever. Now the drop completes (every object dropped, the
+/// brand retired because a handle is still out) and the hook's panic reaches the caller
+/// afterwards; while the pool is dropped during another unwinding, the hook's panic is
+/// contained (a second panic escaping a destructor would abort). The hook panics only for
+/// this test's pools (it is process-wide; other tests of this binary may drop leaky pools).
+/// Miri: `cargo +nightly miri test --test soundness a_panicking_leak_hook`.
+#[test]
+fn a_panicking_leak_hook_does_not_stop_the_drop() {
+    idxpool::brand!(HookPanics);
+    idxpool::brand!(HookPanicsUnwinding);
+    idxpool::leaks::set_leak_hook(|r| {
+        if r.pool.starts_with("hook-panics") {
+            panic!(
+                "leak hook: pool {} dropped with {} out",
+                r.pool, r.outstanding
+            );
+        }
+    });
+    HOOKED_DROPS.store(0, SeqCst);
+    let pool = heap(PoolBuilder::<CountsDrops>::with_fn(4, CountsDrops))
+        .name("hook-panics")
+        .build_named::<HookPanics>()
+        .unwrap();
+    let h = pool.get().unwrap();
+    drop(h); // leaked: never put back
+    let r = catch_unwind(AssertUnwindSafe(move || drop(pool)));
+    let msg = r.expect_err("the hook's panic propagates after the drop");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("leak hook: pool hook-panics dropped with 1 out"),
+        "{msg}"
+    );
+    assert_eq!(HOOKED_DROPS.load(SeqCst), 4, "every object dropped");
+    let slot = <HookPanics as idxpool::NamedBrand>::slot();
+    assert!(
+        !slot.is_live() && slot.is_retired(),
+        "a handle is out: retired"
+    );
+    match heap(PoolBuilder::<CountsDrops>::with_fn(1, CountsDrops)).build_named::<HookPanics>() {
+        Err(PoolError::BrandInUse { state, .. }) => assert!(state.contains("dropped"), "{state}"),
+        other => panic!("expected the retired brand, got {other:?}"),
+    }
+    // Dropped while another panic unwinds: contained, the drop completes, no abort.
+    HOOKED_DROPS.store(0, SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let pool = heap(PoolBuilder::<CountsDrops>::with_fn(4, CountsDrops))
+            .name("hook-panics-unwinding")
+            .build_named::<HookPanicsUnwinding>()
+            .unwrap();
+        let h = pool.get().unwrap();
+        drop(h);
+        panic!("the caller's own panic");
+    }));
+    let msg = r.expect_err("the caller's panic");
+    assert_eq!(msg.downcast_ref::<&str>(), Some(&"the caller's own panic"));
+    assert_eq!(HOOKED_DROPS.load(SeqCst), 4, "every object dropped");
+    assert!(<HookPanicsUnwinding as idxpool::NamedBrand>::slot().is_retired());
+    idxpool::leaks::clear_leak_hook();
+}
+
+// ---- issue 25 item 7: a forgotten LocalCache ------------------------------------------------------
+
+/// `mem::forget(LocalCache)`: its objects were still counted as available (`available 64,
+/// in_use 0`, the audit clean) while `get_bulk(64)` failed with `available: 48`. Now a local
+/// cache's objects are its holder's (as DPDK's avail count ignores user-owned caches): after
+/// the forget they count as in use, `available()` is what a get can take, and the first
+/// `&mut` access (`audit()`, or the pool's drop) proves the cache's owner gone and gives them
+/// back to the ring, so nothing is lost and the brand is released.
+#[test]
+fn a_forgotten_local_cache_is_not_counted_as_available() {
+    idxpool::brand!(ForgottenCache);
+    let mut pool = heap(PoolBuilder::<u64>::with_default(64))
+        .cache_size(16)
+        .build_named::<ForgottenCache>()
+        .unwrap();
+    let mut c = pool.local_cache();
+    let h = c.get().unwrap(); // refills the cache from the ring
+    c.put(h);
+    let stranded = c.len();
+    assert!(stranded > 0 && stranded < 64, "{stranded}");
+    std::mem::forget(c);
+    assert_eq!(
+        pool.available(),
+        64 - stranded,
+        "the forgotten cache's objects are not free"
+    );
+    assert_eq!(pool.in_use(), stranded);
+    // What available() says is what a get can take: all of it, and not one more.
+    let mut v = Vec::new();
+    match pool.get_bulk(&mut v, 64 - stranded + 1) {
+        Err(PoolError::Exhausted { available, .. }) => assert_eq!(available, 64 - stranded),
+        other => panic!("expected Exhausted, got {other:?}"),
+    }
+    pool.get_bulk(&mut v, 64 - stranded).unwrap();
+    pool.put_bulk(&mut v);
+    pool.flush();
+    // The audit (&mut: no local cache can be alive) takes the stranded objects back.
+    let r = pool.audit().unwrap();
+    assert_eq!((r.in_ring + r.in_caches, r.in_use), (64, 0), "{r}");
+    assert!(
+        r.caches.iter().all(|(l, _)| !l.starts_with("local")),
+        "{r:?}"
+    );
+    assert_eq!(pool.available(), 64);
+    pool.get_bulk(&mut v, 64).unwrap();
+    pool.put_bulk(&mut v);
+    // Forgotten again, then the pool dropped: nothing is out, so the brand is released.
+    let mut c = pool.local_cache();
+    let h = c.get().unwrap();
+    c.put(h);
+    std::mem::forget(c);
+    drop(pool);
+    let slot = <ForgottenCache as idxpool::NamedBrand>::slot();
+    assert!(
+        !slot.is_live() && !slot.is_retired(),
+        "every object came home"
+    );
+    drop(
+        heap(PoolBuilder::<u64>::with_default(4))
+            .build_named::<ForgottenCache>()
+            .unwrap(),
+    );
+}
+
 // ---- case 10: audit during thread-exit flushes -----------------------------------------------
 
 /// Scoped threads fill their implicit caches and exit; the scope ends without joins, so their

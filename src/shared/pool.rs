@@ -646,7 +646,9 @@ impl<T> SharedPool<T> {
     /// minted it (a handle of another region, of another attachment, or of an attachment that
     /// is gone never matches: serials are unique in the process), and the owner word proves
     /// the object is still ours (not reclaimed, not sent). Between them, the only way to two
-    /// `&mut T` is an `unsafe` contract broken (`from_raw`, `repair_lost`, `reset_channel`).
+    /// `&mut T` is an `unsafe` contract broken (`from_raw`, `repair_lost`). `reset_channel` is
+    /// a safe fn, not one of them: it takes back only objects whose owner word says they are
+    /// in the channel, which no live handle owns (a sent handle was consumed).
     #[inline]
     pub(crate) fn check_handle(&self, h: &SharedHandle<T>, what: &str) -> u32 {
         let i = h.index();
