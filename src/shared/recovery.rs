@@ -512,6 +512,9 @@ impl<T> SharedPool<T> {
         let a = self.audit();
         let mut back = a.lost_free;
         back.extend(a.lost_in_channel);
+        // An object this attachment holds by its own account is not lost (its owner word was
+        // forged): returning it would let a later get mint a second handle to it.
+        back.retain(|&e| !self.holds(e));
         self.enq_held(&self.ring, &back, FREE);
         self.stats()
             .repaired_lost

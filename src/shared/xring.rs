@@ -254,6 +254,12 @@ impl<T> SharedPool<T> {
     /// range, free, of another generation or reclaim sequence, or its process is dead.
     pub(crate) fn lock_holder_gone(&self, id: u64) -> bool {
         let (s, g) = split_holder(id as u32);
+        if s == self.slot {
+            // Our own slot: this attachment is inside no ring operation when it asks (one
+            // user at a time, no nesting), and nobody reclaims a live slot: a forged or
+            // leftover word, taken over rather than waited on.
+            return true;
+        }
         let Some(ps) = self.procs().get(s as usize) else {
             return true;
         };
