@@ -501,8 +501,9 @@ pub(crate) fn read_link_member(link: &Path) -> Option<Member> {
     Member::parse(&base, t)
 }
 
-/// The member links of the region of inode `ino` named `link`, with their members.
-fn member_links(link: &Path, ino: u64) -> Vec<(PathBuf, Member)> {
+/// The member links of the region of inode `ino` (any region: `None`) named `link`, with
+/// their members.
+fn member_links(link: &Path, ino: Option<u64>) -> Vec<(PathBuf, Member)> {
     let (dir, base) = split_link(link);
     let prefix = format!(".{base}.member.");
     let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -516,7 +517,7 @@ fn member_links(link: &Path, ino: u64) -> Vec<(PathBuf, Member)> {
             return None;
         }
         let m = Member::parse(&base, f)?;
-        (m.ino == ino).then(|| (e.path(), m))
+        ino.map_or(true, |i| i == m.ino).then(|| (e.path(), m))
     })
     .collect()
 }
@@ -541,7 +542,7 @@ pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
         Err(e) => return Err(e),
     }
     let mut err = None;
-    for (path, other) in member_links(link, m.ino) {
+    for (path, other) in member_links(link, Some(m.ino)) {
         match other.open() {
             Ok(Some(file)) => {
                 return Ok(Resolved::Live {
@@ -562,9 +563,10 @@ pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
     }
 }
 
-/// Removes the member links of the region of inode `ino` named `link` (a stale name being
-/// replaced or removed).
-pub(crate) fn remove_member_links(link: &Path, ino: u64) {
+/// Removes the member links of the region of inode `ino` (of any region named `link`:
+/// `None`), when the name is replaced or removed: processes attached keep working, and new
+/// ones cannot reach a region without a name anyway.
+pub(crate) fn remove_member_links(link: &Path, ino: Option<u64>) {
     for (path, _) in member_links(link, ino) {
         let _ = std::fs::remove_file(path);
     }

@@ -92,7 +92,7 @@ mod xring;
 
 use std::fmt;
 
-pub use file::{SharedBacking, SharedBackingPolicy};
+pub use file::{SharedBacking, SharedBackingPolicy, MAX_NAME_LEN, MAX_PATH_LEN};
 pub use owner::ProcessId;
 pub use pool::SharedPool;
 pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};

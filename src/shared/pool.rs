@@ -152,7 +152,7 @@ impl<T: Pod> SharedPool<T> {
                 match file::resolve_link(p, m) {
                     Ok(file::Resolved::Stale { member }) => {
                         // Every process of that region is gone (so is the region): replace.
-                        file::remove_member_links(p, member.ino);
+                        file::remove_member_links(p, Some(member.ino));
                         std::fs::remove_file(p).map_err(|e| file::file_err(p, "unlink", e))?;
                         replaced_stale = true;
                         continue;
@@ -1359,7 +1359,18 @@ impl<T> SharedPool<T> {
                 ),
             ));
         }
-        std::fs::remove_file(&self.path).map_err(|e| file::file_err(&self.path, "unlink", e))
+        std::fs::remove_file(&self.path).map_err(|e| file::file_err(&self.path, "unlink", e))?;
+        self.remove_member_links();
+        Ok(())
+    }
+
+    /// Removes the member links of this (sealed) region, once its name is gone.
+    fn remove_member_links(&self) {
+        if self.member_link.is_some() {
+            if let Ok(i) = file::ino(&self.file) {
+                file::remove_member_links(&self.path, Some(i));
+            }
+        }
     }
 
     /// Removes the name of a region, e.g. one left behind by a crashed creator. Returns whether
@@ -1372,9 +1383,7 @@ impl<T> SharedPool<T> {
         file::check_name(name)?;
         let mut removed = false;
         for (p, _) in file::candidates(name) {
-            if let Some(m) = file::read_link_member(&p) {
-                file::remove_member_links(&p, m.ino);
-            }
+            file::remove_member_links(&p, None);
             match std::fs::remove_file(&p) {
                 Ok(()) => removed = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1400,6 +1409,7 @@ impl<T> Drop for SharedPool<T> {
         }
         if self.primary && self.unlink_on_drop && self.names_this_region() {
             let _ = std::fs::remove_file(&self.path);
+            self.remove_member_links();
         }
     }
 }
