@@ -375,9 +375,8 @@ fn child_victim(name: &str) {
 fn child_creator(name: &str) {
     let o = SharedOptions::new().channels(2).max_processes(6);
     let pool = SharedPool::<Obj>::create(name, JOIN_CAP, fp(), o.clone().cache_size(8)).unwrap();
-    let flat =
-        SharedPool::<Obj>::create(&format!("{name}-flat"), JOIN_CAP, fp(), o.cache_size(0))
-            .unwrap();
+    let flat = SharedPool::<Obj>::create(&format!("{name}-flat"), JOIN_CAP, fp(), o.cache_size(0))
+        .unwrap();
     let var = |k: &str| -> u32 { std::env::var(k).unwrap().parse().unwrap() };
     let (point, op, nth) = (
         var("IDXPOOL_MP_POINT"),
@@ -1551,16 +1550,16 @@ fn new_process_joins_after_the_creator_is_killed() {
             format!("READY replaced {stale} {stale}"),
             "{what}"
         );
-        let keep = SharedPool::<Obj>::attach(&g.name, fp())
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let keep_flat = SharedPool::<Obj>::attach(&gf.name, fp())
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let keep =
+            SharedPool::<Obj>::attach(&g.name, fp()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let keep_flat =
+            SharedPool::<Obj>::attach(&gf.name, fp()).unwrap_or_else(|e| panic!("{what}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let survivor = {
-            let (stop, name, seed) = (stop.clone(), g.name.clone(), rng.next());
+            let (stop, seed) = (stop.clone(), rng.next());
+            let p = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+            let f = SharedPool::<Obj>::attach(&gf.name, fp()).unwrap();
             std::thread::spawn(move || {
-                let p = SharedPool::<Obj>::attach(&name, fp()).unwrap();
-                let f = SharedPool::<Obj>::attach(&format!("{name}-flat"), fp()).unwrap();
                 pool_workload(&p, &f, &mut Rng(seed | 1), false, &|| {
                     stop.load(Ordering::Relaxed)
                 });
@@ -1570,12 +1569,22 @@ fn new_process_joins_after_the_creator_is_killed() {
             std::thread::sleep(Duration::from_micros(rng.below(3000)));
             creator.child.kill().unwrap();
         }
-        let st = creator.child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = creator.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "{what}: kill point not reached");
+            std::thread::sleep(Duration::from_millis(1));
+        };
         assert_eq!(st.signal(), Some(libc::SIGKILL), "{what}: creator {st}");
         stop.store(true, Ordering::Relaxed);
         survivor.join().unwrap();
         assert!(
-            !keep.processes().iter().any(|p| p.process == keep.creator() && p.alive),
+            !keep
+                .processes()
+                .iter()
+                .any(|p| p.process == keep.creator() && p.alive),
             "{what}: the creator is dead"
         );
 
@@ -1585,7 +1594,10 @@ fn new_process_joins_after_the_creator_is_killed() {
         joiner.wait_success();
         for p in [&keep, &keep_flat] {
             let a = p.audit();
-            assert!(a.is_consistent() && a.in_ring == JOIN_CAP as usize, "{what}: {a}");
+            assert!(
+                a.is_consistent() && a.in_ring == JOIN_CAP as usize,
+                "{what}: {a}"
+            );
         }
         // This process still lives in the region: its name is not stale.
         let (kind, msg) = file_msg(SharedPool::<Obj>::create(&g.name, 8, fp(), opts()));
@@ -1671,10 +1683,16 @@ fn pool_names_have_one_length_limit() {
         let a = SharedPool::<Obj>::attach(&name, fp()).unwrap();
         drop((a, p));
         let long = named(MAX_NAME_LEN + 1);
-        too_long(SharedPool::<Obj>::create(&long, 8, fp(), o.clone()), MAX_NAME_LEN + 1);
+        too_long(
+            SharedPool::<Obj>::create(&long, 8, fp(), o.clone()),
+            MAX_NAME_LEN + 1,
+        );
         too_long(SharedPool::<Obj>::attach(&long, fp()), MAX_NAME_LEN + 1);
         let abs = format!("/dev/shm/{}", named(MAX_NAME_LEN + 40));
-        too_long(SharedPool::<Obj>::create(&abs, 8, fp(), o), MAX_NAME_LEN + 40);
+        too_long(
+            SharedPool::<Obj>::create(&abs, 8, fp(), o),
+            MAX_NAME_LEN + 40,
+        );
     }
     assert!(matches!(
         SharedPool::<Obj>::remove(&named(MAX_NAME_LEN + 1)),

@@ -544,12 +544,7 @@ pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
     let mut err = None;
     for (path, other) in member_links(link, Some(m.ino)) {
         match other.open() {
-            Ok(Some(file)) => {
-                return Ok(Resolved::Live {
-                    file,
-                    via: Some(m),
-                })
-            }
+            Ok(Some(file)) => return Ok(Resolved::Live { file, via: Some(m) }),
             Ok(None) => {
                 let _ = std::fs::remove_file(&path);
             }

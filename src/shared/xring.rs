@@ -536,8 +536,8 @@ fn set_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared::{SharedOptions, SharedPool};
     use crate::shared::owner::{FREE, IN_CHANNEL};
+    use crate::shared::{SharedOptions, SharedPool};
 
     /// Issue 15, bad input: a ring lock naming no slot, and a prepared record of garbage, are
     /// contained (the lock is taken over, the record dropped and counted): no hang, no crash.
@@ -616,13 +616,9 @@ mod tests {
     fn forged_free_of_a_held_object_mints_no_second_handle() {
         for cache in [0u32, 4] {
             let name = format!("idxpool-unit-{}-xforge{cache}", std::process::id());
-            let pool = SharedPool::<u64>::create(
-                &name,
-                16,
-                1,
-                SharedOptions::new().cache_size(cache),
-            )
-            .unwrap();
+            let pool =
+                SharedPool::<u64>::create(&name, 16, 1, SharedOptions::new().cache_size(cache))
+                    .unwrap();
             let mut h = pool.get().unwrap();
             let i = h.index();
             *pool.get_mut(&mut h) = 7;
@@ -636,11 +632,19 @@ mod tests {
             assert_eq!(pool.corrupt_entries(), 1, "cache {cache}");
             let mut others = Vec::new();
             while let Ok(o) = pool.get() {
-                assert_ne!(o.index(), i, "cache {cache}: a second handle to a held object");
+                assert_ne!(
+                    o.index(),
+                    i,
+                    "cache {cache}: a second handle to a held object"
+                );
                 others.push(o);
             }
             assert_eq!(others.len(), 15, "cache {cache}");
-            assert_eq!(pool.corrupt_entries(), 2, "cache {cache}: the forged entry counted");
+            assert_eq!(
+                pool.corrupt_entries(),
+                2,
+                "cache {cache}: the forged entry counted"
+            );
             // The claim of the forged entry left the word ours: the first handle is clean.
             assert_eq!(pool.owners()[i as usize].load(Ordering::SeqCst), pool.me);
             *pool.get_mut(&mut h) += 1;
@@ -651,7 +655,10 @@ mod tests {
             let t = ch.st().tail.load(Ordering::SeqCst);
             ch.slot(t).store(i, Ordering::SeqCst);
             ch.st().tail.store(t + 1, Ordering::SeqCst);
-            assert!(pool.recv(0).is_none(), "cache {cache}: a second handle to a held object");
+            assert!(
+                pool.recv(0).is_none(),
+                "cache {cache}: a second handle to a held object"
+            );
             assert_eq!(pool.corrupt_entries(), 3, "cache {cache}");
             // A repair does not hand the held object out again either.
             pool.owners()[i as usize].store(FREE, Ordering::SeqCst);
@@ -706,7 +713,11 @@ mod tests {
             *pool.get_mut(h) = k as u64;
             assert_eq!(*pool.get_ref(h), k as u64);
         }
-        assert_eq!(pool.corrupt_entries(), 20, "each access with a zeroed word counted");
+        assert_eq!(
+            pool.corrupt_entries(),
+            20,
+            "each access with a zeroed word counted"
+        );
         pool.put_bulk(&mut held);
         other.put_bulk(&mut theirs);
         // Usable afterwards (what was put back circulates; the rest is lost to audit).
