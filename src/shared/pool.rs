@@ -88,19 +88,27 @@ impl<T: Pod> SharedPool<T> {
     /// pass another value fail. Objects start zeroed.
     ///
     /// # Errors
-    /// [`PoolError::InvalidConfig`] for a bad name, capacity (0 or above 2^31), cache size
+    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, a relative path, longer than
+    /// [`super::MAX_NAME_LEN`] bytes, or an absolute path longer than [`super::MAX_PATH_LEN`]:
+    /// the same limits in every mode, checked first), capacity (0 or above 2^31), cache size
     /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
     /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
-    /// created (`AlreadyExists` if the name is taken: remove a stale one with
-    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full),
-    /// sealed or mapped.
+    /// created (`AlreadyExists` if the name is taken by a region that a live process still
+    /// uses, or by a regular file: remove a stale one with [`SharedPool::remove`]), sized,
+    /// reserved (`fallocate`: no huge pages / tmpfs full), sealed or mapped.
     ///
     /// # Backing
     /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
     /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
-    /// and `name` is a symbolic link to `/proc/<creator pid>/fd/<fd>`: attaching opens it like
-    /// a file, but nobody can truncate the region (issue 15; [`SharedPool::is_sealed`]). The
-    /// name works while the creator's pool lives, which the default `unlink_on_drop` implies.
+    /// and `name` is a symbolic link to a *member link* `.<name>.member.<pid>.<fd>.<inode>`,
+    /// itself a link to `/proc/<pid>/fd/<fd>`: attaching opens it like a file, but nobody can
+    /// truncate the region (issue 15; [`SharedPool::is_sealed`]). Every attachment publishes
+    /// a member link of its own, so the name works as long as any attached process lives,
+    /// the creator or not (issue 25: an attacher whose name leads to a dead member goes
+    /// through another member's link and points the name at its own). Once every process of
+    /// the region is gone, the name is stale and `create` replaces it
+    /// ([`SharedPool::replaced_stale`] says so). Dropping the creator's pool removes the name
+    /// (`unlink_on_drop`): attached processes go on, new ones cannot attach.
     /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
     /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
     /// regular file at `name`, which a peer with write access could truncate.
@@ -321,8 +329,9 @@ impl<T: Pod> SharedPool<T> {
     /// picks. `T` and `fingerprint` must match the creator's.
     ///
     /// # Errors
-    /// [`PoolError::SharedFile`] when no region of that name exists (`source.kind()` is
-    /// `NotFound`), when it cannot be opened (`PermissionDenied`, `IsADirectory`, not a regular
+    /// [`PoolError::InvalidConfig`] for a bad name (as [`SharedPool::create`]);
+    /// [`PoolError::SharedFile`] when no region of that name exists, or only a stale one
+    /// whose processes are all gone (`source.kind()` is `NotFound`), when it cannot be opened (`PermissionDenied`, `IsADirectory`, not a regular
     /// file) or mapped; [`PoolError::LayoutMismatch`] naming the first header field that
     /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
     /// `file_len`); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
@@ -749,21 +758,30 @@ impl<T> SharedPool<T> {
     /// record: only a broken `from_raw` contract gets here). An owner word that disagrees is
     /// the work of a peer (a forged word, a punched hole): counted in `corrupt_entries`,
     /// never a panic (issue 25).
+    ///
+    /// The fast path reads only the owner word: when it names us, the handle is ours (safe
+    /// code holds a handle of this attachment's serial only while the record holds its
+    /// object: handles are minted from claims that set the record's bit, and the bit is
+    /// cleared only by `put`/`send`, which consume the handle). The record is consulted only
+    /// when the word disagrees.
     #[inline]
     pub(crate) fn check_held(&self, i: u32, what: &str) {
-        assert!(
-            i < self.params.capacity && self.holds(i),
-            "idxpool shared: {what} of object {i}, which this attachment does not hold \
-             (broken from_raw contract)"
-        );
-        if self.owners()[i as usize].load(Ordering::Acquire) != self.me {
-            self.corrupt_owner_word();
+        match self.owners().get(i as usize) {
+            Some(w) if w.load(Ordering::Acquire) == self.me => {}
+            _ => self.owner_word_disagrees(i, what),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn corrupt_owner_word(&self) {
+    fn owner_word_disagrees(&self, i: u32, what: &str) {
+        // Bits are set only for indices below the capacity.
+        assert!(
+            self.holds(i),
+            "idxpool shared: {what} of object {i}, which this attachment does not hold \
+             (capacity {}; broken from_raw contract)",
+            self.params.capacity
+        );
         self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -1136,8 +1154,9 @@ impl<T: Pod> SharedPool<T> {
     ///
     /// # Panics
     /// When the handle was minted by another attachment (of this or another pool, or one that
-    /// is gone), or the owner table says this attachment does not hold the object (a handle
-    /// rebuilt by `from_raw` in the wrong place).
+    /// is gone), or this attachment does not hold the object by its own record (a handle
+    /// rebuilt by `from_raw` in the wrong place). An owner word in the region that disagrees
+    /// (a peer's corruption) is counted in [`SharedPool::corrupt_entries`], not a panic.
     #[inline]
     pub fn put(&self, h: SharedHandle<T>) {
         let e = self.check_handle(&h, "put");
@@ -1163,18 +1182,20 @@ impl<T: Pod> SharedPool<T> {
     /// The object of a handle this attachment holds.
     ///
     /// # Panics
-    /// When the handle was minted by another attachment, or the owner table does not name
-    /// this attachment as the holder.
+    /// When the handle was minted by another attachment, or this attachment does not hold
+    /// the object by its own record (as [`SharedPool::put`]; a disagreeing owner word is
+    /// counted, not a panic).
     #[inline]
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
         let i = self.check_handle(h, "get_mut");
         // i < capacity; the object lies at objects + i * stride inside the mapping, aligned
         // (stride and the section offset are multiples of align_of::<T>() <= the page
         // alignment of the mapping).
-        // SAFETY: (above) the handle was minted by this attachment, the owner table names us,
-        // and the handle is borrowed mutably; handles are not Clone and this attachment mints
-        // one handle per claim, so no other reference to the object exists in this process;
-        // T: Pod, so any bytes another process wrote are a valid T.
+        // SAFETY: (above) the handle was minted by this attachment, whose process-local record
+        // says it holds the object, and the handle is borrowed mutably; handles are not Clone
+        // and a claim mints a handle only if the record did not hold the object already
+        // (whatever the shared owner word says), so no other reference to the object exists
+        // in this process; T: Pod, so any bytes another process wrote are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
 
