@@ -558,6 +558,16 @@ pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
     }
 }
 
+/// Removes the links of members of the region of inode `ino` named `link` that are gone
+/// (killed members leave theirs behind).
+pub(crate) fn prune_member_links(link: &Path, ino: u64) {
+    for (path, m) in member_links(link, Some(ino)) {
+        if matches!(m.open(), Ok(None)) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Removes the member links of the region of inode `ino` (of any region named `link`:
 /// `None`), when the name is replaced or removed: processes attached keep working, and new
 /// ones cannot reach a region without a name anyway.

@@ -393,11 +393,13 @@ impl<T: Pod> SharedPool<T> {
             pool.claim_slot()?;
             if sealed.is_some() {
                 // Any member's link lets later processes in (issue 25); a name whose member
-                // is gone (we came in through another's) is pointed at ours.
-                let (member_link, m) = file::publish_member(&pool.file, &path)?;
-                pool.member_link = Some(member_link);
-                if let Some(old) = relink {
-                    file::repoint_link(&path, &old, &m)?;
+                // is gone (we came in through another's) is pointed at ours. Best effort:
+                // the attachment works without (only later joins depend on it).
+                if let Ok((member_link, m)) = file::publish_member(&pool.file, &path) {
+                    pool.member_link = Some(member_link);
+                    if let Some(old) = relink {
+                        let _ = file::repoint_link(&path, &old, &m);
+                    }
                 }
             }
             return Ok(pool);
@@ -1383,6 +1385,15 @@ impl<T> SharedPool<T> {
         std::fs::remove_file(&self.path).map_err(|e| file::file_err(&self.path, "unlink", e))?;
         self.remove_member_links();
         Ok(())
+    }
+
+    /// Removes the links of this (sealed) region's members that are gone.
+    pub(crate) fn prune_member_links(&self) {
+        if self.member_link.is_some() {
+            if let Ok(i) = file::ino(&self.file) {
+                file::prune_member_links(&self.path, i);
+            }
+        }
     }
 
     /// Removes the member links of this (sealed) region, once its name is gone.

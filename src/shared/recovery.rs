@@ -319,6 +319,10 @@ impl<T> SharedPool<T> {
             rep.cached_returned += back.len();
         }
         rep.in_use_of_dead = self.count_orphans();
+        if rep.slots_freed > 0 {
+            // Their member links lead nowhere now.
+            self.prune_member_links();
+        }
         rep
     }
 
