@@ -20,8 +20,9 @@
 //! halfway through and recovers while the others keep running: `reclaim_dead` (their slots and
 //! cached objects), `reclaim_in_use_of_dead` (the objects they held) and `reset_channel` on the
 //! victim's inbox (work it never took). Then it starts a new secondary 0, a process that
-//! attaches after the creator died (issue 25: any live member keeps the region joinable). A kill inside an operation on a ring (the common ring during a cache refill or
-//! flush, or a channel) is completed by the next process that needs that ring (issue 15: the
+//! attaches after the creator died (issue 25: any live member keeps the region joinable).
+//! A kill inside an operation on a ring (the common ring during a cache refill or flush, or a
+//! channel) is completed by the next process that needs that ring (issue 15: the
 //! rings carry redo records, see DESIGN.md), so nothing is lost and nothing waits: the run
 //! fails if `repair_lost` finds anything. A watchdog still exits with status 2 instead of
 //! hanging if no progress is made for 5 s.

@@ -331,8 +331,9 @@ impl<T: Pod> SharedPool<T> {
     /// # Errors
     /// [`PoolError::InvalidConfig`] for a bad name (as [`SharedPool::create`]);
     /// [`PoolError::SharedFile`] when no region of that name exists, or only a stale one
-    /// whose processes are all gone (`source.kind()` is `NotFound`), when it cannot be opened (`PermissionDenied`, `IsADirectory`, not a regular
-    /// file) or mapped; [`PoolError::LayoutMismatch`] naming the first header field that
+    /// whose processes are all gone (`source.kind()` is `NotFound`), when it cannot be opened
+    /// (`PermissionDenied`, `IsADirectory`, not a regular file) or mapped;
+    /// [`PoolError::LayoutMismatch`] naming the first header field that
     /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
     /// `file_len`); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
     /// process slot is held by a live process.
