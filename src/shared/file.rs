@@ -362,22 +362,31 @@ impl SealedRegion {
 /// Released when dropped (or when the holder dies).
 pub(crate) struct DirLock(#[allow(dead_code)] File);
 
-/// Locks directory `dir` (`flock(LOCK_EX)`; waits while another process changes a name in it,
-/// a few system calls).
+/// How long [`lock_dir`] waits for another holder (who holds it for a few system calls).
+const DIR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Locks directory `dir` (`flock(LOCK_EX | LOCK_NB)`, retried while another process changes a
+/// name in it, which takes a few system calls). Fails with `WouldBlock` after
+/// [`DIR_LOCK_WAIT`] (a process that holds the lock for good) rather than waiting forever.
 pub(crate) fn lock_dir(dir: &Path) -> Result<DirLock, PoolError> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY)
         .open(dir)
         .map_err(|e| file_err(dir, "open directory", e))?;
+    let start = std::time::Instant::now();
     loop {
         // SAFETY: plain syscall on an open fd.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
             return Ok(DirLock(f));
         }
         let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(file_err(dir, "lock directory (flock)", e));
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock if start.elapsed() < DIR_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            _ => return Err(file_err(dir, "lock directory (flock)", e)),
         }
     }
 }

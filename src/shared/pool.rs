@@ -143,7 +143,7 @@ impl<T: Pod> SharedPool<T> {
             true => Path::new(name).parent().unwrap_or(Path::new("/")),
             false => Path::new(file::SHM_DIR),
         };
-        let _lock = file::lock_dir(link_dir)?;
+        let lock = file::lock_dir(link_dir)?;
         let mut replaced_stale = false;
         for (p, _) in &cands {
             if std::fs::symlink_metadata(p).is_err() {
@@ -178,6 +178,9 @@ impl<T: Pod> SharedPool<T> {
                 "a pool of this name exists (remove a stale one with SharedPool::remove)",
             ));
         }
+        // Not held while the region is built (a large one takes a while): a name that
+        // another creator publishes meanwhile makes our publication fail with AlreadyExists.
+        drop(lock);
         let order: Vec<(PathBuf, SharedBacking)> = match opts.backing {
             _ if name.starts_with('/') => cands,
             SharedBackingPolicy::Auto => cands,
@@ -260,9 +263,12 @@ impl<T: Pod> SharedPool<T> {
                 ident,
             )?;
             pool.init_region();
-            let (member_link, m) = file::publish_member(&pool.file, path)?;
-            pool.member_link = Some(member_link);
-            file::publish_link(&m, path)?;
+            {
+                let _lock = file::lock_dir(path.parent().unwrap_or(Path::new("/")))?;
+                let (member_link, m) = file::publish_member(&pool.file, path)?;
+                pool.member_link = Some(member_link);
+                file::publish_link(&m, path)?;
+            }
             pool.primary = true;
             pool.unlink_on_drop = opts.unlink_on_drop;
             pool.claim_slot()?;
