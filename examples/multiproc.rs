@@ -15,11 +15,14 @@
 //! it back. At the end it audits the region: every object must be back (available ==
 //! capacity).
 //!
-//! With `--kill` the primary sends SIGKILL to secondary 0 halfway through and recovers while
-//! the others keep running: `reclaim_dead` (its slot and cached objects),
-//! `reclaim_in_use_of_dead` (the objects it held) and `reset_channel` on its inbox (work it
-//! never took). A kill inside an operation on a ring (the common ring during a cache refill or
-//! flush, or a channel) is completed by the next process that needs that ring (issue 15: the
+//! With `--kill` the pool is created by a separate creator process (which takes a few objects
+//! and keeps some cached), and the primary sends SIGKILL to secondary 0 *and to the creator*
+//! halfway through and recovers while the others keep running: `reclaim_dead` (their slots and
+//! cached objects), `reclaim_in_use_of_dead` (the objects they held) and `reset_channel` on the
+//! victim's inbox (work it never took). Then it starts a new secondary 0, a process that
+//! attaches after the creator died (issue 25: any live member keeps the region joinable).
+//! A kill inside an operation on a ring (the common ring during a cache refill or flush, or a
+//! channel) is completed by the next process that needs that ring (issue 15: the
 //! rings carry redo records, see DESIGN.md), so nothing is lost and nothing waits: the run
 //! fails if `repair_lost` finds anything. A watchdog still exits with status 2 instead of
 //! hanging if no progress is made for 5 s.
@@ -98,7 +101,10 @@ fn valid(m: &Msg) -> bool {
 }
 
 struct Args {
-    secondary: Option<(String, u32)>,
+    /// `--secondary NAME INDEX PRIMARY_PID`.
+    secondary: Option<(String, u32, u32)>,
+    /// `--creator NAME SECONDARIES` (with `--kill`: the process that creates the pool).
+    creator: Option<(String, u32)>,
     procs: u32,
     items: u64,
     kill: bool,
@@ -112,12 +118,14 @@ multiproc: one idxpool shared by several processes (idxpool::shared::SharedPool)
 A primary creates the pool (hugetlbfs if mounted, else /dev/shm) and starts N secondaries
 (copies of this binary); they exchange objects through per-process handle channels, the
 primary checks every object it gets back and audits the region at the end (every object
-back). Prints messages per second and the audit. With --kill, secondary 0 is SIGKILLed
-halfway and the primary recovers its slot, its cached objects and the objects it held.
+back). Prints messages per second and the audit. With --kill, a separate creator process
+creates the pool, and secondary 0 and the creator are SIGKILLed halfway: the primary recovers
+their slots, cached objects and held objects, then starts a new secondary 0, which attaches
+after the creator's death.
 
 usage: multiproc [--quick] [--kill] [--procs N] [--items M]
   --quick     100 000 items, 3 secondaries: about 3 s (release build)
-  --kill      kill secondary 0 halfway and recover
+  --kill      kill secondary 0 and the creator halfway, recover, start a new secondary 0
   --procs N   secondaries (default 4)
   --items M   work items (default 400 000: about 15 s in a release build)
 ";
@@ -125,6 +133,7 @@ usage: multiproc [--quick] [--kill] [--procs N] [--items M]
 fn parse_args() -> Args {
     let mut a = Args {
         secondary: None,
+        creator: None,
         procs: 4,
         items: 400_000,
         kill: false,
@@ -135,7 +144,15 @@ fn parse_args() -> Args {
     while i < v.len() {
         match v[i].as_str() {
             "--secondary" => {
-                a.secondary = Some((v[i + 1].clone(), v[i + 2].parse().expect("index")));
+                a.secondary = Some((
+                    v[i + 1].clone(),
+                    v[i + 2].parse().expect("index"),
+                    v[i + 3].parse().expect("primary pid"),
+                ));
+                i += 3;
+            }
+            "--creator" => {
+                a.creator = Some((v[i + 1].clone(), v[i + 2].parse().expect("secondaries")));
                 i += 2;
             }
             "--procs" => {
@@ -170,10 +187,55 @@ fn parse_args() -> Args {
 
 fn main() -> ExitCode {
     let args = parse_args();
+    if let Some((name, procs)) = &args.creator {
+        return creator(name, *procs);
+    }
     match &args.secondary {
-        Some((name, idx)) => secondary(name, *idx),
+        Some((name, idx, primary_pid)) => secondary(name, *idx, *primary_pid),
         None => primary(&args),
     }
+}
+
+const CAPACITY: u32 = 4096;
+
+fn options(procs: u32) -> SharedOptions {
+    // Slots: the primary, the secondaries, and (with --kill) the creator.
+    SharedOptions::new()
+        .cache_size(32)
+        .channels(2 * procs)
+        .max_processes(procs + 2)
+}
+
+/// With `--kill`: creates the pool, takes a few objects (some held, some back in its cache)
+/// and waits to be killed (or until its parent is gone).
+fn creator(name: &str, procs: u32) -> ExitCode {
+    let pool = match SharedPool::<Msg>::create(name, CAPACITY, fp(), options(procs)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("creator: create failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut held = Vec::new();
+    pool.get_bulk(&mut held, 8).expect("8 objects");
+    let mut back: Vec<_> = held.drain(..3).collect();
+    pool.put_bulk(&mut back);
+    println!(
+        "  creator: pid {}, slot {}, holds {} objects, {} cached",
+        std::process::id(),
+        pool.slot(),
+        held.len(),
+        pool.cache_count()
+    );
+    // SAFETY: plain syscall.
+    let parent = unsafe { libc::getppid() };
+    let t0 = Instant::now();
+    // SAFETY: plain syscall.
+    while unsafe { libc::getppid() } == parent && t0.elapsed() < Duration::from_secs(600) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pool.put_bulk(&mut held);
+    ExitCode::SUCCESS
 }
 
 /// A little per-message work, so that processes spend most of their time outside ring
@@ -186,7 +248,7 @@ fn work(m: &Msg) -> u64 {
     h
 }
 
-fn secondary(name: &str, idx: u32) -> ExitCode {
+fn secondary(name: &str, idx: u32, primary_pid: u32) -> ExitCode {
     let pool = match SharedPool::<Msg>::attach(name, fp()) {
         Ok(p) => p,
         Err(e) => {
@@ -200,7 +262,6 @@ fn secondary(name: &str, idx: u32) -> ExitCode {
         pool.slot(),
         pool.base()
     );
-    let primary_pid = pool.creator().pid;
     let (mut received, mut bad, mut replies, mut news) = (0u64, 0u64, 0u64, 0u64);
     let mut batch: Vec<SharedHandle<Msg>> = Vec::with_capacity(16);
     let mut out: Vec<SharedHandle<Msg>> = Vec::with_capacity(32);
@@ -313,16 +374,47 @@ impl Drop for Secondaries {
 
 fn primary(args: &Args) -> ExitCode {
     let name = format!("idxpool-multiproc-{}", std::process::id());
-    let capacity = 4096;
-    let opts = SharedOptions::new()
-        .cache_size(32)
-        .channels(2 * args.procs)
-        .max_processes(args.procs + 2);
-    let pool = match SharedPool::<Msg>::create(&name, capacity, fp(), opts) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("create failed: {e}");
-            return ExitCode::FAILURE;
+    let capacity = CAPACITY;
+    let exe = std::env::current_exe().expect("current_exe");
+    // With --kill, a separate creator (killed halfway); else the primary creates the pool.
+    let mut creator = None;
+    let pool = if args.kill {
+        let c = Command::new(&exe)
+            .args(["--creator", &name, &args.procs.to_string()])
+            .spawn()
+            .expect("spawn creator");
+        let pid = c.id();
+        creator = Some(c);
+        let t0 = Instant::now();
+        loop {
+            match SharedPool::<Msg>::attach(&name, fp()) {
+                // Attached once the creator holds its objects (its slot shows them).
+                Ok(p)
+                    if p.processes()
+                        .iter()
+                        .any(|i| i.process.pid == pid && i.held > 0) =>
+                {
+                    break p
+                }
+                _ if t0.elapsed() > Duration::from_secs(10) => {
+                    eprintln!("the creator did not create the pool within 10 s");
+                    if let Some(c) = creator.as_mut() {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                    let _ = SharedPool::<Msg>::remove(&name);
+                    return ExitCode::FAILURE;
+                }
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    } else {
+        match SharedPool::<Msg>::create(&name, capacity, fp(), options(args.procs)) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("create failed: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     };
     println!(
@@ -341,21 +433,25 @@ fn primary(args: &Args) -> ExitCode {
         args.procs,
         args.items
     );
-    let exe = std::env::current_exe().expect("current_exe");
+    let me = std::process::id();
+    let spawn_secondary = |i: u32| {
+        Command::new(&exe)
+            .args(["--secondary", &name, &i.to_string(), &me.to_string()])
+            .spawn()
+            .expect("spawn secondary")
+    };
     let mut kids = Secondaries {
         children: Vec::new(),
     };
     for i in 0..args.procs {
-        let c = Command::new(&exe)
-            .args(["--secondary", &name, &i.to_string()])
-            .spawn()
-            .expect("spawn secondary");
+        let c = spawn_secondary(i);
         kids.children.push((c.id(), c, false));
     }
 
     // Start when every secondary has attached.
     let t0 = Instant::now();
-    while pool.processes().len() < args.procs as usize + 1 {
+    let others = if args.kill { 2 } else { 1 };
+    while pool.processes().len() < args.procs as usize + others {
         if t0.elapsed() > Duration::from_secs(10) {
             eprintln!("secondaries did not attach within 10 s");
             return ExitCode::FAILURE;
@@ -396,7 +492,6 @@ fn primary(args: &Args) -> ExitCode {
         });
     }
 
-    let me = std::process::id();
     let child_pids: Vec<u32> = kids.children.iter().map(|c| c.0).collect();
     let total = args.items;
     let mut t = Tally {
@@ -440,21 +535,28 @@ fn primary(args: &Args) -> ExitCode {
 
         if args.kill && killed.is_none() && sent >= total / 2 {
             let (pid, child, done) = &mut kids.children[0];
+            let pid = *pid;
             // SAFETY: plain syscall on our child's pid.
-            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             child.wait().expect("reap the victim");
             *done = true;
-            killed = Some(*pid);
+            killed = Some(pid);
+            let c = creator.as_mut().expect("the creator");
+            let cpid = c.id();
+            let _ = c.kill();
+            c.wait().expect("reap the creator");
             println!(
-                "kill: SIGKILL to secondary 0 (pid {pid}) after {sent} work items sent, \
-                 {} replies received",
+                "kill: SIGKILL to secondary 0 (pid {pid}) and to the creator (pid {cpid}) \
+                 after {sent} work items sent, {} replies received",
                 t.replies
             );
-            for p in pool.processes().iter().filter(|p| p.process.pid == *pid) {
-                println!(
-                    "  its slot {}: alive {}, {} cached, {} held",
-                    p.slot, p.alive, p.cached, p.held
-                );
+            for p in pool.processes().iter() {
+                if p.process.pid == pid || p.process.pid == cpid {
+                    println!(
+                        "  slot {} (pid {}): alive {}, {} cached, {} held",
+                        p.slot, p.process.pid, p.alive, p.cached, p.held
+                    );
+                }
             }
             let rep = pool.reclaim_dead();
             println!("  reclaim_dead (others still running): {rep}");
@@ -466,6 +568,14 @@ fn primary(args: &Args) -> ExitCode {
                 "  reset_channel(its inbox): {returned_from_inbox} unprocessed work item(s) \
                  returned to the ring"
             );
+            // A new process joins after the creator's death, as the new secondary 0.
+            let c = spawn_secondary(0);
+            println!(
+                "  new secondary 0: pid {}, started after the creator died",
+                c.id()
+            );
+            t.child_pids.push(c.id());
+            kids.children[0] = (c.id(), c, false);
         }
 
         if sent == total && !stops_sent {
@@ -541,6 +651,10 @@ fn primary(args: &Args) -> ExitCode {
     }
     pool.flush();
     let audit = pool.audit();
+    if !pool.is_primary() {
+        // The creator is gone: remove the (stale) name and its member links.
+        let _ = SharedPool::<Msg>::remove(&name);
+    }
     let ok = audit.is_consistent()
         && pool.available() == capacity as usize
         && t.bad == 0

@@ -153,6 +153,8 @@ fn child_entry() {
         "hold" => child_hold(&name),
         "churn" => child_churn(&name),
         "victim" => child_victim(&name),
+        "creator" => child_creator(&name),
+        "joiner" => child_joiner(&name),
         "truncate" => child_truncate(&name),
         "holdexit" => {
             let pool = SharedPool::<Obj>::attach(&name, fp()).unwrap();
@@ -366,6 +368,77 @@ fn child_victim(name: &str) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64);
     pool_workload(&pool, &flat, &mut rng, true, &|| false);
 }
+
+/// Issue 25: the creator of a pool pair (cached, cache-less), which works on both until it is
+/// killed (by the parent, or by an armed kill point). Prints whether `create` replaced a stale
+/// region of the same name.
+fn child_creator(name: &str) {
+    let o = SharedOptions::new().channels(2).max_processes(6);
+    let pool = SharedPool::<Obj>::create(name, JOIN_CAP, fp(), o.clone().cache_size(8)).unwrap();
+    let flat = SharedPool::<Obj>::create(&format!("{name}-flat"), JOIN_CAP, fp(), o.cache_size(0))
+        .unwrap();
+    let var = |k: &str| -> u32 { std::env::var(k).unwrap().parse().unwrap() };
+    let (point, op, nth) = (
+        var("IDXPOOL_MP_POINT"),
+        var("IDXPOOL_MP_OP"),
+        var("IDXPOOL_MP_NTH"),
+    );
+    println!(
+        "MP:READY replaced {} {}",
+        pool.replaced_stale(),
+        flat.replaced_stale()
+    );
+    // Armed once the parent is attached to both (else the region could die with us).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while [&pool, &flat]
+        .iter()
+        .any(|p| p.processes().iter().filter(|i| i.alive).count() < 2)
+    {
+        assert!(Instant::now() < deadline, "the parent did not attach");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if point > 0 {
+        idxpool::shared::arm_kill_point(point, op, nth);
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64);
+    pool_workload(&pool, &flat, &mut rng, true, &|| false);
+}
+
+/// Issue 25: a process that starts after the creator died: attaches to both pools, recovers
+/// what the dead creator left (its held objects, channels, caches, an operation it was inside
+/// of), and checks that every object is accounted for and can be taken exactly once.
+fn child_joiner(name: &str) {
+    let pool = SharedPool::<Obj>::attach(name, fp()).unwrap();
+    let flat = SharedPool::<Obj>::attach(&format!("{name}-flat"), fp()).unwrap();
+    for p in [&pool, &flat] {
+        assert!(p.is_sealed() && !p.is_primary());
+        p.reclaim_in_use_of_dead();
+        for c in 0..p.channels() {
+            p.reset_channel(c);
+        }
+        p.flush();
+        let a = p.audit();
+        assert!(a.is_consistent() && a.in_ring == JOIN_CAP as usize, "{a}");
+        assert_eq!(p.available(), JOIN_CAP as usize);
+        assert_eq!(p.corrupt_entries(), 0);
+        let mut all = Vec::new();
+        p.get_bulk(&mut all, JOIN_CAP as usize).unwrap();
+        let mut idx: Vec<u32> = all.iter().map(|h| h.index()).collect();
+        idx.sort_unstable();
+        assert_eq!(idx, (0..JOIN_CAP).collect::<Vec<_>>());
+        for h in all.iter_mut() {
+            p.get_mut(h).seq = 25;
+        }
+        p.put_bulk(&mut all);
+        let h = p.get().unwrap();
+        p.put(h);
+        p.flush();
+    }
+    println!("MP:JOINED slot {}", pool.slot());
+}
+
+/// Capacity of the pools of the creator-kill test.
+const JOIN_CAP: u32 = 96;
 
 /// A misbehaving peer: tries to shrink the region file (`set_len(0)`), to re-create it with
 /// `O_TRUNC`, then replaces the name by an empty file. Prints what each attempt gave.
@@ -1419,4 +1492,218 @@ fn death_in_another_pid_namespace_is_seen() {
     pool.flush();
     assert!(pool.audit().is_consistent());
     assert_eq!(pool.available(), 64);
+}
+
+// ---- issue 25: the creator's death, liveness of the caller, names ----
+
+/// The kind and message of a `SharedFile` error.
+fn file_msg<T>(r: Result<T, PoolError>) -> (std::io::ErrorKind, String) {
+    match r {
+        Err(PoolError::SharedFile { source, .. }) => (source.kind(), source.to_string()),
+        Err(e) => panic!("not a SharedFile error: {e}"),
+        Ok(_) => panic!("succeeded"),
+    }
+}
+
+/// Issue 25 item 1: the creator of a (sealed, default) pool is SIGKILLed, at a random moment
+/// or at an armed kill point inside a ring operation, a cache pop or push, while this process
+/// stays attached and works on the same rings. Then a process that starts *after* the creator
+/// died must attach, recover the creator's objects and find every object accounted for. While
+/// this process is attached, `create` of the name is refused (the region lives); once no process
+/// of the region lives, `create` replaces the stale name and says so (`replaced_stale`).
+#[test]
+fn new_process_joins_after_the_creator_is_killed() {
+    use idxpool::shared::{kill_point as kp, op_code};
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let mut cases = vec![(0u32, 0u32), (0, 0), (0, 0)];
+    for (kind, chan) in [(1, false), (2, false), (3, false), (4, true)] {
+        for point in [kp::LOCKED, kp::PREPARED, kp::MID_APPLY, kp::APPLIED] {
+            cases.push((point, op_code(kind, chan)));
+        }
+    }
+    cases.extend([(kp::CACHE_POP_RUN, 0), (kp::CACHE_PUSH_RUN, 0)]);
+    let g = Names::new("creatorkill");
+    let gf = Names {
+        name: format!("{}-flat", g.name),
+        extra: Vec::new(),
+    };
+    let mut rng = Rng(0x1234_5678_9abc_def1 ^ std::process::id() as u64);
+    for (round, &(point, op)) in cases.iter().enumerate() {
+        let nth = 1 + rng.below(12) as u32;
+        let what = format!("round {round}: point {point} op {op} nth {nth}");
+        let mut creator = ChildGuard::spawn(
+            "creator",
+            &[
+                (NAME, g.name.clone()),
+                ("IDXPOOL_MP_POINT", point.to_string()),
+                ("IDXPOOL_MP_OP", op.to_string()),
+                ("IDXPOOL_MP_NTH", nth.to_string()),
+            ],
+        );
+        // The names of the previous round are stale (all its processes gone): replaced.
+        let stale = round > 0;
+        assert_eq!(
+            creator.line(),
+            format!("READY replaced {stale} {stale}"),
+            "{what}"
+        );
+        let keep =
+            SharedPool::<Obj>::attach(&g.name, fp()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let keep_flat =
+            SharedPool::<Obj>::attach(&gf.name, fp()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let survivor = {
+            let (stop, seed) = (stop.clone(), rng.next());
+            let p = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+            let f = SharedPool::<Obj>::attach(&gf.name, fp()).unwrap();
+            std::thread::spawn(move || {
+                pool_workload(&p, &f, &mut Rng(seed | 1), false, &|| {
+                    stop.load(Ordering::Relaxed)
+                });
+            })
+        };
+        if point == 0 {
+            std::thread::sleep(Duration::from_micros(rng.below(3000)));
+            creator.child.kill().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = creator.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "{what}: kill point not reached");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(st.signal(), Some(libc::SIGKILL), "{what}: creator {st}");
+        stop.store(true, Ordering::Relaxed);
+        survivor.join().unwrap();
+        assert!(
+            !keep
+                .processes()
+                .iter()
+                .any(|p| p.process == keep.creator() && p.alive),
+            "{what}: the creator is dead"
+        );
+
+        // A process that starts now joins, recovers and accounts for every object.
+        let mut joiner = ChildGuard::spawn("joiner", &[(NAME, g.name.clone())]);
+        assert!(joiner.line().starts_with("JOINED"), "{what}");
+        joiner.wait_success();
+        for p in [&keep, &keep_flat] {
+            let a = p.audit();
+            assert!(
+                a.is_consistent() && a.in_ring == JOIN_CAP as usize,
+                "{what}: {a}"
+            );
+        }
+        // This process still lives in the region: its name is not stale.
+        let (kind, msg) = file_msg(SharedPool::<Obj>::create(&g.name, 8, fp(), opts()));
+        assert_eq!(kind, std::io::ErrorKind::AlreadyExists, "{what}");
+        assert!(msg.contains("still attached"), "{what}: {msg}");
+        drop((keep, keep_flat));
+    }
+    // Nobody is left: the name is stale, and create says it replaced it.
+    let fresh = SharedPool::<Obj>::create(&g.name, 8, fp(), opts()).unwrap();
+    assert!(fresh.replaced_stale());
+    let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    assert_eq!(other.capacity(), 8);
+    // A name nobody replaced says so too.
+    let g2 = Names::new("notstale");
+    assert!(!SharedPool::<Obj>::create(&g2.name, 8, fp(), opts())
+        .unwrap()
+        .replaced_stale());
+    // No member link is left behind once the names are removed.
+    drop((fresh, other));
+    drop((g, gf, g2));
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.contains(&format!("idxpool-test-{}-creatorkill", std::process::id())))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Issue 25 item 2: `processes()` reports the caller's own slot alive (it probed the slot's
+/// lock on the caller's own open file description, which holds it, and saw it free), the same
+/// as another attachment sees it.
+#[test]
+fn processes_reports_the_caller_alive() {
+    let g = Names::new("selfalive");
+    let pool = SharedPool::<Obj>::create(&g.name, 16, fp(), opts()).unwrap();
+    let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
+    for (me, them) in [(&pool, &other), (&other, &pool)] {
+        let own = me.processes();
+        let seen = them.processes();
+        let mine = own.iter().find(|p| p.is_self).expect("own slot");
+        assert_eq!(mine.slot, me.slot());
+        assert!(mine.alive, "the caller reports itself dead: {own:?}");
+        let theirs = seen.iter().find(|p| p.slot == me.slot()).unwrap();
+        assert!(theirs.alive && !theirs.is_self);
+        assert_eq!(own.iter().filter(|p| p.alive).count(), 2, "{own:?}");
+    }
+    // Reclaiming skips every live slot, the caller's included.
+    assert_eq!(pool.reclaim_dead().slots_freed, 0);
+    assert_eq!(pool.processes().len(), 2);
+}
+
+/// Issue 25 item 11: one name length limit (`MAX_NAME_LEN` bytes; of an absolute path, the
+/// last component), the same for a sealed region and a regular file, checked up front with
+/// a typed error naming the numbers, by create, attach and remove alike.
+#[test]
+fn pool_names_have_one_length_limit() {
+    use idxpool::shared::{MAX_NAME_LEN, MAX_PATH_LEN};
+    let prefix = format!("idxpool-test-{}-len", std::process::id());
+    let named = |n: usize| format!("{prefix}{}", "x".repeat(n - prefix.len()));
+    let too_long = |r: Result<SharedPool<Obj>, PoolError>, len: usize| match r {
+        Err(PoolError::InvalidConfig { reason: m }) => {
+            assert!(m.contains(&format!("{len} bytes")), "{m}");
+            assert!(m.contains(&format!("at most {MAX_NAME_LEN} bytes")), "{m}");
+        }
+        Err(e) => panic!("not InvalidConfig: {e}"),
+        Ok(_) => panic!("a name of {len} bytes was accepted"),
+    };
+    // Sealed memfd (default), regular file for other users, regular file kept on drop.
+    for (mode, o) in [
+        ("sealed", opts()),
+        ("file 0644", opts().mode(0o644)),
+        ("file kept", opts().unlink_on_drop(false)),
+    ] {
+        let name = named(MAX_NAME_LEN);
+        let _g = Names {
+            name: name.clone(),
+            extra: Vec::new(),
+        };
+        let p = SharedPool::<Obj>::create(&name, 8, fp(), o.clone())
+            .unwrap_or_else(|e| panic!("{mode}: the longest name: {e}"));
+        assert_eq!(p.is_sealed(), mode == "sealed");
+        let a = SharedPool::<Obj>::attach(&name, fp()).unwrap();
+        drop((a, p));
+        let long = named(MAX_NAME_LEN + 1);
+        too_long(
+            SharedPool::<Obj>::create(&long, 8, fp(), o.clone()),
+            MAX_NAME_LEN + 1,
+        );
+        too_long(SharedPool::<Obj>::attach(&long, fp()), MAX_NAME_LEN + 1);
+        let abs = format!("/dev/shm/{}", named(MAX_NAME_LEN + 40));
+        too_long(
+            SharedPool::<Obj>::create(&abs, 8, fp(), o),
+            MAX_NAME_LEN + 40,
+        );
+    }
+    assert!(matches!(
+        SharedPool::<Obj>::remove(&named(MAX_NAME_LEN + 1)),
+        Err(PoolError::InvalidConfig { .. })
+    ));
+    // An absolute path: its last component counts, and the whole path has a limit too.
+    let deep = format!("/{}/p", "d/".repeat(MAX_PATH_LEN / 2));
+    match SharedPool::<Obj>::attach(&deep, fp()) {
+        Err(PoolError::InvalidConfig { reason: m }) => {
+            assert!(m.contains(&format!("{MAX_PATH_LEN}")), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -94,8 +94,21 @@ pub(crate) fn fs_info(f: &File) -> io::Result<(SharedBacking, u64)> {
     }
 }
 
+/// The longest pool name, in bytes: a plain name, or the last component of an absolute path.
+///
+/// One limit for every backing and mode, checked up front: the names derived from a pool name
+/// (the memfd name `idxpool:<name>`, the temporary file `.<name>.<pid>.<nanos>.tmp` and the
+/// member links `.<name>.member.<pid>.<fd>.<inode>`) must fit the kernel's limits (249 bytes
+/// for a memfd name, 255 for a file name) whatever the pid, descriptor and inode numbers.
+pub const MAX_NAME_LEN: usize = 200;
+
+/// The longest absolute path accepted as a pool name, in bytes (`PATH_MAX` is 4096, and the
+/// names derived in the same directory are up to 48 bytes longer).
+pub const MAX_PATH_LEN: usize = 4000;
+
 /// Checks a pool name: non-empty, no NUL, and either a plain file name (no `/`, not `.` or
-/// `..`) or an absolute path.
+/// `..`) or an absolute path; at most [`MAX_NAME_LEN`] bytes (the last component of an
+/// absolute path), an absolute path at most [`MAX_PATH_LEN`].
 pub(crate) fn check_name(name: &str) -> Result<(), PoolError> {
     let bad = |why: &str| {
         Err(PoolError::config(format!(
@@ -108,14 +121,28 @@ pub(crate) fn check_name(name: &str) -> Result<(), PoolError> {
     if name.contains('\0') {
         return bad("contains NUL");
     }
-    if name.starts_with('/') {
-        return Ok(());
-    }
-    if name.contains('/') {
+    let base = if name.starts_with('/') {
+        if name.len() > MAX_PATH_LEN {
+            return bad(&format!(
+                "an absolute path of {} bytes; at most {MAX_PATH_LEN} bytes",
+                name.len()
+            ));
+        }
+        name.rsplit('/').next().unwrap_or("")
+    } else if name.contains('/') {
         return bad("a name is a file name or an absolute path");
-    }
-    if name == "." || name == ".." {
+    } else {
+        name
+    };
+    if base.is_empty() || base == "." || base == ".." {
         return bad("not a file name");
+    }
+    if base.len() > MAX_NAME_LEN {
+        return bad(&format!(
+            "a name of {} bytes; at most {MAX_NAME_LEN} bytes (an absolute path: its last \
+             component)",
+            base.len()
+        ));
     }
     Ok(())
 }
@@ -330,13 +357,233 @@ impl SealedRegion {
     }
 }
 
-/// Publishes the sealed region `file` under `final_path`: a symbolic link to
-/// `/proc/<pid>/fd/<fd>`, which `open` follows into the memfd (a new open file description,
-/// checked against the memfd's mode and the kernel's ptrace access rules: same user). Fails
-/// with `AlreadyExists` if the name is taken (`symlink` is atomic).
-pub(crate) fn publish_link(file: &File, final_path: &Path) -> Result<(), PoolError> {
-    let target = format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd());
-    std::os::unix::fs::symlink(target, final_path).map_err(|e| file_err(final_path, "create", e))
+/// An exclusive `flock` on a directory, held while a sealed region's name is created,
+/// replaced or re-pointed (so two processes never both judge one name stale and replace it).
+/// Released when dropped (or when the holder dies).
+pub(crate) struct DirLock(#[allow(dead_code)] File);
+
+/// How long [`lock_dir`] waits for another holder (who holds it for a few system calls).
+const DIR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Locks directory `dir` (`flock(LOCK_EX | LOCK_NB)`, retried while another process changes a
+/// name in it, which takes a few system calls). Fails with `WouldBlock` after
+/// [`DIR_LOCK_WAIT`] (a process that holds the lock for good) rather than waiting forever.
+pub(crate) fn lock_dir(dir: &Path) -> Result<DirLock, PoolError> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(|e| file_err(dir, "open directory", e))?;
+    let start = std::time::Instant::now();
+    loop {
+        // SAFETY: plain syscall on an open fd.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(DirLock(f));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock if start.elapsed() < DIR_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            _ => return Err(file_err(dir, "lock directory (flock)", e)),
+        }
+    }
+}
+
+/// The directory and file name of a sealed region's link `path`.
+pub(crate) fn split_link(path: &Path) -> (PathBuf, String) {
+    let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let base = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (dir, base)
+}
+
+/// Inode number of an open file.
+pub(crate) fn ino(file: &File) -> io::Result<u64> {
+    Ok(file.metadata()?.ino())
+}
+
+/// One member of a sealed region, as its link names it: `.<base>.member.<pid>.<fd>.<ino>`, a
+/// symbolic link to `/proc/<pid>/fd/<fd>` (the member's descriptor of the memfd whose inode
+/// number is `ino`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub(crate) pid: u32,
+    pub(crate) fd: i32,
+    pub(crate) ino: u64,
+}
+
+impl Member {
+    /// The member link's file name for a region named `base`.
+    pub(crate) fn link_name(&self, base: &str) -> String {
+        format!(".{base}.member.{}.{}.{}", self.pid, self.fd, self.ino)
+    }
+
+    /// Parses a member link's file name of the region named `base`.
+    pub(crate) fn parse(base: &str, fname: &str) -> Option<Member> {
+        let rest = fname
+            .strip_prefix('.')?
+            .strip_prefix(base)?
+            .strip_prefix(".member.")?;
+        let mut it = rest.split('.');
+        let m = Member {
+            pid: it.next()?.parse().ok()?,
+            fd: it.next()?.parse().ok()?,
+            ino: it.next()?.parse().ok()?,
+        };
+        it.next().is_none().then_some(m)
+    }
+
+    /// Opens the member's descriptor (`/proc/<pid>/fd/<fd>`) if it is still the region of
+    /// inode `ino`: `Ok(None)` when the member is gone (no such process or descriptor, or the
+    /// pid and descriptor now name another file).
+    fn open(&self) -> io::Result<Option<File>> {
+        match open_existing(Path::new(&format!("/proc/{}/fd/{}", self.pid, self.fd))) {
+            Ok(f) if ino(&f)? == self.ino => Ok(Some(f)),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Publishes this process's membership of the sealed region `file`, whose name is the link
+/// `link`: creates `<dir>/.<base>.member.<pid>.<fd>.<ino> -> /proc/<pid>/fd/<fd>` and returns
+/// its path and the member. Any member's link lets a new process reach the region after the
+/// creator died (issue 25): [`resolve_link`] falls back to them.
+pub(crate) fn publish_member(file: &File, link: &Path) -> Result<(PathBuf, Member), PoolError> {
+    let (dir, base) = split_link(link);
+    let m = Member {
+        pid: std::process::id(),
+        fd: file.as_raw_fd(),
+        ino: ino(file).map_err(|e| file_err(link, "stat", e))?,
+    };
+    let path = dir.join(m.link_name(&base));
+    // A stale link of the same name (a dead process with our pid and fd) is replaced.
+    let _ = std::fs::remove_file(&path);
+    let target = format!("/proc/{}/fd/{}", m.pid, m.fd);
+    std::os::unix::fs::symlink(target, &path).map_err(|e| file_err(&path, "create", e))?;
+    Ok((path, m))
+}
+
+/// Publishes the sealed region's name `final_path`: a symbolic link to the member link of
+/// `m` (relative, in the same directory), which leads on to `/proc/<pid>/fd/<fd>`. `open`
+/// follows both into the memfd (a new open file description, checked against the memfd's
+/// mode and the kernel's ptrace access rules: same user). Fails with `AlreadyExists` if the
+/// name is taken (`symlink` is atomic).
+pub(crate) fn publish_link(m: &Member, final_path: &Path) -> Result<(), PoolError> {
+    let (_, base) = split_link(final_path);
+    std::os::unix::fs::symlink(m.link_name(&base), final_path)
+        .map_err(|e| file_err(final_path, "create", e))
+}
+
+/// Points the name `link` at member `m`, if it still names the member `old` (atomic `rename`
+/// of a new link over it, under the directory lock). Used by an attacher that reached the
+/// region through another member because the name's member is gone.
+pub(crate) fn repoint_link(link: &Path, old: &Member, m: &Member) -> Result<(), PoolError> {
+    let (dir, base) = split_link(link);
+    let _lock = lock_dir(&dir)?;
+    if read_link_member(link) != Some(*old) {
+        return Ok(()); // re-pointed or replaced by someone else meanwhile
+    }
+    let tmp = dir.join(format!(".{base}.relink.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(m.link_name(&base), &tmp)
+        .map_err(|e| file_err(&tmp, "create", e))?;
+    std::fs::rename(&tmp, link).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        file_err(link, "rename", e)
+    })
+}
+
+/// The member a sealed region's name `link` points to, when `link` is such a name.
+pub(crate) fn read_link_member(link: &Path) -> Option<Member> {
+    let (_, base) = split_link(link);
+    let target = std::fs::read_link(link).ok()?;
+    let t = target.to_str()?;
+    if t.contains('/') {
+        return None;
+    }
+    Member::parse(&base, t)
+}
+
+/// The member links of the region of inode `ino` (any region: `None`) named `link`, with
+/// their members.
+fn member_links(link: &Path, ino: Option<u64>) -> Vec<(PathBuf, Member)> {
+    let (dir, base) = split_link(link);
+    let prefix = format!(".{base}.member.");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| {
+        let e = e.ok()?;
+        let f = e.file_name();
+        let f = f.to_str()?;
+        if !f.starts_with(&prefix) {
+            return None;
+        }
+        let m = Member::parse(&base, f)?;
+        ino.map_or(true, |i| i == m.ino).then(|| (e.path(), m))
+    })
+    .collect()
+}
+
+/// What a name in the sealed-region form (a link to a member link) leads to.
+pub(crate) enum Resolved {
+    /// The region, opened through the name (`via: None`) or, when the name's member is gone,
+    /// through the link of another live member (`via: Some(old)`, the name's dead member).
+    Live { file: File, via: Option<Member> },
+    /// Every member of the region is gone: a stale name (the region itself is gone too).
+    Stale { member: Member },
+}
+
+/// Resolves the sealed-region name `link` whose member is `m` (from [`read_link_member`]):
+/// opens the region through the name if its member lives, else through any live member's link
+/// (removing the links of members found gone).
+pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
+    match open_existing(link) {
+        Ok(f) if ino(&f)? == m.ino => return Ok(Resolved::Live { file: f, via: None }),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut err = None;
+    for (path, other) in member_links(link, Some(m.ino)) {
+        match other.open() {
+            Ok(Some(file)) => return Ok(Resolved::Live { file, via: Some(m) }),
+            Ok(None) => {
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => err = Some(e),
+        }
+    }
+    match err {
+        // A member we may not open (another user's process): not proven gone.
+        Some(e) => Err(e),
+        None => Ok(Resolved::Stale { member: m }),
+    }
+}
+
+/// Removes the links of members of the region of inode `ino` named `link` that are gone
+/// (killed members leave theirs behind).
+pub(crate) fn prune_member_links(link: &Path, ino: u64) {
+    for (path, m) in member_links(link, Some(ino)) {
+        if matches!(m.open(), Ok(None)) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Removes the member links of the region of inode `ino` (of any region named `link`:
+/// `None`), when the name is replaced or removed: processes attached keep working, and new
+/// ones cannot reach a region without a name anyway.
+pub(crate) fn remove_member_links(link: &Path, ino: Option<u64>) {
+    for (path, _) in member_links(link, ino) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// The seals of `file` (`F_GET_SEALS`), 0 when it cannot have any.

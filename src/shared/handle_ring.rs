@@ -33,6 +33,7 @@ impl<T: Pod> SharedPool<T> {
     pub fn send(&self, chan: u32, h: SharedHandle<T>) {
         let ring = self.chan(chan);
         let e = self.check_handle(&h, "send");
+        self.unmark_held(e);
         self.enq_held(ring, &[e], IN_CHANNEL);
     }
 
@@ -47,6 +48,9 @@ impl<T: Pod> SharedPool<T> {
             self.check_handle(h, "send");
         }
         let idx: Vec<u32> = v.drain(..).map(SharedHandle::into_raw).collect();
+        for &e in &idx {
+            self.unmark_held(e);
+        }
         self.enq_held(ring, &idx, IN_CHANNEL);
     }
 
@@ -102,6 +106,9 @@ impl<T: Pod> SharedPool<T> {
         loop {
             back.clear();
             let n = self.deq_held(ring, REC_BATCH, IN_CHANNEL, |e| back.push(e));
+            for &e in &back {
+                self.unmark_held(e);
+            }
             self.enq_held(&self.ring, &back, FREE);
             total += back.len();
             if n < REC_BATCH {

@@ -37,8 +37,12 @@
 //! * **Each object has one holder at a time**, recorded in the region's owner table: free (in
 //!   the ring or a cache), in a channel, or held by one *attachment* (one [`SharedPool`] value
 //!   in one process). `get`/`recv` claim the word with a compare-and-swap, `put`/`send` release
-//!   it; [`SharedPool::get_mut`] and [`SharedPool::get_ref`] check that the word names the
-//!   calling attachment and panic otherwise.
+//!   it. Each attachment also keeps a process-local record (one bit per object) of what it
+//!   holds: a claim of an object the record already holds (a peer forged its owner word back
+//!   to FREE and listed it again) is dropped and counted, never a second handle.
+//!   [`SharedPool::get_mut`] and [`SharedPool::get_ref`] check the record (and panic on a
+//!   handle the attachment does not hold) and the owner word (a disagreeing word is a peer's
+//!   corruption: counted in [`SharedPool::corrupt_entries`], not a panic).
 //! * **A handle is accepted only by the attachment that minted it**: it carries that
 //!   attachment's process-local serial (unique for the life of the process), checked on every
 //!   access next to the owner word. So a handle of another region (whose index may be held by
@@ -56,11 +60,13 @@
 //!   *this* process read or write outside the mapping: geometry (offsets, capacity, stride) is
 //!   copied out of the header and validated once at attach, and every index read from shared
 //!   memory (ring, cache, channel) is range-checked before use; out-of-range entries and
-//!   entries naming an already-held object are dropped and counted
-//!   ([`SharedPool::corrupt_entries`]). Corrupt ring indices or records are contained and
-//!   counted; a forged ring lock naming a live process makes that ring's users wait while it
-//!   lives, and a corrupted owner table can make two processes believe they hold the same
-//!   object (a data race on `Pod` bytes between two processes).
+//!   entries naming an object already held (by the owner table or by this attachment's own
+//!   record) are dropped and counted ([`SharedPool::corrupt_entries`]). Corrupt ring indices,
+//!   records and owner words (even a region zeroed by `fallocate(FALLOC_FL_PUNCH_HOLE)`,
+//!   which seals do not stop) are contained and counted; a forged ring lock naming a live
+//!   process makes that ring's users wait while it lives, and a corrupted owner table can
+//!   make two processes believe they hold the same object (a data race on `Pod` bytes
+//!   between two processes), never two handles in one attachment.
 //!
 //! # Recovery after a process dies (see [`SharedPool::reclaim_dead`])
 //!
@@ -92,7 +98,7 @@ mod xring;
 
 use std::fmt;
 
-pub use file::{SharedBacking, SharedBackingPolicy};
+pub use file::{SharedBacking, SharedBackingPolicy, MAX_NAME_LEN, MAX_PATH_LEN};
 pub use owner::ProcessId;
 pub use pool::SharedPool;
 pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};

@@ -55,6 +55,17 @@ pub struct SharedPool<T> {
     pub(crate) serial: u32,
     /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
     ofd_locked: bool,
+    /// What this attachment holds, by its own account (issue 25): one bit per object, set
+    /// when a get or receive claims the object, cleared when a put or send releases it. A
+    /// claim of an object whose bit is set is a forged entry (a peer set the owner word back
+    /// to FREE and listed the index again): dropped and counted, never a second handle. The
+    /// owner word is the shared, cross-process view; this is the authority inside the process.
+    held: Box<[Cell<u64>]>,
+    /// Sealed-region mode: this attachment's member link (`.<name>.member.<pid>.<fd>.<ino>`),
+    /// removed on drop.
+    member_link: Option<PathBuf>,
+    /// `create` found the name left by a region whose processes are all gone and replaced it.
+    replaced_stale: bool,
     path: PathBuf,
     pub(crate) file: File,
     backing: SharedBacking,
@@ -77,19 +88,27 @@ impl<T: Pod> SharedPool<T> {
     /// pass another value fail. Objects start zeroed.
     ///
     /// # Errors
-    /// [`PoolError::InvalidConfig`] for a bad name, capacity (0 or above 2^31), cache size
+    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, a relative path, longer than
+    /// [`super::MAX_NAME_LEN`] bytes, or an absolute path longer than [`super::MAX_PATH_LEN`]:
+    /// the same limits in every mode, checked first), capacity (0 or above 2^31), cache size
     /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
     /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
-    /// created (`AlreadyExists` if the name is taken: remove a stale one with
-    /// [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge pages / tmpfs full),
-    /// sealed or mapped.
+    /// created (`AlreadyExists` if the name is taken by a region that a live process still
+    /// uses, or by a regular file: remove a stale one with [`SharedPool::remove`]), sized,
+    /// reserved (`fallocate`: no huge pages / tmpfs full), sealed or mapped.
     ///
     /// # Backing
     /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
     /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
-    /// and `name` is a symbolic link to `/proc/<creator pid>/fd/<fd>`: attaching opens it like
-    /// a file, but nobody can truncate the region (issue 15; [`SharedPool::is_sealed`]). The
-    /// name works while the creator's pool lives, which the default `unlink_on_drop` implies.
+    /// and `name` is a symbolic link to a *member link* `.<name>.member.<pid>.<fd>.<inode>`,
+    /// itself a link to `/proc/<pid>/fd/<fd>`: attaching opens it like a file, but nobody can
+    /// truncate the region (issue 15; [`SharedPool::is_sealed`]). Every attachment publishes
+    /// a member link of its own, so the name works as long as any attached process lives,
+    /// the creator or not (issue 25: an attacher whose name leads to a dead member goes
+    /// through another member's link and points the name at its own). Once every process of
+    /// the region is gone, the name is stale and `create` replaces it
+    /// ([`SharedPool::replaced_stale`] says so). Dropping the creator's pool removes the name
+    /// (`unlink_on_drop`): attached processes go on, new ones cannot attach.
     /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
     /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
     /// regular file at `name`, which a peer with write access could truncate.
@@ -118,18 +137,50 @@ impl<T: Pod> SharedPool<T> {
         let ident = ProcessId::current()
             .map_err(|e| file::file_err(Path::new("/proc/self/stat"), "read", e))?;
         let cands = file::candidates(name);
+        // Names in the link directory change under its lock: a stale name is judged and
+        // replaced atomically with respect to other creators and to attachers re-pointing it.
+        let link_dir = match name.starts_with('/') {
+            true => Path::new(name).parent().unwrap_or(Path::new("/")),
+            false => Path::new(file::SHM_DIR),
+        };
+        let lock = file::lock_dir(link_dir)?;
+        let mut replaced_stale = false;
         for (p, _) in &cands {
-            if p.exists() {
-                return Err(file::file_err(
+            if std::fs::symlink_metadata(p).is_err() {
+                continue;
+            }
+            let exists = |why: &str| {
+                file::file_err(
                     p,
                     "create",
-                    std::io::Error::new(
-                        std::io::ErrorKind::AlreadyExists,
-                        "a pool of this name exists (remove a stale one with SharedPool::remove)",
-                    ),
-                ));
+                    std::io::Error::new(std::io::ErrorKind::AlreadyExists, why.to_string()),
+                )
+            };
+            if let Some(m) = file::read_link_member(p) {
+                match file::resolve_link(p, m) {
+                    Ok(file::Resolved::Stale { member }) => {
+                        // Every process of that region is gone (so is the region): replace.
+                        file::remove_member_links(p, Some(member.ino));
+                        std::fs::remove_file(p).map_err(|e| file::file_err(p, "unlink", e))?;
+                        replaced_stale = true;
+                        continue;
+                    }
+                    Ok(file::Resolved::Live { via: Some(_), .. }) => {
+                        return Err(exists(
+                            "a pool of this name exists: its creator is gone, but processes \
+                             are still attached to it (attach to it instead)",
+                        ));
+                    }
+                    _ => {}
+                }
             }
+            return Err(exists(
+                "a pool of this name exists (remove a stale one with SharedPool::remove)",
+            ));
         }
+        // Not held while the region is built (a large one takes a while): a name that
+        // another creator publishes meanwhile makes our publication fail with AlreadyExists.
+        drop(lock);
         let order: Vec<(PathBuf, SharedBacking)> = match opts.backing {
             _ if name.starts_with('/') => cands,
             SharedBackingPolicy::Auto => cands,
@@ -161,7 +212,10 @@ impl<T: Pod> SharedPool<T> {
                 ident,
                 &opts,
             ) {
-                Ok(pool) => return Ok(pool),
+                Ok(mut pool) => {
+                    pool.replaced_stale = replaced_stale;
+                    return Ok(pool);
+                }
                 // Auto: a hugetlbfs that cannot hold the region falls back to /dev/shm.
                 Err(e) if i + 1 < order.len() && !is_exists(&e) => last = Some(e),
                 Err(e) => return Err(e),
@@ -209,7 +263,12 @@ impl<T: Pod> SharedPool<T> {
                 ident,
             )?;
             pool.init_region();
-            file::publish_link(&pool.file, path)?;
+            {
+                let _lock = file::lock_dir(path.parent().unwrap_or(Path::new("/")))?;
+                let (member_link, m) = file::publish_member(&pool.file, path)?;
+                pool.member_link = Some(member_link);
+                file::publish_link(&m, path)?;
+            }
             pool.primary = true;
             pool.unlink_on_drop = opts.unlink_on_drop;
             pool.claim_slot()?;
@@ -276,9 +335,11 @@ impl<T: Pod> SharedPool<T> {
     /// picks. `T` and `fingerprint` must match the creator's.
     ///
     /// # Errors
-    /// [`PoolError::SharedFile`] when no region of that name exists (`source.kind()` is
-    /// `NotFound`), when it cannot be opened (`PermissionDenied`, `IsADirectory`, not a regular
-    /// file) or mapped; [`PoolError::LayoutMismatch`] naming the first header field that
+    /// [`PoolError::InvalidConfig`] for a bad name (as [`SharedPool::create`]);
+    /// [`PoolError::SharedFile`] when no region of that name exists, or only a stale one
+    /// whose processes are all gone (`source.kind()` is `NotFound`), when it cannot be opened
+    /// (`PermissionDenied`, `IsADirectory`, not a regular file) or mapped;
+    /// [`PoolError::LayoutMismatch`] naming the first header field that
     /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
     /// `file_len`); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
     /// process slot is held by a live process.
@@ -288,13 +349,28 @@ impl<T: Pod> SharedPool<T> {
             .map_err(|e| file::file_err(Path::new("/proc/self/stat"), "read", e))?;
         let mut tried = Vec::new();
         for (path, _) in file::candidates(name) {
-            let f = match file::open_existing(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    tried.push(path.display().to_string());
-                    continue;
-                }
-                Err(e) => return Err(file::file_err(&path, "open", e)),
+            // A sealed region's name is a link to a member link (`None` for a regular file).
+            let sealed = file::read_link_member(&path);
+            let (f, relink) = match sealed {
+                Some(m) => match file::resolve_link(&path, m) {
+                    Ok(file::Resolved::Live { file, via }) => (file, via),
+                    Ok(file::Resolved::Stale { .. }) => {
+                        tried.push(format!(
+                            "{} (stale: every process of that region is gone)",
+                            path.display()
+                        ));
+                        continue;
+                    }
+                    Err(e) => return Err(file::file_err(&path, "open", e)),
+                },
+                None => match file::open_existing(&path) {
+                    Ok(f) => (f, None),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        tried.push(path.display().to_string());
+                        continue;
+                    }
+                    Err(e) => return Err(file::file_err(&path, "open", e)),
+                },
             };
             let len = f
                 .metadata()
@@ -320,8 +396,19 @@ impl<T: Pod> SharedPool<T> {
                 std::mem::align_of::<T>() as u64,
                 fingerprint,
             )?;
-            let mut pool = Self::from_map(map, header, path, f, backing, page, ident)?;
+            let mut pool = Self::from_map(map, header, path.clone(), f, backing, page, ident)?;
             pool.claim_slot()?;
+            if sealed.is_some() {
+                // Any member's link lets later processes in (issue 25); a name whose member
+                // is gone (we came in through another's) is pointed at ours. Best effort:
+                // the attachment works without (only later joins depend on it).
+                if let Ok((member_link, m)) = file::publish_member(&pool.file, &path) {
+                    pool.member_link = Some(member_link);
+                    if let Some(old) = relink {
+                        let _ = file::repoint_link(&path, &old, &m);
+                    }
+                }
+            }
             return Ok(pool);
         }
         Err(PoolError::SharedFile {
@@ -385,6 +472,11 @@ impl<T: Pod> SharedPool<T> {
             ident,
             serial: next_serial()?,
             ofd_locked: false,
+            held: (0..params.capacity.div_ceil(64))
+                .map(|_| Cell::new(0))
+                .collect(),
+            member_link: None,
+            replaced_stale: false,
             path,
             file,
             backing,
@@ -527,6 +619,11 @@ impl<T> SharedPool<T> {
     /// description holds the slot's liveness lock (any pid namespace); where the filesystem
     /// has no OFD locks, the recorded pid and start time decide.
     pub(crate) fn slot_alive(&self, s: u32, w: u64) -> bool {
+        if s == self.slot {
+            // Our own slot: `F_OFD_GETLK` on our own open file description, which holds the
+            // lock, would report it free (issue 25).
+            return true;
+        }
         match file::slot_locked_by_other(&self.file, s) {
             Some(held) => held,
             None => ProcessId::unpack(w).is_alive(),
@@ -540,7 +637,9 @@ impl<T> SharedPool<T> {
         let ok = e < self.params.capacity
             && self.owners()[e as usize]
                 .compare_exchange(from, self.me, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok();
+                .is_ok()
+            // Already ours by our own account: a forged FREE (the word stays ours).
+            && self.mark_held(e);
         if !ok {
             self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
         }
@@ -609,7 +708,9 @@ impl<T> SharedPool<T> {
             // Struck entries (NO_ENTRY: not claimed by this operation) fail the range check.
             let ok = e < self.params.capacity
                 && self.owners()[e as usize].load(Ordering::Acquire) == self.me
-                && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e);
+                && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e)
+                // Not already ours by our own account (a forged FREE / IN_CHANNEL word).
+                && self.mark_held(e);
             if ok {
                 out(e);
             } else {
@@ -664,22 +765,63 @@ impl<T> SharedPool<T> {
         i
     }
 
-    /// Panics unless this attachment holds object `i`.
+    /// Panics unless this attachment holds object `i` by its own account (the process-local
+    /// record: only a broken `from_raw` contract gets here). An owner word that disagrees is
+    /// the work of a peer (a forged word, a punched hole): counted in `corrupt_entries`,
+    /// never a panic (issue 25).
+    ///
+    /// The fast path reads only the owner word: when it names us, the handle is ours (safe
+    /// code holds a handle of this attachment's serial only while the record holds its
+    /// object: handles are minted from claims that set the record's bit, and the bit is
+    /// cleared only by `put`/`send`, which consume the handle). The record is consulted only
+    /// when the word disagrees.
     #[inline]
     pub(crate) fn check_held(&self, i: u32, what: &str) {
+        match self.owners().get(i as usize) {
+            Some(w) if w.load(Ordering::Acquire) == self.me => {}
+            _ => self.owner_word_disagrees(i, what),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn owner_word_disagrees(&self, i: u32, what: &str) {
+        // Bits are set only for indices below the capacity.
         assert!(
-            i < self.params.capacity,
-            "idxpool shared: {what} of index {i} out of range (capacity {})",
+            self.holds(i),
+            "idxpool shared: {what} of object {i}, which this attachment does not hold \
+             (capacity {}; broken from_raw contract)",
             self.params.capacity
         );
-        let w = self.owners()[i as usize].load(Ordering::Acquire);
-        assert!(
-            w == self.me,
-            "idxpool shared: {what} of object {i}, whose owner word is {w:#x}, not this \
-             attachment's {:#x} (broken from_raw contract, handle of another attachment, or \
-             a reclaimed object)",
-            self.me
-        );
+        self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records that this attachment now holds object `e` (`e < capacity`); false (and no
+    /// change) when it held it already.
+    #[inline(always)]
+    pub(crate) fn mark_held(&self, e: u32) -> bool {
+        let Some(w) = self.held.get((e >> 6) as usize) else {
+            return false;
+        };
+        let (v, b) = (w.get(), 1u64 << (e & 63));
+        w.set(v | b);
+        v & b == 0
+    }
+
+    /// Records that this attachment released object `e`.
+    #[inline(always)]
+    pub(crate) fn unmark_held(&self, e: u32) {
+        if let Some(w) = self.held.get((e >> 6) as usize) {
+            w.set(w.get() & !(1u64 << (e & 63)));
+        }
+    }
+
+    /// Whether this attachment holds object `e` by its own account.
+    #[inline(always)]
+    pub(crate) fn holds(&self, e: u32) -> bool {
+        self.held
+            .get((e >> 6) as usize)
+            .is_some_and(|w| w.get() & (1u64 << (e & 63)) != 0)
     }
 
     /// This attachment's cache as mechanics of the one cache algorithm (`crate::cache`).
@@ -850,6 +992,7 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
         kill_hook(kill_point::CACHE_PUSH);
         // In the cache first, free second (see the type's docs).
         for (i, &e) in src.iter().enumerate() {
+            p.unmark_held(e);
             if let Some(w) = p.owners().get(e as usize) {
                 w.store(FREE, Ordering::Release);
             }
@@ -920,6 +1063,9 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
                 .copied()
                 .filter(|&e| e != NO_ENTRY)
                 .collect();
+            for &e in &taken {
+                p.unmark_held(e);
+            }
             p.enq_held(&p.ring, &taken, FREE);
             return 0;
         }
@@ -928,6 +1074,9 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
 
     fn ring_put(&mut self, src: &[u32]) {
         let p = self.pool;
+        for &e in src {
+            p.unmark_held(e);
+        }
         p.enq_held(&p.ring, src, FREE);
     }
 
@@ -1016,8 +1165,9 @@ impl<T: Pod> SharedPool<T> {
     ///
     /// # Panics
     /// When the handle was minted by another attachment (of this or another pool, or one that
-    /// is gone), or the owner table says this attachment does not hold the object (a handle
-    /// rebuilt by `from_raw` in the wrong place).
+    /// is gone), or this attachment does not hold the object by its own record (a handle
+    /// rebuilt by `from_raw` in the wrong place). An owner word in the region that disagrees
+    /// (a peer's corruption) is counted in [`SharedPool::corrupt_entries`], not a panic.
     #[inline]
     pub fn put(&self, h: SharedHandle<T>) {
         let e = self.check_handle(&h, "put");
@@ -1043,18 +1193,20 @@ impl<T: Pod> SharedPool<T> {
     /// The object of a handle this attachment holds.
     ///
     /// # Panics
-    /// When the handle was minted by another attachment, or the owner table does not name
-    /// this attachment as the holder.
+    /// When the handle was minted by another attachment, or this attachment does not hold
+    /// the object by its own record (as [`SharedPool::put`]; a disagreeing owner word is
+    /// counted, not a panic).
     #[inline]
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
         let i = self.check_handle(h, "get_mut");
         // i < capacity; the object lies at objects + i * stride inside the mapping, aligned
         // (stride and the section offset are multiples of align_of::<T>() <= the page
         // alignment of the mapping).
-        // SAFETY: (above) the handle was minted by this attachment, the owner table names us,
-        // and the handle is borrowed mutably; handles are not Clone and this attachment mints
-        // one handle per claim, so no other reference to the object exists in this process;
-        // T: Pod, so any bytes another process wrote are a valid T.
+        // SAFETY: (above) the handle was minted by this attachment, whose process-local record
+        // says it holds the object, and the handle is borrowed mutably; handles are not Clone
+        // and a claim mints a handle only if the record did not hold the object already
+        // (whatever the shared owner word says), so no other reference to the object exists
+        // in this process; T: Pod, so any bytes another process wrote are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
 
@@ -1200,6 +1352,22 @@ impl<T> SharedPool<T> {
         self.stats().corrupt_entries.load(Ordering::Relaxed)
     }
 
+    /// True when [`SharedPool::create`] found the name taken by a stale sealed region (its
+    /// creator and every process attached to it gone: nothing can reach that region any
+    /// more) and replaced it. A name whose region still has a live process is never replaced
+    /// (`create` fails with `AlreadyExists`).
+    pub fn replaced_stale(&self) -> bool {
+        self.replaced_stale
+    }
+
+    /// Whether `self.path` names this region: the file itself, or (sealed region) a link to
+    /// a member link of this memfd, even one whose member is gone.
+    fn names_this_region(&self) -> bool {
+        file::same_inode(&self.path, &self.file)
+            || file::read_link_member(&self.path)
+                .is_some_and(|m| file::ino(&self.file).is_ok_and(|i| i == m.ino))
+    }
+
     /// Attaches so far (the creator's included).
     pub fn attach_count(&self) -> u64 {
         self.stats().attaches.load(Ordering::Relaxed)
@@ -1213,7 +1381,7 @@ impl<T> SharedPool<T> {
     /// [`PoolError::SharedFile`] with `NotFound` when the name is already gone or taken by
     /// another region, or the error of `unlink`.
     pub fn unlink(&self) -> Result<(), PoolError> {
-        if !file::same_inode(&self.path, &self.file) {
+        if !self.names_this_region() {
             return Err(file::file_err(
                 &self.path,
                 "unlink",
@@ -1223,7 +1391,27 @@ impl<T> SharedPool<T> {
                 ),
             ));
         }
-        std::fs::remove_file(&self.path).map_err(|e| file::file_err(&self.path, "unlink", e))
+        std::fs::remove_file(&self.path).map_err(|e| file::file_err(&self.path, "unlink", e))?;
+        self.remove_member_links();
+        Ok(())
+    }
+
+    /// Removes the links of this (sealed) region's members that are gone.
+    pub(crate) fn prune_member_links(&self) {
+        if self.member_link.is_some() {
+            if let Ok(i) = file::ino(&self.file) {
+                file::prune_member_links(&self.path, i);
+            }
+        }
+    }
+
+    /// Removes the member links of this (sealed) region, once its name is gone.
+    fn remove_member_links(&self) {
+        if self.member_link.is_some() {
+            if let Ok(i) = file::ino(&self.file) {
+                file::remove_member_links(&self.path, Some(i));
+            }
+        }
     }
 
     /// Removes the name of a region, e.g. one left behind by a crashed creator. Returns whether
@@ -1236,6 +1424,7 @@ impl<T> SharedPool<T> {
         file::check_name(name)?;
         let mut removed = false;
         for (p, _) in file::candidates(name) {
+            file::remove_member_links(&p, None);
             match std::fs::remove_file(&p) {
                 Ok(()) => removed = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1256,8 +1445,12 @@ impl<T> Drop for SharedPool<T> {
                 file::unlock_slot(&self.file, self.slot);
             }
         }
-        if self.primary && self.unlink_on_drop && file::same_inode(&self.path, &self.file) {
+        if let Some(p) = &self.member_link {
+            let _ = std::fs::remove_file(p);
+        }
+        if self.primary && self.unlink_on_drop && self.names_this_region() {
             let _ = std::fs::remove_file(&self.path);
+            self.remove_member_links();
         }
     }
 }

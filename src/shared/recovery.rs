@@ -319,6 +319,10 @@ impl<T> SharedPool<T> {
             rep.cached_returned += back.len();
         }
         rep.in_use_of_dead = self.count_orphans();
+        if rep.slots_freed > 0 {
+            // Their member links lead nowhere now.
+            self.prune_member_links();
+        }
         rep
     }
 
@@ -512,6 +516,9 @@ impl<T> SharedPool<T> {
         let a = self.audit();
         let mut back = a.lost_free;
         back.extend(a.lost_in_channel);
+        // An object this attachment holds by its own account is not lost (its owner word was
+        // forged): returning it would let a later get mint a second handle to it.
+        back.retain(|&e| !self.holds(e));
         self.enq_held(&self.ring, &back, FREE);
         self.stats()
             .repaired_lost

@@ -254,6 +254,12 @@ impl<T> SharedPool<T> {
     /// range, free, of another generation or reclaim sequence, or its process is dead.
     pub(crate) fn lock_holder_gone(&self, id: u64) -> bool {
         let (s, g) = split_holder(id as u32);
+        if s == self.slot {
+            // Our own slot: this attachment is inside no ring operation when it asks (one
+            // user at a time, no nesting), and nobody reclaims a live slot: a forged or
+            // leftover word, taken over rather than waited on.
+            return true;
+        }
         let Some(ps) = self.procs().get(s as usize) else {
             return true;
         };
@@ -530,6 +536,7 @@ fn set_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::owner::{FREE, IN_CHANNEL};
     use crate::shared::{SharedOptions, SharedPool};
 
     /// Issue 15, bad input: a ring lock naming no slot, and a prepared record of garbage, are
@@ -597,6 +604,133 @@ mod tests {
         assert_eq!(others.len(), 7);
         pool.put_bulk(&mut others);
         pool.put(h);
+        let _ = SharedPool::<u8>::remove(&name);
+    }
+
+    /// Issue 25 item 3: a hostile peer's two plain writes (the owner word of an object this
+    /// attachment holds set back to FREE, and its index appended to the common ring, or to a
+    /// channel with the word IN_CHANNEL) must not make the attachment mint a second handle to
+    /// it, through a cache refill, a cache-less get or a receive: the forged entry is dropped
+    /// and counted, and the first handle goes on working.
+    #[test]
+    fn forged_free_of_a_held_object_mints_no_second_handle() {
+        for cache in [0u32, 4] {
+            let name = format!("idxpool-unit-{}-xforge{cache}", std::process::id());
+            let pool =
+                SharedPool::<u64>::create(&name, 16, 1, SharedOptions::new().cache_size(cache))
+                    .unwrap();
+            let mut h = pool.get().unwrap();
+            let i = h.index();
+            *pool.get_mut(&mut h) = 7;
+            // The two writes.
+            pool.owners()[i as usize].store(FREE, Ordering::SeqCst);
+            let t = pool.ring.st().tail.load(Ordering::SeqCst);
+            pool.ring.slot(t).store(i, Ordering::SeqCst);
+            pool.ring.st().tail.store(t + 1, Ordering::SeqCst);
+            let mut others = Vec::new();
+            while let Ok(o) = pool.get() {
+                assert_ne!(
+                    o.index(),
+                    i,
+                    "cache {cache}: a second handle to a held object"
+                );
+                others.push(o);
+            }
+            assert_eq!(others.len(), 15, "cache {cache}");
+            assert_eq!(
+                pool.corrupt_entries(),
+                1,
+                "cache {cache}: the forged entry counted"
+            );
+            // The claim of the forged entry left the word ours: the first handle is clean.
+            assert_eq!(pool.owners()[i as usize].load(Ordering::SeqCst), pool.me);
+            *pool.get_mut(&mut h) += 1;
+            assert_eq!(pool.corrupt_entries(), 1);
+            // An access while the word is forged: counted, not a panic.
+            pool.owners()[i as usize].store(FREE, Ordering::SeqCst);
+            assert_eq!(*pool.get_ref(&h), 8);
+            assert_eq!(pool.corrupt_entries(), 2, "cache {cache}");
+            // The same through a channel.
+            pool.owners()[i as usize].store(IN_CHANNEL, Ordering::SeqCst);
+            let ch = &pool.chans[0];
+            let t = ch.st().tail.load(Ordering::SeqCst);
+            ch.slot(t).store(i, Ordering::SeqCst);
+            ch.st().tail.store(t + 1, Ordering::SeqCst);
+            assert!(
+                pool.recv(0).is_none(),
+                "cache {cache}: a second handle to a held object"
+            );
+            assert_eq!(pool.corrupt_entries(), 3, "cache {cache}");
+            // A repair does not hand the held object out again either.
+            pool.owners()[i as usize].store(FREE, Ordering::SeqCst);
+            // SAFETY: nothing else uses the pool.
+            assert_eq!(unsafe { pool.repair_lost() }, 0, "cache {cache}");
+            pool.owners()[i as usize].store(pool.me, Ordering::SeqCst);
+            pool.put_bulk(&mut others);
+            assert_eq!(*pool.get_ref(&h), 8);
+            pool.put(h);
+            pool.flush();
+            let a = pool.audit();
+            assert!(a.is_consistent(), "cache {cache}: {a}");
+            let _ = SharedPool::<u8>::remove(&name);
+        }
+    }
+
+    /// Issue 25 item 4: `fallocate(FALLOC_FL_PUNCH_HOLE)` on the sealed region succeeds (seals
+    /// do not stop it) and zeroes everything: header, rings, slots, the owner table. The
+    /// attachments must go on without a panic: every owner word that no longer names the
+    /// holder is counted, and the pool stays usable.
+    #[test]
+    fn punched_hole_is_counted_not_a_panic() {
+        use std::os::unix::io::AsRawFd;
+        let name = format!("idxpool-unit-{}-xpunch", std::process::id());
+        let pool =
+            SharedPool::<u64>::create(&name, 32, 1, SharedOptions::new().cache_size(4)).unwrap();
+        let other = SharedPool::<u64>::attach(&name, 1).unwrap();
+        assert!(pool.is_sealed());
+        let mut held = Vec::new();
+        pool.get_bulk(&mut held, 10).unwrap();
+        let mut theirs = Vec::new();
+        other.get_bulk(&mut theirs, 5).unwrap();
+        // The hostile peer: its own descriptor of the region, a hole over all of it.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(pool.path())
+            .unwrap();
+        let len = pool.mapped_len() as libc::off_t;
+        // SAFETY: plain syscall on an open fd.
+        let r = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                len,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        assert!(pool.owners().iter().all(|w| w.load(Ordering::SeqCst) == 0));
+        for (k, h) in held.iter_mut().enumerate() {
+            *pool.get_mut(h) = k as u64;
+            assert_eq!(*pool.get_ref(h), k as u64);
+        }
+        assert_eq!(
+            pool.corrupt_entries(),
+            20,
+            "each access with a zeroed word counted"
+        );
+        pool.put_bulk(&mut held);
+        other.put_bulk(&mut theirs);
+        // Usable afterwards (what was put back circulates; the rest is lost to audit).
+        let mut again = Vec::new();
+        let n = pool.get_burst(&mut again, 32);
+        assert!(n >= 1);
+        pool.put_bulk(&mut again);
+        let _ = (pool.processes(), pool.reclaim_dead(), pool.audit());
+        pool.flush();
+        other.flush();
+        drop(other);
+        drop(pool);
         let _ = SharedPool::<u8>::remove(&name);
     }
 }
