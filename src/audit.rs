@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::brand::Brand;
+use crate::element::Element;
 use crate::error::PoolError;
 use crate::pool::Pool;
 use crate::repr::Repr;
@@ -40,7 +41,7 @@ impl fmt::Display for AuditReport {
     }
 }
 
-impl<T, B: Brand, R: Repr> Pool<T, B, R> {
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Checks the invariants: every free object is named exactly once across the ring and the
     /// caches, every entry is in range, every cache is within its flush threshold, and (with
     /// debug checks) every free object is marked free and every other one allocated.
@@ -151,7 +152,7 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
             "  repr={} entry_size={} object_size={} stride={} capacity={}",
             R::NAME,
             std::mem::size_of::<R::Entry>(),
-            std::mem::size_of::<T>(),
+            self.object_size(),
             self.stride(),
             self.capacity()
         );

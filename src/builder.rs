@@ -1,5 +1,6 @@
 //! Pool creation: configuration, object initialisation (DPDK's `obj_init`), brand claim.
 
+use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use crate::brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
 use crate::debug::ObjectStates;
+use crate::element::Element;
 use crate::error::PoolError;
 use crate::pool::{Pool, PoolCore};
 use crate::region::{BackingPolicy, Region};
@@ -133,21 +135,24 @@ impl<'s, T> InitSlot<'s, T> {
     }
 }
 
-/// An in-place object initialiser (see [`PoolBuilder::with_init`]).
-type InitInPlace<'a, T> = Box<dyn for<'s> FnMut(u32, InitSlot<'s, T>) -> Written<'s> + 'a>;
-/// An object constructor (see [`PoolBuilder::with_fn`]).
-type InitByValue<'a, T> = Box<dyn FnMut(u32) -> T + 'a>;
+/// An object initialiser, with the object type erased so that the builder serves unsized
+/// elements too: `init(i, p, written)` initialises object `i` at `p` and sets `written` once a
+/// whole object is there. Made only by the builder's constructors, which know `T`; called only
+/// by `build_generic`, with `p` the address of object `i`: inside the region, aligned for `T`,
+/// uninitialised and seen by nobody else.
+type InitFn<'a> = Box<dyn FnMut(u32, *mut u8, &AtomicBool) + 'a>;
 
-pub(crate) enum Init<'a, T> {
+pub(crate) enum Init<'a> {
+    /// Fresh anonymous memory is already zero: no pass over the region.
     Zeroed,
-    InPlace(InitInPlace<'a, T>),
-    ByValue(InitByValue<'a, T>),
+    /// One call per object, in index order.
+    Each(InitFn<'a>),
 }
 
 /// `slot.write(make(i))`, out of line: the temporary `T` lives in this frame only, so that
 /// building a pool of huge objects another way does not reserve a `T`-sized stack frame.
 #[inline(never)]
-fn write_by_value<T>(slot: &mut MaybeUninit<T>, make: &mut InitByValue<'_, T>, i: u32) {
+fn write_by_value<T>(slot: &mut MaybeUninit<T>, make: &mut impl FnMut(u32) -> T, i: u32) {
     slot.write(make(i));
 }
 
@@ -177,7 +182,7 @@ fn max_cache_size(policy: FlushPolicy, capacity: u32) -> u32 {
 ///     .unwrap();
 /// assert_eq!(pool.capacity(), 1024);
 /// ```
-pub struct PoolBuilder<'a, T, R: Repr = crate::repr::DefaultRepr> {
+pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRepr> {
     pub(crate) capacity: u32,
     /// `None`: the default, clamped at build time to what the policy accepts.
     pub(crate) cache_size: Option<u32>,
@@ -188,8 +193,13 @@ pub struct PoolBuilder<'a, T, R: Repr = crate::repr::DefaultRepr> {
     pub(crate) max_threads: usize,
     pub(crate) name: Option<String>,
     pub(crate) ring_flags: RingFlags,
-    pub(crate) init: Init<'a, T>,
-    _repr: PhantomData<R>,
+    pub(crate) init: Init<'a>,
+    /// Size and alignment of one object: `T`'s, or those [`PoolBuilder::bytes`] was given.
+    pub(crate) layout: Layout,
+    /// A `(len, align)` that [`PoolBuilder::bytes`] could not make a layout of (reported at
+    /// build).
+    bad_bytes: Option<(usize, usize)>,
+    _repr: PhantomData<(R, fn(&T) -> &T)>,
 }
 
 /// Default number of implicit per-thread cache slots per pool.
@@ -202,7 +212,13 @@ pub const MAX_THREADS_LIMIT: usize = 1 << 20;
 pub const DEFAULT_CACHE_SIZE: u32 = CACHE_MAX_SIZE;
 
 impl<'a, T> PoolBuilder<'a, T> {
-    fn new(capacity: u32, init: Init<'a, T>) -> Self {
+    fn new(capacity: u32, init: Init<'a>) -> Self {
+        Self::with_layout(capacity, init, Layout::new::<T>())
+    }
+}
+
+impl<'a, T: ?Sized + Element> PoolBuilder<'a, T> {
+    fn with_layout(capacity: u32, init: Init<'a>, layout: Layout) -> Self {
         PoolBuilder {
             capacity,
             cache_size: None,
@@ -214,10 +230,48 @@ impl<'a, T> PoolBuilder<'a, T> {
             name: None,
             ring_flags: RingFlags::default(),
             init,
+            layout,
+            bad_bytes: None,
             _repr: PhantomData,
         }
     }
+}
 
+impl<'a> PoolBuilder<'a, [u8]> {
+    /// A pool of `capacity` byte buffers of `len` bytes each, aligned to `align` (a power of
+    /// two), all zero: the object size comes from configuration, as DPDK's
+    /// `rte_mempool_create(name, n, elt_size, ..)` and an mbuf pool's data room. Handles are
+    /// `Handle<[u8]>`; `pool.get_mut(&mut h)` is a `&mut [u8]` of `len` bytes. Every pool
+    /// operation (caches, ring, bulk, burst, prefetch, handle rings) is the same as for a
+    /// sized `T`. Invalid `len`/`align` are [`PoolError::InvalidConfig`] at build.
+    ///
+    /// ```
+    /// let data_room = 2048 + 128; // from configuration
+    /// let pool = idxpool::PoolBuilder::bytes(1024, data_room, 64).cache_size(32).build()?;
+    /// let mut burst = Vec::new();
+    /// pool.get_bulk(&mut burst, 8)?;
+    /// for (k, h) in burst.iter_mut().enumerate() {
+    ///     let buf = pool.get_mut(h);
+    ///     assert_eq!(buf.len(), data_room);
+    ///     buf[0] = k as u8;
+    /// }
+    /// pool.put_bulk(&mut burst);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn bytes(capacity: u32, len: usize, align: usize) -> Self {
+        // An invalid layout is reported by build, with the numbers.
+        match Layout::from_size_align(len, align) {
+            Ok(layout) => Self::with_layout(capacity, Init::Zeroed, layout),
+            Err(_) => {
+                let mut b = Self::with_layout(capacity, Init::Zeroed, Layout::new::<u8>());
+                b.bad_bytes = Some((len, align));
+                b
+            }
+        }
+    }
+}
+
+impl<'a, T> PoolBuilder<'a, T> {
     /// A pool of `capacity` objects, object `i` made by `make(i)` at creation, in index order.
     /// The value is moved into place (for objects of many KiB, [`PoolBuilder::with_init`]
     /// writes in place without a stack temporary). If `make` panics, the objects already made are dropped, the region is unmapped and the
@@ -227,8 +281,16 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// let pool = idxpool::PoolBuilder::<u64>::with_fn(4, |i| u64::from(i) * 10);
     /// # let _ = pool;
     /// ```
-    pub fn with_fn(capacity: u32, make: impl FnMut(u32) -> T + 'a) -> Self {
-        Self::new(capacity, Init::ByValue(Box::new(make)))
+    pub fn with_fn(capacity: u32, mut make: impl FnMut(u32) -> T + 'a) -> Self {
+        Self::new(
+            capacity,
+            Init::Each(Box::new(move |i, p, written| {
+                // SAFETY: `p` is object i's address, aligned for T and unshared (InitFn).
+                let slot = unsafe { &mut *p.cast::<MaybeUninit<T>>() };
+                write_by_value(slot, &mut make, i);
+                written.store(true, Ordering::Relaxed);
+            })),
+        )
     }
 
     /// A pool of `capacity` objects, each initialised once in place by `init(index, slot)` at
@@ -251,7 +313,25 @@ impl<'a, T> PoolBuilder<'a, T> {
         capacity: u32,
         init: impl for<'s> FnMut(u32, InitSlot<'s, T>) -> Written<'s> + 'a,
     ) -> Self {
-        Self::new(capacity, Init::InPlace(Box::new(init)))
+        let mut init = init;
+        Self::new(
+            capacity,
+            Init::Each(Box::new(move |i, p, written| {
+                // SAFETY: `p` is object i's address, aligned for T and unshared (InitFn).
+                let slot = unsafe { &mut *p.cast::<MaybeUninit<T>>() };
+                // The returned proof can only come from this slot (fresh invariant lifetime
+                // per call): the object is initialised. `write` sets `written` itself.
+                let _written: Written<'_> = init(
+                    i,
+                    InitSlot {
+                        slot,
+                        written,
+                        _invariant: PhantomData,
+                    },
+                );
+                written.store(true, Ordering::Relaxed);
+            })),
+        )
     }
 
     /// A pool of `capacity` objects, each `T::default()`.
@@ -272,7 +352,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     }
 }
 
-impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
+impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// Per-cache size in objects, 0..=512 (0 disables caching: every get and put goes to the
     /// ring). A size set here that the policy refuses for the capacity is an error at build.
     /// Default: 512, lowered to the largest size the chosen policy accepts for the capacity
@@ -360,6 +440,8 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
             name: self.name,
             ring_flags: self.ring_flags,
             init: self.init,
+            layout: self.layout,
+            bad_bytes: self.bad_bytes,
             _repr: PhantomData,
         }
     }
@@ -455,8 +537,14 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
         if self.capacity == 0 {
             return Err(PoolError::config("capacity is 0"));
         }
-        let size = std::mem::size_of::<T>();
-        let align = std::mem::align_of::<T>();
+        if let Some((len, align)) = self.bad_bytes {
+            return Err(PoolError::config(format!(
+                "byte buffers of {len} bytes aligned to {align}: the alignment must be a power \
+                 of two and the length at most isize::MAX rounded to it"
+            )));
+        }
+        let size = self.layout.size();
+        let align = self.layout.align();
         if size == 0 {
             return Err(PoolError::config(
                 "zero-sized object type: a pool of ZSTs has nothing to manage (use a counter)",
@@ -537,10 +625,11 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
         let geometry = match space {
             Some(r) => Geometry::with_range(region.base(), stride, self.capacity, r.lo, r.span),
             None => Geometry::new(region.base(), stride, self.capacity),
-        };
+        }
+        .with_elem_len(size);
         // Initialise objects; on panic release the brand, drop those made so far (the guard)
         // and unmap (region's drop as the stack unwinds).
-        struct Guard<'g, T> {
+        struct Guard<'g, T: ?Sized + Element> {
             g: &'g Geometry,
             done: u32,
             /// Object `done` was written by `InitSlot::write` (the initialiser may panic after
@@ -550,7 +639,7 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
             space: Option<crate::space::Range>,
             _t: PhantomData<T>,
         }
-        impl<T> Drop for Guard<'_, T> {
+        impl<T: ?Sized + Element> Drop for Guard<'_, T> {
             fn drop(&mut self) {
                 if let Some(slot) = self.brand {
                     slot.release(true);
@@ -578,25 +667,13 @@ impl<'a, T, R: Repr> PoolBuilder<'a, T, R> {
                 _t: PhantomData,
             };
             for i in 0..self.capacity {
-                // SAFETY: object i lies inside the region (i < capacity, len = capacity x
-                // stride), is aligned (base aligned to align, stride a multiple of align) and
-                // not yet shared with anyone.
-                let slot = unsafe { &mut *geometry.ptr_of_index(i).cast::<MaybeUninit<T>>() };
+                // Object i lies inside the region (i < capacity, len = capacity x stride), is
+                // aligned (base aligned to align, stride a multiple of align) and not yet
+                // shared with anyone: the contract of InitFn.
+                let p = geometry.ptr_of_index(i);
+                current_written.store(false, Ordering::Relaxed);
                 match &mut self.init {
-                    Init::ByValue(make) => write_by_value(slot, make, i),
-                    Init::InPlace(init) => {
-                        // The returned proof can only come from this slot (fresh invariant
-                        // lifetime per call): the object is initialised.
-                        current_written.store(false, Ordering::Relaxed);
-                        let _written: Written<'_> = init(
-                            i,
-                            InitSlot {
-                                slot,
-                                written: &current_written,
-                                _invariant: PhantomData,
-                            },
-                        );
-                    }
+                    Init::Each(init) => init(i, p, &current_written),
                     Init::Zeroed => unreachable!("checked above"),
                 }
                 guard.done = i + 1;

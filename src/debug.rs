@@ -9,6 +9,7 @@
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 use crate::brand::Brand;
+use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::pool::Pool;
@@ -76,7 +77,7 @@ pub(crate) fn check_access<R: Repr>(g: &Geometry, e: R::Entry) {
     }
 }
 
-impl<T, B: Brand, R: Repr> Pool<T, B, R> {
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// The get hook: marks the objects of handles just handed out allocated, and panics if one
     /// of them was not free (a corrupted ring or cache).
     #[inline(always)]

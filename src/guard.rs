@@ -4,6 +4,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 
 use crate::brand::Brand;
+use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
@@ -96,7 +97,7 @@ impl<P: PoolRef> Pooled<P> {
     }
 }
 
-impl<T, B: Brand, R: Repr> Pool<T, B, R> {
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Takes one object in a guard that puts it back when dropped (as [`Pooled::get`]).
     ///
     /// # Errors
@@ -134,6 +135,6 @@ where
     P::T: fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Pooled").field(&**self).finish()
+        f.debug_tuple("Pooled").field(&&**self).finish()
     }
 }

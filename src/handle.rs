@@ -35,16 +35,16 @@ use crate::repr::{CompactRepr, DefaultRepr, Index, Repr};
 #[repr(transparent)]
 #[must_use = "a handle owns a pool object: give it back with pool.put(h) or cache.put(h), or hold it in \
               a guard that does (idxpool::Pooled::new(&pool, h)); dropping it leaks the object"]
-pub struct Handle<T, B = crate::brand::Runtime, R: Repr = DefaultRepr> {
+pub struct Handle<T: ?Sized, B = crate::brand::Runtime, R: Repr = DefaultRepr> {
     entry: R::Entry,
     /// Invariant in `T` (a handle of `Pool<&'static str>` must not pass for one of
     /// `Pool<&'a str>`), with `T`'s auto traits: `Send`/`Sync` exactly when `T` is.
-    _object: PhantomData<(T, crate::pool::Invariant<T>)>,
+    _object: PhantomData<(crate::pool::Invariant<T>, T)>,
     /// Invariant in `B`, `Send + Sync` whatever `B` is.
     _brand: PhantomData<crate::pool::Invariant<B>>,
 }
 
-impl<T, B, R: Repr> Handle<T, B, R> {
+impl<T: ?Sized, B, R: Repr> Handle<T, B, R> {
     /// Wraps an entry the pool just took out of a cache or the ring.
     #[inline(always)]
     pub(crate) fn from_entry(entry: R::Entry) -> Self {
@@ -68,7 +68,7 @@ impl<T, B, R: Repr> Handle<T, B, R> {
     }
 }
 
-impl<T, B> Handle<T, B, Index> {
+impl<T: ?Sized, B> Handle<T, B, Index> {
     /// 0-based index of the object in its pool (`0..capacity`); for any representation,
     /// `pool.index_of(&h)`.
     #[inline]
@@ -77,7 +77,7 @@ impl<T, B> Handle<T, B, Index> {
     }
 }
 
-impl<T, B, R: CompactRepr> Handle<T, B, R> {
+impl<T: ?Sized, B, R: CompactRepr> Handle<T, B, R> {
     /// Gives up the handle and returns its raw 32-bit form (`entry - 1`), e.g. to store it in
     /// a foreign structure or send it to another process mapping the same region: the object's
     /// index for [`Index`] entries, its byte offset / 8 for offset entries (the default;
@@ -112,18 +112,18 @@ impl<T, B, R: CompactRepr> Handle<T, B, R> {
     }
 }
 
-impl<T, B, R: Repr> fmt::Debug for Handle<T, B, R> {
+impl<T: ?Sized, B, R: Repr> fmt::Debug for Handle<T, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Handle({}:{:?})", R::NAME, self.entry)
     }
 }
 
-impl<T, B, R: Repr> PartialEq for Handle<T, B, R> {
+impl<T: ?Sized, B, R: Repr> PartialEq for Handle<T, B, R> {
     fn eq(&self, other: &Self) -> bool {
         self.entry == other.entry
     }
 }
-impl<T, B, R: Repr> Eq for Handle<T, B, R> {}
+impl<T: ?Sized, B, R: Repr> Eq for Handle<T, B, R> {}
 
 #[cfg(test)]
 mod tests {

@@ -217,7 +217,7 @@ where
 
 type H<T, B, R> = Handle<T, B, R>;
 
-impl<P, T, B, R> HandleRing<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> HandleRing<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -335,7 +335,7 @@ where
     }
 }
 
-impl<P, T, B, R> Drop for HandleRing<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> Drop for HandleRing<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -358,7 +358,7 @@ where
     }
 }
 
-impl<P, T, B, R> fmt::Debug for HandleRing<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> fmt::Debug for HandleRing<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -384,7 +384,7 @@ where
     ring: Arc<HandleRing<P>>,
 }
 
-impl<P, T, B, R> Producer<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> Producer<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -521,7 +521,7 @@ where
     }
 }
 
-impl<P, T, B, R> fmt::Debug for Producer<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> fmt::Debug for Producer<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -553,7 +553,7 @@ where
     ring: Arc<HandleRing<P>>,
 }
 
-impl<P, T, B, R> Consumer<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> Consumer<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -689,7 +689,7 @@ where
     }
 }
 
-impl<P, T, B, R> Drop for Consumer<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> Drop for Consumer<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,
@@ -701,7 +701,7 @@ where
     }
 }
 
-impl<P, T, B, R> fmt::Debug for Consumer<P>
+impl<P, T: ?Sized + crate::element::Element, B, R> fmt::Debug for Consumer<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
     B: Brand,

@@ -47,6 +47,7 @@ pub mod brand;
 mod builder;
 pub mod cache;
 mod debug;
+pub mod element;
 pub mod error;
 mod guard;
 pub mod handle;
@@ -74,6 +75,7 @@ pub use builder::{
 };
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
 pub use debug::DEBUG_CHECKS;
+pub use element::Element;
 pub use error::PoolError;
 pub use guard::Pooled;
 pub use handle::Handle;

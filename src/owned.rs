@@ -51,6 +51,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::brand::Brand;
+use crate::element::Element;
 use crate::pool::Pool;
 use crate::repr::Repr;
 
@@ -79,7 +80,7 @@ pub unsafe trait PoolRef:
     Deref<Target = Pool<<Self as PoolRef>::T, <Self as PoolRef>::B, <Self as PoolRef>::R>>
 {
     /// The object type.
-    type T;
+    type T: ?Sized + Element;
     /// The pool's identity ([`crate::Runtime`] or a brand).
     type B: Brand;
     /// The pool's entry representation.
@@ -89,7 +90,7 @@ pub unsafe trait PoolRef:
 }
 
 // SAFETY: a shared borrow keeps the pool in place and alive for 'p.
-unsafe impl<T, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
+unsafe impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
     type T = T;
     type B = B;
     type R = R;
@@ -101,7 +102,7 @@ unsafe impl<T, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
 
 // SAFETY: the pool lives in the Arc's allocation, which never moves and lives while any clone
 // does.
-unsafe impl<T, B: Brand, R: Repr> PoolRef for Arc<Pool<T, B, R>> {
+unsafe impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for Arc<Pool<T, B, R>> {
     type T = T;
     type B = B;
     type R = R;

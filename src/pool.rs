@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::brand::{Brand, BrandSlot};
 use crate::cache::{Cache, CacheMut, FlushPolicy};
 use crate::debug::{self, ObjectStates};
+use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::region::{BackingReport, Region};
@@ -102,14 +103,17 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
 /// (one range compare; compiled away for brands) and the debug access hook.
 #[inline(always)]
 #[track_caller]
-pub(crate) fn resolve<T, B: Brand, R: Repr>(g: &Geometry, e: R::Entry) -> NonNull<T> {
+pub(crate) fn resolve<T: ?Sized + Element, B: Brand, R: Repr>(
+    g: &Geometry,
+    e: R::Entry,
+) -> NonNull<T> {
     check_owned::<B, R>(g, e);
     debug::check_access::<R>(g, e);
     // SAFETY: the entry is this pool's: for brands, handles of brand B are only minted by this
     // pool (or rebuilt under from_raw's contract); for run-time pools, check_owned just proved
     // it lies in this pool's range of the handle space, whose entries only this pool mints.
     // So it names one of the pool's objects, inside the region: never null.
-    unsafe { NonNull::new_unchecked(R::ptr(g, e).cast::<T>()) }
+    unsafe { NonNull::new_unchecked(T::from_addr(R::ptr(g, e), g.elem_len)) }
 }
 
 /// The identity check of a run-time pool ([`Brand::CHECKED`]): panics, naming both pools, when
@@ -225,7 +229,8 @@ fn foreign_panic<R: Repr>(g: &Geometry, e: R::Entry) -> ! {
 /// assert_eq!(pool.in_use(), 0);
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
-pub struct Pool<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr> {
+pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr>
+{
     pub(crate) geometry: Geometry,
     pub(crate) core: Arc<PoolCore<R::Entry>>,
     /// Process-unique, never reused: the key of the per-thread cache memo.
@@ -238,7 +243,7 @@ pub struct Pool<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr
     space: Option<crate::space::Range>,
     region: Region,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
-    _marker: PhantomData<(T, Invariant<T>, Invariant<B>)>,
+    _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
 
 /// Invariant in its parameter, and `Send + Sync` whatever it is. The pool hands out `&mut T`
@@ -246,17 +251,17 @@ pub struct Pool<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr
 /// `&Pool<&'static str, B>` would coerce to `&Pool<&'a str, B>`, a short-lived `&str` could be
 /// written into an object through it, and the original type would read it back as
 /// `&'static str` after it was freed (tests/ui/variance_pool.rs).
-pub(crate) type Invariant<X> = fn(X) -> X;
+pub(crate) type Invariant<X> = fn(&X) -> &X;
 
 // SAFETY: the pool hands each object to one handle owner at a time; sharing &pool between
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
 // address bookkeeping; PoolCore is Sync.
-unsafe impl<T: Send, B, R: Repr> Sync for Pool<T, B, R> {}
+unsafe impl<T: ?Sized + Element + Send, B, R: Repr> Sync for Pool<T, B, R> {}
 
 /// Handle type of a pool.
 pub(crate) type H<T, B, R> = Handle<T, B, R>;
 
-impl<T, B: Brand, R: Repr> Pool<T, B, R> {
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     pub(crate) fn from_parts(
         geometry: Geometry,
         region: Region,
@@ -286,6 +291,12 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
     #[inline]
     pub fn capacity(&self) -> u32 {
         self.geometry.capacity
+    }
+
+    /// Bytes of one object: `size_of::<T>()`, or the length a byte-buffer pool was built
+    /// with ([`crate::PoolBuilder::bytes`]).
+    pub fn object_size(&self) -> usize {
+        T::fixed_layout().map_or(self.geometry.elem_len, |l| l.size())
     }
 
     /// Bytes between consecutive objects.
@@ -470,7 +481,11 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
         let g = self.geometry;
         // SAFETY: &mut self excludes every other access to the objects for the iterator's
         // life; distinct indices are distinct, initialised, aligned objects.
-        (0..g.capacity).map(move |i| (i, unsafe { &mut *g.ptr_of_index(i).cast::<T>() }))
+        (0..g.capacity).map(move |i| {
+            (i, unsafe {
+                &mut *T::from_addr(g.ptr_of_index(i), g.elem_len)
+            })
+        })
     }
 
     // ---- get and put through the calling thread's cache ------------------------------------
@@ -832,20 +847,20 @@ impl<T, B: Brand, R: Repr> Pool<T, B, R> {
 }
 
 /// Converts handles of one pool to references; see [`Pool::resolver`].
-pub struct Resolver<'p, T, B, R: Repr> {
+pub struct Resolver<'p, T: ?Sized + Element, B, R: Repr> {
     geometry: Geometry,
     /// Borrows the pool for `'p`; invariant in `T` because `Pool` is.
     _pool: PhantomData<&'p Pool<T, B, R>>,
 }
 
-impl<T, B, R: Repr> Clone for Resolver<'_, T, B, R> {
+impl<T: ?Sized + Element, B, R: Repr> Clone for Resolver<'_, T, B, R> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T, B, R: Repr> Copy for Resolver<'_, T, B, R> {}
+impl<T: ?Sized + Element, B, R: Repr> Copy for Resolver<'_, T, B, R> {}
 
-impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
+impl<'p, T: ?Sized + Element, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// Shared access to the object of `h` (as [`Pool::get_ref`]; panics as it does
     /// on another pool's handle).
     #[inline(always)]
@@ -1047,12 +1062,12 @@ impl<'p, T, B: Brand, R: Repr> Resolver<'p, T, B, R> {
 /// The objects of a slice of handles as `&'a mut T`, in order; made by
 /// [`Resolver::get_mut_all`] (and the `get_mut_all` of pools and caches). Borrows the handles
 /// mutably and the pool for `'a`.
-pub struct ObjectsMut<'a, T, B, R: Repr> {
+pub struct ObjectsMut<'a, T: ?Sized + Element, B, R: Repr> {
     objs: Resolver<'a, T, B, R>,
     hs: std::slice::IterMut<'a, H<T, B, R>>,
 }
 
-impl<'a, T, B: Brand, R: Repr> Iterator for ObjectsMut<'a, T, B, R> {
+impl<'a, T: ?Sized + Element, B: Brand, R: Repr> Iterator for ObjectsMut<'a, T, B, R> {
     type Item = &'a mut T;
 
     #[inline(always)]
@@ -1067,17 +1082,17 @@ impl<'a, T, B: Brand, R: Repr> Iterator for ObjectsMut<'a, T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: Repr> DoubleEndedIterator for ObjectsMut<'_, T, B, R> {
+impl<T: ?Sized + Element, B: Brand, R: Repr> DoubleEndedIterator for ObjectsMut<'_, T, B, R> {
     #[inline(always)]
     fn next_back(&mut self) -> Option<Self::Item> {
         self.hs.next_back().map(|h| self.objs.get_mut(h))
     }
 }
 
-impl<T, B: Brand, R: Repr> ExactSizeIterator for ObjectsMut<'_, T, B, R> {}
-impl<T, B: Brand, R: Repr> std::iter::FusedIterator for ObjectsMut<'_, T, B, R> {}
+impl<T: ?Sized + Element, B: Brand, R: Repr> ExactSizeIterator for ObjectsMut<'_, T, B, R> {}
+impl<T: ?Sized + Element, B: Brand, R: Repr> std::iter::FusedIterator for ObjectsMut<'_, T, B, R> {}
 
-impl<T, B, R: Repr> fmt::Debug for ObjectsMut<'_, T, B, R> {
+impl<T: ?Sized + Element, B, R: Repr> fmt::Debug for ObjectsMut<'_, T, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectsMut")
             .field("remaining", &self.hs.len())
@@ -1087,7 +1102,7 @@ impl<T, B, R: Repr> fmt::Debug for ObjectsMut<'_, T, B, R> {
 
 /// The entries of a slice of handles (`Handle` is `repr(transparent)` over the entry).
 #[inline(always)]
-pub(crate) fn entries_of<T, B, R: Repr>(hs: &[H<T, B, R>]) -> &[R::Entry] {
+pub(crate) fn entries_of<T: ?Sized, B, R: Repr>(hs: &[H<T, B, R>]) -> &[R::Entry] {
     // SAFETY: H is repr(transparent) over R::Entry: same size, alignment and validity.
     unsafe { &*(hs as *const [H<T, B, R>] as *const [R::Entry]) }
 }
@@ -1119,14 +1134,14 @@ impl<'c, E> Token<'c, E> for &mut CacheMut<'c, E> {
 ///
 /// # Safety
 /// Objects `from..to` of `g` are initialised, dropped by nobody else, and not used afterwards.
-pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
-    struct Rest<'g, T> {
+pub(crate) unsafe fn drop_objects<T: ?Sized + Element>(g: &Geometry, from: u32, to: u32) {
+    struct Rest<'g, T: ?Sized + Element> {
         g: &'g Geometry,
         next: u32,
         to: u32,
         _t: PhantomData<T>,
     }
-    impl<T> Drop for Rest<'_, T> {
+    impl<T: ?Sized + Element> Drop for Rest<'_, T> {
         fn drop(&mut self) {
             // Reached only while unwinding from the panicking drop of object `next - 1`.
             // SAFETY: objects next..to are still initialised and not yet dropped.
@@ -1143,12 +1158,12 @@ pub(crate) unsafe fn drop_objects<T>(g: &Geometry, from: u32, to: u32) {
         let i = rest.next;
         rest.next += 1;
         // SAFETY: forwarded from the caller: object i is initialised and dropped only here.
-        unsafe { std::ptr::drop_in_place(g.ptr_of_index(i).cast::<T>()) };
+        unsafe { std::ptr::drop_in_place(T::from_addr(g.ptr_of_index(i), g.elem_len)) };
     }
     std::mem::forget(rest);
 }
 
-impl<T, B, R: Repr> Drop for Pool<T, B, R> {
+impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
         // SAFETY: &mut self: no LocalCache of this pool is alive.
@@ -1166,7 +1181,7 @@ impl<T, B, R: Repr> Drop for Pool<T, B, R> {
             // Objects still out: their handles must never meet a later pool (quarantine).
             crate::space::release(range, free == self.geometry.capacity as usize);
         }
-        if std::mem::needs_drop::<T>() {
+        if T::needs_drop() {
             // SAFETY: every object was initialised at creation and is dropped once here; no
             // reference to it can outlive the pool (all borrow &self).
             unsafe { drop_objects::<T>(&self.geometry, 0, self.geometry.capacity) };
@@ -1176,12 +1191,12 @@ impl<T, B, R: Repr> Drop for Pool<T, B, R> {
     }
 }
 
-impl<T, B: Brand, R: Repr> fmt::Debug for Pool<T, B, R> {
+impl<T: ?Sized + Element, B: Brand, R: Repr> fmt::Debug for Pool<T, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pool")
             .field("name", &self.name)
             .field("repr", &R::NAME)
-            .field("object_size", &std::mem::size_of::<T>())
+            .field("object_size", &self.object_size())
             .field("stride", &self.stride())
             .field("capacity", &self.capacity())
             .field("backing", &self.backing().backing)

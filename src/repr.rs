@@ -43,6 +43,9 @@ pub struct Geometry {
     pub(crate) lo: u32,
     /// Raw entry values this pool's range spans (the range check of run-time pools).
     pub(crate) span: u32,
+    /// Bytes of one object of a byte-buffer pool (`Pool<[u8]>`: the slice length
+    /// [`crate::Element::from_addr`] gives); the object size for sized types (unused).
+    pub(crate) elem_len: usize,
 }
 
 // SAFETY: Geometry is address arithmetic only; the memory it describes is owned by the pool.
@@ -73,6 +76,15 @@ impl Geometry {
             capacity,
             lo,
             span,
+            elem_len: stride,
+        }
+    }
+
+    /// The same geometry for objects of `len` bytes (byte-buffer pools).
+    pub(crate) fn with_elem_len(self, len: usize) -> Self {
+        Geometry {
+            elem_len: len,
+            ..self
         }
     }
 

@@ -709,3 +709,80 @@ fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
     drop(cache);
     assert!(pool.is_full());
 }
+
+/// Issue 23 item 3: object size at run time. A byte-buffer pool (`Pool<[u8]>`) from a length
+/// and an alignment taken from configuration, with the same handles, caches, ring, bulk,
+/// prefetch and handle rings as a pool of a sized `T`.
+#[test]
+fn byte_buffer_pools_take_their_object_size_at_run_time() {
+    let len = if cfg!(miri) { 40 } else { 2048 + 128 }; // "from configuration"
+    let pool: Arc<Pool<[u8]>> = Arc::new(
+        PoolBuilder::bytes(64, len, 64)
+            .cache_size(8)
+            .name("bytes")
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(pool.object_size(), len);
+    assert!(pool.stride() >= len && pool.stride() % 64 == 0);
+    // Single, bulk, through the pool and a cache; each buffer is `len` bytes, disjoint.
+    let mut h = pool.get().unwrap();
+    assert_eq!(std::mem::size_of_val(&h), 4);
+    pool.get_mut(&mut h).fill(0xaa);
+    let mut cache = LocalCache::new(pool.clone());
+    let mut burst = Vec::new();
+    cache.get_bulk(&mut burst, 16).unwrap();
+    let objs = pool.resolver();
+    objs.prefetch_all(&burst);
+    for (k, b) in objs.get_mut_all(&mut burst).enumerate() {
+        assert_eq!(b.len(), len);
+        assert!(b.iter().all(|&x| x == 0), "fresh buffers are zero");
+        b.fill(k as u8);
+    }
+    for (k, h) in burst.iter().enumerate() {
+        assert!(pool.get_ref(h).iter().all(|&x| x == k as u8));
+    }
+    assert!(pool.get_ref(&h).iter().all(|&x| x == 0xaa));
+    // Through a handle ring and a guard.
+    let (mut tx, mut rx) = HandleRing::new(pool.clone(), 4, Zeroing::Immediate).unwrap();
+    tx.produce(h).unwrap();
+    let h = rx.consume().unwrap();
+    {
+        let mut g = Pooled::new(&*pool, h);
+        g[0] = 1;
+        assert_eq!(g.len(), len);
+    }
+    cache.put_bulk(&mut burst);
+    drop((cache, tx, rx));
+    assert_eq!(pool.in_use(), 0);
+    // A handle of another byte pool is refused.
+    let other = PoolBuilder::bytes(4, len, 8).build().unwrap();
+    let mut foreign = other.get().unwrap();
+    assert!(matches!(
+        pool.try_get_mut(&mut foreign),
+        Err(PoolError::ForeignHandle { .. })
+    ));
+    other.put(foreign);
+    // Branded and index-entry byte pools too.
+    let sum = PoolBuilder::bytes(8, 100, 4)
+        .repr::<idxpool::Index>()
+        .scoped(|p| {
+            let mut h = p.get().unwrap();
+            p.get_mut(&mut h)[99] = 7;
+            let v = p.get_ref(&h)[99];
+            p.put(h);
+            v
+        })
+        .unwrap();
+    assert_eq!(sum, 7);
+}
+
+#[test]
+fn byte_buffer_pools_refuse_impossible_layouts() {
+    for (len, align) in [(0usize, 8usize), (64, 3), (64, 0)] {
+        match PoolBuilder::bytes(4, len, align).build() {
+            Err(PoolError::InvalidConfig { .. }) => {}
+            other => panic!("len {len} align {align}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! What a pool holds: a sized `T` (a `Packet`, a `[u8; 2048]`), or `[u8]`, a byte buffer whose
+//! length is chosen when the pool is built (a page size from configuration, an mbuf's data
+//! room: DPDK's `rte_mempool_create(name, n, elt_size, ..)` and
+//! `rte_pktmbuf_pool_create(.., data_room_size, ..)`).
+//!
+//! ```
+//! use idxpool::PoolBuilder;
+//! let page = 4096 + 64; // from configuration
+//! let pool = PoolBuilder::bytes(128, page, 64).cache_size(16).build()?;
+//! let mut h = pool.get()?;
+//! let buf: &mut [u8] = pool.get_mut(&mut h);
+//! assert_eq!(buf.len(), page);
+//! buf[..5].copy_from_slice(b"hello");
+//! pool.put(h);
+//! # Ok::<(), idxpool::PoolError>(())
+//! ```
+
+use std::alloc::Layout;
+
+/// An object type a pool can hold: every sized type, and `[u8]` (byte buffers of a length set
+/// at build, [`crate::PoolBuilder::bytes`]). Sealed in effect: the only unsized element is
+/// `[u8]`.
+///
+/// # Safety
+/// `from_addr(p, len)` must return a pointer to `p` whose metadata describes an object of
+/// `layout().size()` bytes (sized types) or of `len` bytes (`[u8]`).
+pub unsafe trait Element {
+    /// The layout of one object when the type fixes it (`None` for `[u8]`, whose length the
+    /// builder takes).
+    #[doc(hidden)]
+    fn fixed_layout() -> Option<Layout>;
+    /// The object at address `p`, of `len` bytes for `[u8]` (ignored for sized types).
+    #[doc(hidden)]
+    fn from_addr(p: *mut u8, len: usize) -> *mut Self;
+    /// Whether dropping an object runs code (`std::mem::needs_drop`; never for `[u8]`).
+    #[doc(hidden)]
+    fn needs_drop() -> bool;
+}
+
+// SAFETY: a sized object's pointer is its address; its size is the layout's.
+unsafe impl<T> Element for T {
+    #[inline(always)]
+    fn fixed_layout() -> Option<Layout> {
+        Some(Layout::new::<T>())
+    }
+    #[inline(always)]
+    fn from_addr(p: *mut u8, _len: usize) -> *mut T {
+        p.cast()
+    }
+    #[inline(always)]
+    fn needs_drop() -> bool {
+        std::mem::needs_drop::<T>()
+    }
+}
+
+// SAFETY: the slice pointer carries `len` as its metadata.
+unsafe impl Element for [u8] {
+    #[inline(always)]
+    fn fixed_layout() -> Option<Layout> {
+        None
+    }
+    #[inline(always)]
+    fn from_addr(p: *mut u8, len: usize) -> *mut [u8] {
+        std::ptr::slice_from_raw_parts_mut(p, len)
+    }
+    #[inline(always)]
+    fn needs_drop() -> bool {
+        false
+    }
+}
