@@ -47,7 +47,7 @@ pub unsafe trait Brand {
 /// The identity of run-time pools: no brand to declare, any number of pools at once, stored
 /// anywhere. Each pool owns a disjoint range of the process's 32-bit handle space, checked with
 /// one compare on every use of a handle (see the [module docs](self)). Build one with
-/// [`PoolBuilder::build_runtime`](crate::PoolBuilder::build_runtime):
+/// [`PoolBuilder::build`](crate::PoolBuilder::build):
 ///
 /// ```
 /// use idxpool::{Handle, PoolBuilder, Runtime};

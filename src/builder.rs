@@ -199,7 +199,7 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
     /// A `(len, align)` that [`PoolBuilder::bytes`] could not make a layout of (reported at
     /// build).
     bad_bytes: Option<(usize, usize)>,
-    _repr: PhantomData<(R, fn(&T) -> &T)>,
+    _repr: PhantomData<(R, crate::pool::Invariant<T>)>,
 }
 
 /// Default number of implicit per-thread cache slots per pool.

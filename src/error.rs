@@ -111,7 +111,7 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
-    /// A handle of one run-time pool ([`crate::brand::Runtime`], [`crate::DynPool`]) was given
+    /// A handle of one run-time pool ([`crate::brand::Runtime`]) was given
     /// to another pool (or to a pool after its own was dropped): its entry lies outside the
     /// pool's range of the handle space. Both pools are named.
     #[error("handle of pool {handle_pool} given to pool {pool}")]

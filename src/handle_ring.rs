@@ -1,5 +1,5 @@
 //! Moving handles between threads: a bounded single-producer / single-consumer ring of
-//! [`Handle`](crate::Handle)s in the style of Linux's `ptr_ring` (2017).
+//! [`crate::Handle`]s in the style of Linux's `ptr_ring` (2017).
 //!
 //! A typical use is a packet pipeline: an RX thread takes buffers from a pool, fills them and
 //! hands them to a worker thread, which processes and frees them (`examples/pktpipe`).
@@ -33,7 +33,7 @@
 //! * The ring holds up to `size` handles (all slots; there is no reserved slot).
 //! * Bulk operations move all `n` handles or none; burst operations move as many as possible.
 //! * Dropping both halves returns every handle still in the ring to its pool with
-//!   [`Pool::put_bulk`] (on the thread that drops the last half). The ring borrows the
+//!   [`crate::Pool::put_bulk`] (on the thread that drops the last half). The ring borrows the
 //!   pool (`'p`), so the pool outlives it.
 //!
 //! ```

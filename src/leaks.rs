@@ -2,7 +2,7 @@
 //!
 //! Dropping a pool while handles of it are still held (or after handles were dropped without
 //! `put`) is not unsafe: the objects are dropped with the pool and the handles can never reach
-//! them again (a named brand is retired, a [`DynPool`](crate::DynPool) id is never reused). It
+//! them again (a named brand is retired, a run-time pool's range of the handle space is quarantined). It
 //! is almost always a bug, though: a forgotten `put`, a `let _ = pool.get()`, a handle kept in
 //! a structure that outlives the pool. So the pool's drop reports it:
 //!

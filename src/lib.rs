@@ -8,35 +8,48 @@
 //! and the cache footprint compared with DPDK's 8-byte pointers. Users hold 4-byte typed
 //! [`Handle`]s and turn them into `&T` / `&mut T` on demand. By default an entry is the
 //! object's byte offset / 8 ([`repr::Offset`]), so that conversion is the store's addressing
-//! mode and costs what a pointer costs; [`index::Pool`] stores indices instead.
+//! mode and costs what a pointer costs; [`repr::Index`] stores indices instead.
+//!
+//! One pool type, [`Pool`]`<T, B = Runtime, R = Offset>`, with the independent choices as type
+//! parameters: the identity `B` ([`Runtime`]: any number of pools, stored anywhere, one range
+//! compare per use of a handle; or a brand checked by the compiler: [`brand!`], [`Scoped`],
+//! [`Unchecked`]) and the entry representation `R` ([`repr`]). Its companions
+//! ([`LocalCache`], [`Pooled`], [`HandleRing`]) are written once over how they hold the pool
+//! ([`PoolRef`]: `&Pool` or `Arc<Pool>`).
 //!
 //! ```
-//! use idxpool::{PoolBuilder, Handle};
+//! use std::sync::Arc;
+//! use idxpool::{Handle, LocalCache, Pool, PoolBuilder};
 //!
-//! idxpool::brand!(Packets);
 //! struct Packet { len: u16, data: [u8; 2046] }
 //!
-//! let pool = PoolBuilder::<Packet>::with_init(4096, |_i, slot| {
-//!     slot.write(Packet { len: 0, data: [0; 2046] })    // once per object, at creation
-//! }).cache_size(256).build_named::<Packets>()?;
+//! let pool: Arc<Pool<Packet>> = Arc::new(
+//!     PoolBuilder::with_init(4096, |_i, slot| {
+//!         slot.write(Packet { len: 0, data: [0; 2046] })    // once per object, at creation
+//!     })
+//!     .cache_size(256)
+//!     .build()?,                                           // a run-time pool: no brand
+//! );
 //! println!("backing: {}", pool.backing());
-//! let mut cache = pool.local_cache();              // explicit, no TLS lookup
-//! let mut burst: Vec<Handle<Packet, Packets>> = Vec::with_capacity(32);
-//! cache.get_bulk(&mut burst, 32)?;                  // all or nothing
+//! let mut cache = LocalCache::new(pool.clone());           // explicit, no TLS lookup
+//! let objs = pool.resolver();                              // handle -> &mut T in hot loops
+//! let mut burst: Vec<Handle<Packet>> = Vec::with_capacity(32);
+//! cache.get_bulk(&mut burst, 32)?;                          // all or nothing
 //! for h in burst.iter_mut() {
-//!     let p = pool.get_mut(h);                     // index -> &mut T
+//!     let p = objs.get_mut(h);                              // [base + entry x 8]
 //!     p.len = 64;
 //!     p.data[0] = 0xff;
 //! }
-//! cache.put_bulk(&mut burst);                       // always succeeds
-//! drop(cache);                                      // its objects go back to the ring
+//! cache.put_bulk(&mut burst);                               // always succeeds
+//! drop(cache);
 //! assert_eq!(pool.in_use(), 0);
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```
 //!
 //! The modules map onto the design: [`region`] (the mapping), [`ring`] (the common pool),
-//! [`cache`] (flush/refill policies), [`handle`], [`mod@brand`] (handle soundness), [`repr`]
-//! (index vs pointer entries), [`stats`]. DESIGN.md explains the invariants.
+//! [`cache`] (flush/refill policies), [`handle`], [`mod@brand`] (identity and handle
+//! soundness), [`repr`] (entries), [`element`] (sized objects and byte buffers), [`stats`].
+//! DESIGN.md ([`design`]) explains the invariants.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -54,7 +67,7 @@ pub mod handle;
 pub mod handle_ring;
 pub mod leaks;
 mod local;
-mod owned;
+pub mod owned;
 mod pool;
 mod prefetch;
 pub mod region;

@@ -56,7 +56,7 @@ use crate::pool::Pool;
 use crate::repr::Repr;
 
 /// A reference to a [`Pool`] that a companion holds: `&'p Pool<T, B, R>` or
-/// `Arc<Pool<T, B, R>>` (both dereference to the pool). See the [module docs](self).
+/// `Arc<Pool<T, B, R>>` (both dereference to the pool). See the [module docs](crate::owned).
 ///
 /// ```
 /// use idxpool::{LocalCache, Pool, PoolBuilder, PoolRef};

@@ -479,12 +479,11 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// inspect objects. Takes `&mut self`, so no handle can be resolved meanwhile.
     pub fn obj_iter(&mut self) -> impl Iterator<Item = (u32, &mut T)> + '_ {
         let g = self.geometry;
-        // SAFETY: &mut self excludes every other access to the objects for the iterator's
-        // life; distinct indices are distinct, initialised, aligned objects.
         (0..g.capacity).map(move |i| {
-            (i, unsafe {
-                &mut *T::from_addr(g.ptr_of_index(i), g.elem_len)
-            })
+            let p = T::from_addr(g.ptr_of_index(i), g.elem_len);
+            // SAFETY: &mut self excludes every other access to the objects for the iterator's
+            // life; distinct indices are distinct, initialised, aligned objects.
+            (i, unsafe { &mut *p })
         })
     }
 

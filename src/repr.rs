@@ -9,7 +9,7 @@
 //! | [`Pointer`] | 8 bytes: the address (DPDK's rte_mempool) | none | none |
 //!
 //! Only the representation differs between pools of one `T`, so a benchmark of one against
-//! another isolates it (the pointer twin [`crate::ptr`] is the baseline). What each costs in the
+//! another isolates it (the pointer twin, `Pool<T, B, Pointer>`, is the baseline). What each costs in the
 //! allocate-convert-write-free loop: BENCHMARKS.md, "Handle to `&mut T`".
 
 use std::fmt;
@@ -142,9 +142,9 @@ pub unsafe trait Repr: 'static + Sized {
     fn raw(e: Self::Entry) -> u32;
 }
 
-/// The representation of [`crate::Pool`], [`crate::Handle`], [`crate::HandleRing`] and
-/// [`crate::PoolBuilder::build`]: [`Offset`], chosen by measurement (BENCHMARKS.md, "Handle to
-/// `&mut T`"). [`crate::index`] and [`crate::ptr`] name the other two.
+/// The default representation of [`crate::Pool`], [`crate::Handle`] and
+/// [`crate::PoolBuilder`]: [`Offset`], chosen by measurement (BENCHMARKS.md, "Handle to
+/// `&mut T`"). `PoolBuilder::repr::<Index>()` or `::<Pointer>()` picks another.
 pub type DefaultRepr = Offset;
 
 /// The 4-byte representations ([`Offset`], [`Index`]): entries are `NonZeroU32`, so a handle
