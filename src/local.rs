@@ -6,7 +6,7 @@ use crate::cache::{Cache, CacheMut};
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
-use crate::repr::Repr;
+use crate::repr::{Geometry, Repr};
 use crate::ring::Behavior;
 
 /// The handle type of the pool behind `P`.
@@ -60,6 +60,11 @@ pub struct LocalCache<P: PoolRef> {
     /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
     /// used only through `&mut self`.
     cm: CacheMut<'static, E<P>>,
+    /// A copy of the pool's geometry, for the identity check of run-time pools on every put:
+    /// held here, the compiler keeps it in registers across a loop of puts instead of
+    /// reloading it from the pool after every store (a write through a raw pointer may alias
+    /// the pool).
+    geometry: Geometry,
     pool: P,
 }
 
@@ -96,7 +101,8 @@ impl<P: PoolRef> LocalCache<P> {
         // pool, which `pool` (stored next to the token) keeps in place and alive (PoolRef). The
         // token keeps raw pointers only, so its nominal 'static lends nothing.
         let cm = unsafe { CacheMut::new(cache, &*(&core.ring as *const _)) };
-        LocalCache { cm, pool }
+        let geometry = p.geometry;
+        LocalCache { cm, geometry, pool }
     }
 
     /// The pool (as held: `&&Pool` or `&Arc<Pool>`; both dereference to the pool).
@@ -134,7 +140,9 @@ impl<P: PoolRef> LocalCache<P> {
     #[inline(always)]
     #[track_caller]
     pub fn put(&mut self, h: H<P>) {
-        self.pool.pool().put_via(|| &mut self.cm, &[h]);
+        self.pool
+            .pool()
+            .put_via(&self.geometry, || &mut self.cm, &[h]);
     }
 
     /// Appends exactly `n` handles to `out`, or none.
@@ -182,7 +190,7 @@ impl<P: PoolRef> LocalCache<P> {
     pub fn put_bulk_tail(&mut self, handles: &mut Vec<H<P>>, n: usize) {
         self.pool
             .pool()
-            .put_vec_tail_via(|| &mut self.cm, handles, n);
+            .put_vec_tail_via(&self.geometry, || &mut self.cm, handles, n);
     }
 
     /// Takes exactly `N` objects as an array (bulk size known at compile time: DPDK's
@@ -203,7 +211,9 @@ impl<P: PoolRef> LocalCache<P> {
     #[inline(always)]
     #[track_caller]
     pub fn put_array<const N: usize>(&mut self, handles: [H<P>; N]) {
-        self.pool.pool().put_via(|| &mut self.cm, &handles);
+        self.pool
+            .pool()
+            .put_via(&self.geometry, || &mut self.cm, &handles);
     }
 
     /// Returns every cached object to the ring (rte_mempool_cache_flush).

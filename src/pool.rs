@@ -127,16 +127,47 @@ pub(crate) fn check_owned<B: Brand, R: Repr>(g: &Geometry, e: R::Entry) {
     }
 }
 
-/// [`check_owned`] for every entry of `es`: one compare each with no branch (the loop
-/// vectorises), then one branch for the batch; nothing is moved before it passes.
+/// [`check_owned`] for every entry of `es`: the OR of the ranks of the burst against the span
+/// (an OR reduction with no branch, which the compiler vectorises: the span is a power of two),
+/// then one branch for the batch; nothing is moved before it passes. The failure is out of
+/// line.
 #[inline(always)]
 #[track_caller]
 pub(crate) fn check_owned_all<B: Brand, R: Repr>(g: &Geometry, es: &[R::Entry]) {
-    if B::CHECKED {
-        if let Err(e) = try_check_owned_all::<B, R>(g, es) {
-            panic!("idxpool: {e}")
-        }
+    if B::CHECKED && !all_owned::<R>(g, es) {
+        foreign_panic_any::<R>(g, es)
     }
+}
+
+/// True when every entry of `es` lies in the pool's range (the reduction of
+/// [`check_owned_all`]).
+#[inline(always)]
+fn all_owned<R: Repr>(g: &Geometry, es: &[R::Entry]) -> bool {
+    // The OR of the ranks of `es`, with no loop for bursts up to 64: the first k and the last
+    // k entries with k < n <= 2k (overlapping halves, as `copy_entries` copies them), so a
+    // short burst costs a few ORs and no loop control (a plain loop cost 14 instructions per
+    // put of one handle, callgrind, BENCHMARKS.md "Run-time pools").
+    #[inline(always)]
+    fn or_of<R: Repr, const K: usize>(g: &Geometry, es: &[R::Entry]) -> u32 {
+        let n = es.len();
+        let mut acc = 0u32;
+        for i in 0..K {
+            acc |= R::rank(g, es[i]) | R::rank(g, es[n - K + i]);
+        }
+        acc
+    }
+    let n = es.len();
+    let acc = match n {
+        0 => 0,
+        1..=2 => or_of::<R, 1>(g, es),
+        3..=4 => or_of::<R, 2>(g, es),
+        5..=8 => or_of::<R, 4>(g, es),
+        9..=16 => or_of::<R, 8>(g, es),
+        17..=32 => or_of::<R, 16>(g, es),
+        33..=64 => or_of::<R, 32>(g, es),
+        _ => es.iter().fold(0u32, |m, &e| m | R::rank(g, e)),
+    };
+    acc < g.span
 }
 
 /// `Ok` when every entry of `es` lies in the pool's range (always, for brands); else the
@@ -146,20 +177,28 @@ pub(crate) fn try_check_owned_all<B: Brand, R: Repr>(
     g: &Geometry,
     es: &[R::Entry],
 ) -> Result<(), PoolError> {
-    if B::CHECKED {
-        let mut bad = false;
-        for &e in es {
-            bad |= !R::owns(g, e);
-        }
-        if bad {
-            let e = es
-                .iter()
-                .find(|&&e| !R::owns(g, e))
-                .expect("a foreign entry");
-            return Err(foreign_error::<R>(g, *e));
-        }
+    if B::CHECKED && !all_owned::<R>(g, es) {
+        return Err(first_foreign::<R>(g, es));
     }
     Ok(())
+}
+
+/// The error for the first entry of `es` outside the pool's range (cold).
+#[cold]
+#[inline(never)]
+fn first_foreign<R: Repr>(g: &Geometry, es: &[R::Entry]) -> PoolError {
+    let e = es
+        .iter()
+        .find(|&&e| !R::owns(g, e))
+        .expect("a foreign entry");
+    foreign_error::<R>(g, *e)
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn foreign_panic_any<R: Repr>(g: &Geometry, es: &[R::Entry]) -> ! {
+    panic!("idxpool: {}", first_foreign::<R>(g, es))
 }
 
 /// The error for entry `e`, which lies outside the range of the pool of `g`: names the pool
@@ -544,7 +583,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[inline]
     #[track_caller]
     pub fn put(&self, h: H<T, B, R>) {
-        self.put_via(|| self.thread_cache_mut(), &[h]);
+        self.put_via(&self.geometry, || self.thread_cache_mut(), &[h]);
     }
 
     /// [`Pool::put`] that gives a foreign handle back (`Err(h)`) instead of panicking.
@@ -581,7 +620,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Returns every handle of `handles` (left empty); always succeeds (rte_mempool_put_bulk).
     pub fn put_bulk(&self, handles: &mut Vec<H<T, B, R>>) {
         let n = handles.len();
-        self.put_vec_tail_via(|| self.thread_cache_mut(), handles, n);
+        self.put_vec_tail_via(&self.geometry, || self.thread_cache_mut(), handles, n);
     }
 
     /// Flushes the calling thread's cache into the ring (rte_mempool_cache_flush). Other
@@ -737,18 +776,20 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 
     /// Puts the handles of `hs` through the token `token` returns, after the identity check
-    /// of run-time pools and the debug hook (which may panic: before the token exists).
+    /// of run-time pools (against `g`: the pool's geometry, or a cache's copy of it, which the
+    /// compiler keeps in registers across a loop) and the debug hook (which may panic: before the token exists).
     /// Ownership of their objects passes to the cache: the caller forgets the handles (they
     /// have no destructor). The fit (no flush) is inlined and returns on its own, as for gets.
     #[inline(always)]
     #[track_caller]
     pub(crate) fn put_via<'c, C: Token<'c, R::Entry>>(
         &self,
+        g: &Geometry,
         token: impl FnOnce() -> C,
         hs: &[H<T, B, R>],
     ) {
         let src = entries_of(hs);
-        check_owned_all::<B, R>(&self.geometry, src);
+        check_owned_all::<B, R>(g, src);
         self.debug_put(hs);
         token().cm().put(src);
     }
@@ -759,6 +800,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[track_caller]
     pub(crate) fn put_vec_tail_via<'c, C: Token<'c, R::Entry>>(
         &self,
+        g: &Geometry,
         token: impl FnOnce() -> C,
         v: &mut Vec<H<T, B, R>>,
         n: usize,
@@ -769,7 +811,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
         // bulk 1 (callgrind, BENCHMARKS.md issue 14).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
-        self.put_via(token, tail);
+        self.put_via(g, token, tail);
         // SAFETY: the tail's handles were moved into the cache above (handles have no drop).
         unsafe { v.set_len(len - n) };
     }

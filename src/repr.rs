@@ -136,7 +136,16 @@ pub unsafe trait Repr: 'static + Sized {
     fn space_needed(stride: usize, capacity: u32) -> Option<u64>;
     /// True when `e` lies in the pool's range of the handle space (`lo .. lo + span`): the one
     /// compare of a run-time pool's access. Says nothing for [`Pointer`] (always true).
-    fn owns(g: &Geometry, e: Self::Entry) -> bool;
+    #[inline(always)]
+    fn owns(g: &Geometry, e: Self::Entry) -> bool {
+        Self::rank(g, e) < g.span
+    }
+    /// The place of `e` in the pool's block of the handle space: `entry ^ e0`, where the block
+    /// is `e0 .. e0 + span` with `span` a power of two and `e0` a multiple of it (space.rs),
+    /// so `rank < span` is the range check, and the OR of the ranks of a burst checks the
+    /// whole burst (an OR reduction, which vectorises to two instructions per four entries).
+    /// 0 for [`Pointer`].
+    fn rank(g: &Geometry, e: Self::Entry) -> u32;
     /// The raw value (`entry - 1`) of a 4-byte entry in the handle space; `u32::MAX` (no
     /// value of the space) for [`Pointer`]. For messages about foreign handles.
     fn raw(e: Self::Entry) -> u32;
@@ -224,8 +233,8 @@ unsafe impl Repr for Offset {
         Some(capacity as u64 * (stride / OFFSET_SCALE) as u64)
     }
     #[inline(always)]
-    fn owns(g: &Geometry, e: NonZeroU32) -> bool {
-        (e.get() - 1).wrapping_sub(g.lo) < g.span
+    fn rank(g: &Geometry, e: NonZeroU32) -> u32 {
+        e.get() ^ g.lo.wrapping_add(1)
     }
     fn raw(e: NonZeroU32) -> u32 {
         e.get() - 1
@@ -284,8 +293,8 @@ unsafe impl Repr for Index {
         Some(capacity as u64)
     }
     #[inline(always)]
-    fn owns(g: &Geometry, e: NonZeroU32) -> bool {
-        (e.get() - 1).wrapping_sub(g.lo) < g.span
+    fn rank(g: &Geometry, e: NonZeroU32) -> u32 {
+        e.get() ^ g.lo.wrapping_add(1)
     }
     fn raw(e: NonZeroU32) -> u32 {
         e.get() - 1
@@ -337,8 +346,8 @@ unsafe impl Repr for Pointer {
         None
     }
     #[inline(always)]
-    fn owns(_g: &Geometry, _e: ObjPtr) -> bool {
-        true
+    fn rank(_g: &Geometry, _e: ObjPtr) -> u32 {
+        0
     }
     fn raw(_e: ObjPtr) -> u32 {
         u32::MAX

@@ -1,6 +1,15 @@
 //! The process-wide handle space of run-time pools ([`crate::brand::Runtime`]): every run-time
-//! pool owns a disjoint range of the 32-bit raw entry values (`entry - 1`), so that its handle
-//! is the 4-byte cache entry itself and a handle of another pool fails one range check.
+//! pool owns a disjoint block of the 32-bit entry values, so that its handle is the 4-byte
+//! cache entry itself and a handle of another pool fails one range check.
+//!
+//! Blocks are powers of two, aligned to their size (a buddy-style allocation): the entries of
+//! a pool are `e0 .. e0 + 2^k` with `e0` a multiple of `2^k`, so `e ^ e0 < 2^k` is the check of
+//! one handle and the OR of `e ^ e0` over a burst checks the whole burst (an OR reduction:
+//! two vector instructions per four entries, against a max reduction that SSE2 must emulate).
+//! The price is up to half of a block unused: the space (entries `1 .. 2^32`, 32 GiB of
+//! regions at 8 bytes per offset entry) holds at least 16 GiB of live run-time regions, and one
+//! pool at most a block of 2^31 entries (16 GiB with offset entries; index entries need only
+//! `capacity`).
 //!
 //! This is VPP's buffer-index space: one index space over every buffer pool of the process,
 //! each pool a disjoint part of it. Here the space is only the numbering, not the addresses:
@@ -25,9 +34,12 @@ use std::sync::Mutex;
 
 use crate::error::PoolError;
 
-/// Raw entry values in the space: `0 ..= u32::MAX - 1`.
+/// Entry values of the space: `1 ..= u32::MAX` (entry 0 never names an object).
 pub(crate) const SPACE: u64 = u32::MAX as u64;
+/// The largest block: 2^31 entries (a block of 2^32 would contain entry 0).
+pub(crate) const MAX_BLOCK: u64 = 1 << 31;
 
+/// Everything below is in entry units (`raw + 1`).
 struct Table {
     /// Free ranges by start: `start -> len`, disjoint, merged with their neighbours.
     free: BTreeMap<u64, u64>,
@@ -51,30 +63,37 @@ fn table() -> std::sync::MutexGuard<'static, Table> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .free
-            .insert(0, SPACE);
+            .insert(1, SPACE);
     });
     TABLE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A pool's range of the handle space: raw entries `lo .. lo + span`.
+/// A pool's block of the handle space: raw entries `lo .. lo + span` (entries `lo + 1 ..`),
+/// `span` a power of two and `lo + 1` a multiple of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Range {
     pub(crate) lo: u32,
     pub(crate) span: u32,
 }
 
-/// Claims `need` raw entries for the pool `name` (first fit, lowest address).
+/// Claims a block of at least `need` entries for the pool `name` (the lowest aligned block of
+/// the next power of two that fits).
 ///
 /// # Errors
-/// [`PoolError::HandleSpaceExhausted`] when no free range holds `need` entries.
+/// [`PoolError::HandleSpaceExhausted`] when no free range holds an aligned block of that size
+/// (or `need` exceeds the largest block, 2^31 entries).
 pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
     let mut t = table();
-    let found = t
-        .free
-        .iter()
-        .find(|&(_, &len)| len >= need && need > 0)
-        .map(|(&start, &len)| (start, len));
-    let Some((start, len)) = found else {
+    let block = need.max(1).next_power_of_two();
+    let found = (block <= MAX_BLOCK)
+        .then(|| {
+            t.free.iter().find_map(|(&start, &len)| {
+                let at = start.next_multiple_of(block);
+                (at + block <= start + len).then_some((start, len, at))
+            })
+        })
+        .flatten();
+    let Some((start, len, at)) = found else {
         let largest_free = t.free.values().copied().max().unwrap_or(0);
         let quarantined = t.quarantined.values().map(|(l, _)| *l).sum();
         return Err(PoolError::HandleSpaceExhausted {
@@ -84,14 +103,17 @@ pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
         });
     };
     t.free.remove(&start);
-    if len > need {
-        t.free.insert(start + need, len - need);
+    if at > start {
+        t.free.insert(start, at - start);
     }
-    t.live.insert(start, (need, name.to_owned()));
-    // start + need <= SPACE = u32::MAX: both fit in u32.
+    if start + len > at + block {
+        t.free.insert(at + block, start + len - (at + block));
+    }
+    t.live.insert(at, (block, name.to_owned()));
+    // 1 <= at and at + block <= 2^32: the raw start and the block size fit in u32.
     Ok(Range {
-        lo: start as u32,
-        span: need as u32,
+        lo: (at - 1) as u32,
+        span: block as u32,
     })
 }
 
@@ -99,7 +121,7 @@ pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
 /// process (objects still out: their handles must never meet another pool).
 pub(crate) fn release(r: Range, all_home: bool) {
     let mut t = table();
-    let start = r.lo as u64;
+    let start = r.lo as u64 + 1;
     let Some((len, name)) = t.live.remove(&start) else {
         debug_assert!(false, "released a range that is not live");
         return;
@@ -128,7 +150,7 @@ pub(crate) fn release(r: Range, all_home: bool) {
 /// pool does (for the foreign-handle message; cold path only).
 pub(crate) fn describe(raw: u32) -> String {
     let t = table();
-    let raw = raw as u64;
+    let raw = raw as u64 + 1; // entry units
     let find = |m: &BTreeMap<u64, (u64, String)>| {
         m.range(..=raw)
             .next_back()
@@ -140,7 +162,7 @@ pub(crate) fn describe(raw: u32) -> String {
     } else if let Some(n) = find(&t.quarantined) {
         format!("'{n}' (dropped)")
     } else {
-        format!("no live pool (raw entry {raw})")
+        format!("no live pool (raw entry {})", raw - 1)
     }
 }
 
@@ -148,7 +170,7 @@ pub(crate) fn describe(raw: u32) -> String {
 pub(crate) fn name_of(r: Range) -> String {
     let t = table();
     t.live
-        .get(&(r.lo as u64))
+        .get(&(r.lo as u64 + 1))
         .map(|(_, n)| format!("'{n}'"))
         .unwrap_or_else(|| format!("range {}", r.lo))
 }
@@ -170,7 +192,10 @@ mod tests {
     fn claims_are_disjoint_and_come_back_merged() {
         let a = claim(1000, "a").unwrap();
         let b = claim(500, "b").unwrap();
-        let (a_end, b_end) = (a.lo as u64 + 1000, b.lo as u64 + 500);
+        // Power-of-two blocks aligned to their size (entries lo + 1 ..).
+        assert_eq!((a.span, b.span), (1024, 512));
+        assert_eq!(((a.lo + 1) % 1024, (b.lo + 1) % 512), (0, 0));
+        let (a_end, b_end) = (a.lo as u64 + 1024, b.lo as u64 + 512);
         assert!(a_end <= b.lo as u64 || b_end <= a.lo as u64, "{a:?} {b:?}");
         assert!(describe(a.lo + 999).contains("'a'"));
         assert!(describe(b.lo).contains("'b'"));
@@ -178,6 +203,13 @@ mod tests {
         release(b, true);
         let c = claim(1500, "c").unwrap();
         release(c, true);
+        // The largest block, and one more entry than it.
+        let big = claim(MAX_BLOCK, "big");
+        if let Ok(r) = big {
+            assert_eq!((r.lo as u64 + 1, r.span as u64), (MAX_BLOCK, MAX_BLOCK));
+            release(r, true);
+        }
+        assert!(claim(MAX_BLOCK + 1, "too big").is_err());
     }
 
     #[test]
