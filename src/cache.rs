@@ -715,6 +715,35 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         true
     }
 
+    /// The put of a run-time pool: as [`CacheMut::put`], with the identity check of every
+    /// entry (`rank(e) < span`) fused into the fast path's copy (the copied entries lie above
+    /// `len` and are published only if the check passes), and made before anything moves on
+    /// the slow path. Returns false, with nothing changed, when an entry fails the check; the
+    /// caller reports it after the token is gone.
+    #[inline(always)]
+    pub(crate) fn put_checked(&mut self, src: &[E], rank: impl Fn(E) -> u32, span: u32) -> bool {
+        let n = src.len();
+        if n <= self.fill_limit - self.len {
+            // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
+            let or = unsafe {
+                crate::repr::copy_entries_or(src.as_ptr(), self.objs.add(self.len), n, rank)
+            };
+            if or >= span {
+                return false; // written above len only: nothing published, nothing moved
+            }
+            self.len += n;
+            self.publish();
+            self.count(Counter::PutBulk, 1);
+            self.count(Counter::PutObjs, n);
+            return true;
+        }
+        if src.iter().fold(0, |m, &e| m | rank(e)) >= span {
+            return false;
+        }
+        self.cold(|c| c.put_slow(src));
+        true
+    }
+
     #[cold]
     #[inline(never)]
     fn put_slow(&mut self, src: &[E]) {

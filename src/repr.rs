@@ -603,6 +603,68 @@ pub(crate) unsafe fn copy_entries<E: Copy>(src: *const E, dst: *mut E, n: usize)
     }
 }
 
+/// [`copy_entries`] that also returns the OR of `rank(e)` over the copied entries, computed
+/// from the values the copy loads (the identity check of run-time pools fused into the put's
+/// copy: a few ALU operations per chunk instead of a second pass with its own dispatch on `n`).
+///
+/// # Safety
+/// As [`copy_entries`].
+#[inline(always)]
+pub(crate) unsafe fn copy_entries_or<E: Copy>(
+    src: *const E,
+    dst: *mut E,
+    n: usize,
+    rank: impl Fn(E) -> u32,
+) -> u32 {
+    // SAFETY: (whole body) every read and write stays within [0, n) of both ranges, which the
+    // caller guarantees valid and disjoint; `[E; K]` reads and writes are unaligned-safe.
+    unsafe {
+        if n == 1 {
+            let e = src.read();
+            dst.write(e);
+            return rank(e);
+        }
+        if n > 64 {
+            std::ptr::copy_nonoverlapping(src, dst, n);
+            let mut acc = 0;
+            for i in 0..n {
+                acc |= rank(src.add(i).read());
+            }
+            return acc;
+        }
+        macro_rules! halves {
+            ($k:literal) => {{
+                let a = src.cast::<[E; $k]>().read_unaligned();
+                let b = src.add(n - $k).cast::<[E; $k]>().read_unaligned();
+                dst.cast::<[E; $k]>().write_unaligned(a);
+                dst.add(n - $k).cast::<[E; $k]>().write_unaligned(b);
+                let mut acc = 0;
+                for i in 0..$k {
+                    acc |= rank(a[i]) | rank(b[i]);
+                }
+                acc
+            }};
+        }
+        if n <= 2 {
+            if n == 2 {
+                halves!(1)
+            } else {
+                0
+            }
+        } else if n <= 4 {
+            halves!(2)
+        } else if n <= 8 {
+            halves!(4)
+        } else if n <= 16 {
+            halves!(8)
+        } else if n <= 32 {
+            halves!(16)
+        } else {
+            halves!(32)
+        }
+    }
+}
+
 #[cfg(test)]
 mod copy_tests {
     #[test]
@@ -614,6 +676,13 @@ mod copy_tests {
             unsafe { super::copy_entries(src.as_ptr(), dst.as_mut_ptr(), n) };
             assert_eq!(&dst[..n], &src[..]);
             assert_eq!(dst[n], u32::MAX, "no write past n");
+            // The fused form: same copy, and the OR of the ranks.
+            let mut dst2 = vec![u32::MAX; n + 1];
+            // SAFETY: as above.
+            let or = unsafe { super::copy_entries_or(src.as_ptr(), dst2.as_mut_ptr(), n, |e| e) };
+            assert_eq!(&dst2[..n], &src[..]);
+            assert_eq!(dst2[n], u32::MAX, "no write past n");
+            assert_eq!(or, src.iter().fold(0, |m, &e| m | e), "n = {n}");
         }
     }
 }
