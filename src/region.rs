@@ -118,7 +118,7 @@ enum Mapping {
 
 /// One contiguous, zero-filled, writable mapping of at least `len` bytes starting at an address
 /// aligned to `align`.
-pub struct Region {
+pub(crate) struct Region {
     base: NonNull<u8>,
     len: usize,
     mapping: Mapping,
@@ -344,15 +344,9 @@ impl Region {
     }
 
     /// Usable length in bytes (as requested; the mapping may be longer).
-    #[inline]
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Always false: a region holds at least one byte.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Backing and fallbacks.
