@@ -156,8 +156,12 @@ fn main() {
                     ((probe as f64) * (ms as f64 / 1000.0) / s) as u64
                 };
                 let mut rates = [Vec::new(), Vec::new(), Vec::new()];
-                for _ in 0..reps.max(1) {
-                    for (k, rate) in rates.iter_mut().enumerate() {
+                for rep in 0..reps.max(1) {
+                    // The order rotates every repetition (branded, branded', runtime; then
+                    // runtime first, ...), so no contender always runs first or last.
+                    for i in 0..3 {
+                        let k = (i + rep) % 3;
+                        let rate = &mut rates[k];
                         let t = thread_cpu_time();
                         let n = match (k, touch) {
                             (0 | 1, false) => run_branded::<false>(&mut bc, bulk, keep, objs),
