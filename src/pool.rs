@@ -705,13 +705,12 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
     ) -> Result<usize, PoolError> {
         let len = out.len();
-        // Reserved by the caller; checked (never an allocation here, see above).
-        assert!(
-            out.capacity() - len >= n,
-            "idxpool: room reserved before the token"
-        );
-        // SAFETY: the assertion above: room for n entries after len; H is repr(transparent)
-        // over R::Entry, so the spare handles are spare entries.
+        // Reserved by the only caller, get_vec_via, right before it took its token (never an
+        // allocation here, see above).
+        debug_assert!(out.capacity() - len >= n, "idxpool: room reserved before the token");
+        // SAFETY: get_vec_via reserved room for n entries after len (`out.reserve(n)`, and
+        // nothing since has shrunk `out`); H is repr(transparent) over R::Entry, so the spare
+        // handles are spare entries.
         let dst = unsafe {
             std::slice::from_raw_parts_mut(
                 out.as_mut_ptr().add(len).cast::<MaybeUninit<R::Entry>>(),
