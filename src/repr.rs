@@ -41,6 +41,9 @@ pub struct Geometry {
     pub(crate) capacity: u32,
     /// First raw entry value (`entry - 1`) of this pool's range of the handle space.
     pub(crate) lo: u32,
+    /// `lo + 1` (wrapping): the first entry, against which `entry ^ e0 < span` checks a
+    /// run-time pool's handle (kept apart so the check needs no add).
+    pub(crate) e0: u32,
     /// Raw entry values this pool's range spans (the range check of run-time pools).
     pub(crate) span: u32,
     /// Bytes of one object of a byte-buffer pool (`Pool<[u8]>`: the slice length
@@ -75,6 +78,7 @@ impl Geometry {
             stride,
             capacity,
             lo,
+            e0: lo.wrapping_add(1),
             span,
             elem_len: stride,
         }
@@ -234,7 +238,7 @@ unsafe impl Repr for Offset {
     }
     #[inline(always)]
     fn rank(g: &Geometry, e: NonZeroU32) -> u32 {
-        e.get() ^ g.lo.wrapping_add(1)
+        e.get() ^ g.e0
     }
     fn raw(e: NonZeroU32) -> u32 {
         e.get() - 1
@@ -294,7 +298,7 @@ unsafe impl Repr for Index {
     }
     #[inline(always)]
     fn rank(g: &Geometry, e: NonZeroU32) -> u32 {
-        e.get() ^ g.lo.wrapping_add(1)
+        e.get() ^ g.e0
     }
     fn raw(e: NonZeroU32) -> u32 {
         e.get() - 1
