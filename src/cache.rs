@@ -922,6 +922,42 @@ mod tests {
         }
     }
 
+    /// The run-time pool's put (issue 23): the identity check fused into the fast path's copy,
+    /// and made before anything moves on the slow path. A failing entry changes nothing.
+    #[test]
+    fn put_checked_moves_nothing_when_an_entry_fails() {
+        let o = Owned::new(200, 8, FlushPolicy::Dpdk2607);
+        // rank = the entry itself, span 100: entries >= 100 are "foreign".
+        let rank = |e: u32| e;
+        let mut cm = o.cm();
+        for n in [1usize, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 100] {
+            let ring_before = o.r.count();
+            let len_before = cm.len();
+            let mut src: Vec<u32> = (0..n as u32).collect();
+            *src.last_mut().unwrap() = 150; // the last one is foreign
+            assert!(!cm.put_checked(&src, rank, 100), "n = {n}");
+            assert_eq!(
+                (cm.len(), o.r.count()),
+                (len_before, ring_before),
+                "n = {n}"
+            );
+        }
+        // A good put of each shape goes through (fast path, then the slow path's flush).
+        let mut got = vec![MaybeUninit::uninit(); 8];
+        cm.get(&mut got, Behavior::Bulk).unwrap();
+        // SAFETY: a successful bulk get wrote all 8.
+        let got: Vec<u32> = got
+            .into_iter()
+            .map(|e| unsafe { e.assume_init() })
+            .collect();
+        let (small, rest) = got.split_at(1);
+        assert!(cm.put_checked(small, |e| e % 200, 200));
+        assert!(cm.put_checked(rest, |e| e % 200, 200));
+        drop(cm);
+        o.flush();
+        assert_eq!(o.r.count(), 200, "every entry home");
+    }
+
     #[test]
     fn caches_are_two_cache_lines_apart() {
         // Issue 12: each thread's cache (written on every operation) on its own line pair.

@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::num::NonZeroU32;
 
-use crate::repr::{CompactRepr, DefaultRepr, Index, Repr};
+use crate::repr::{CompactRepr, DefaultRepr, Repr};
 
 /// Ownership of one object of a pool of identity `B`, stored as the pool's entry type
 /// `R::Entry`: `Handle<T>` is a handle of a run-time pool ([`crate::Runtime`], offset entries),
@@ -65,15 +65,6 @@ impl<T: ?Sized, B, R: Repr> Handle<T, B, R> {
     #[inline(always)]
     pub(crate) fn entry(&self) -> R::Entry {
         self.entry
-    }
-}
-
-impl<T: ?Sized, B> Handle<T, B, Index> {
-    /// 0-based index of the object in its pool (`0..capacity`); for any representation,
-    /// `pool.index_of(&h)`.
-    #[inline]
-    pub fn index(&self) -> u32 {
-        self.entry.get() - 1
     }
 }
 
@@ -146,14 +137,13 @@ mod tests {
     #[test]
     fn raw_round_trip() {
         // SAFETY: not used with any pool.
-        let h: Handle<u8, Unchecked, Index> = unsafe { Handle::from_raw(41) };
-        assert_eq!(h.index(), 41);
+        let h: Handle<u8, Unchecked, crate::Index> = unsafe { Handle::from_raw(41) };
         assert_eq!(h.into_raw(), 41);
         // SAFETY: as above.
         let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
         assert_eq!(h.into_raw(), 41);
         assert_eq!(
-            std::mem::size_of::<Option<Handle<u8, Unchecked, Index>>>(),
+            std::mem::size_of::<Option<Handle<u8, Unchecked, crate::Index>>>(),
             4
         );
     }

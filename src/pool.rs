@@ -707,7 +707,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let len = out.len();
         // Reserved by the only caller, get_vec_via, right before it took its token (never an
         // allocation here, see above).
-        debug_assert!(out.capacity() - len >= n, "idxpool: room reserved before the token");
+        debug_assert!(
+            out.capacity() - len >= n,
+            "idxpool: room reserved before the token"
+        );
         // SAFETY: get_vec_via reserved room for n entries after len (`out.reserve(n)`, and
         // nothing since has shrunk `out`); H is repr(transparent) over R::Entry, so the spare
         // handles are spare entries.
@@ -788,7 +791,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         hs: &[H<T, B, R>],
     ) {
         let src = entries_of(hs);
-        if B::CHECKED && !debug::DEBUG_CHECKS {
+        if B::CHECKED {
+            if debug::DEBUG_CHECKS {
+                // The debug hook marks objects free: check first, so that a foreign handle
+                // panics before any mark (the fused check below then passes).
+                check_owned_all::<B, R>(g, src);
+                self.debug_put(hs);
+            }
             // The identity check fused into the cache's copy; a failure changes nothing and is
             // reported here, after the token is gone (a panic runs user code: the hook).
             let ok = token().cm().put_checked(src, |e| R::rank(g, e), g.span);
@@ -797,7 +806,6 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             }
             return;
         }
-        check_owned_all::<B, R>(g, src);
         self.debug_put(hs);
         token().cm().put(src);
     }

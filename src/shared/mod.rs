@@ -150,7 +150,7 @@ impl<T> SharedHandle<T> {
     /// 0-based index of the object (`0..capacity`).
     #[inline]
     pub fn index(&self) -> u32 {
-        self.handle.index()
+        self.handle.entry().get() - 1
     }
 
     /// Serial of the attachment that minted the handle (process-local).
