@@ -13,6 +13,17 @@ use crate::ring::Behavior;
 
 /// Where every object of a quiescent pool is, as found by
 /// [`Pool::audit`](crate::Pool::audit).
+///
+/// ```
+/// use idxpool::{AuditReport, PoolBuilder};
+/// let mut pool = PoolBuilder::<u64>::with_default(64).cache_size(8).build()?;
+/// let h = pool.get()?;
+/// let r: AuditReport = pool.audit()?; // `&mut`: the pool is quiescent
+/// assert_eq!((r.capacity, r.in_use), (64, 1));
+/// assert_eq!(r.in_ring + r.in_caches, 63);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditReport {
     /// Objects in the pool.

@@ -37,6 +37,22 @@ use crate::error::PoolError;
 /// any time, and handles of the brand are only ever minted by that pool. When `CHECKED` is
 /// true, the pool claims its own range of the handle space at build and checks every handle
 /// against it (the crate does this for every pool whose identity sets it).
+///
+/// ```
+/// use idxpool::{Brand, Pool, PoolBuilder, PoolError, Runtime, Scoped};
+/// // Code written once for every identity.
+/// fn store<B: Brand>(pool: &Pool<u64, B>, v: u64) -> Result<u64, PoolError> {
+///     let mut h = pool.get()?;
+///     *pool.get_mut(&mut h) = v;
+///     let got = *pool.get_ref(&h);
+///     pool.put(h);
+///     Ok(got)
+/// }
+/// assert!(<Runtime as Brand>::CHECKED && !<Scoped<'static> as Brand>::CHECKED);
+/// assert_eq!(store(&PoolBuilder::with_default(8).build()?, 1)?, 1);
+/// assert_eq!(PoolBuilder::with_default(8).scoped(|p| store(&p, 2))??, 2);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub unsafe trait Brand {
     /// True for identities checked at run time ([`Runtime`]): every access, put and
     /// conversion compares the handle's entry with the pool's range of the handle space.
@@ -85,6 +101,17 @@ unsafe impl Brand for Runtime {
 ///
 /// # Safety
 /// `slot` must return the same `'static` slot on every call, and no other type may share it.
+///
+/// ```
+/// use idxpool::{NamedBrand, PoolBuilder};
+/// idxpool::brand!(Orders);
+/// assert!(!Orders::slot().is_live());
+/// let pool = PoolBuilder::<u64>::with_default(8).build_named::<Orders>()?;
+/// assert!(Orders::slot().is_live());
+/// drop(pool); // every object home: the brand is free again
+/// assert!(!Orders::slot().is_live() && !Orders::slot().is_retired());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub unsafe trait NamedBrand: Brand + 'static {
     /// The claim slot of this brand.
     fn slot() -> &'static BrandSlot;
@@ -92,6 +119,17 @@ pub unsafe trait NamedBrand: Brand + 'static {
 
 /// Claim state of a named brand (a process-wide static; std atomics even under loom, since
 /// it is `const`-initialised).
+///
+/// ```
+/// use idxpool::{NamedBrand, PoolBuilder};
+/// idxpool::brand!(Jobs);
+/// let pool = PoolBuilder::<u64>::with_default(8).build_named::<Jobs>()?;
+/// let _kept = pool.get()?; // still out when the pool is dropped
+/// drop(pool);
+/// assert!(Jobs::slot().is_retired()); // for good: `_kept` must never reach a new pool
+/// assert!(PoolBuilder::<u64>::with_default(8).build_named::<Jobs>().is_err());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Debug)]
 pub struct BrandSlot(AtomicUsize);
 
@@ -142,6 +180,23 @@ impl BrandSlot {
 /// The brand of a pool made by [`PoolBuilder::scoped`](crate::PoolBuilder::scoped): unique per
 /// call through the invariant lifetime `'id`, which no other pool and no `'static` context
 /// shares.
+///
+/// ```
+/// use idxpool::{Handle, Pool, PoolBuilder, Scoped};
+/// // Code over a scoped pool names its brand with a lifetime parameter.
+/// fn take<'id>(pool: &Pool<u64, Scoped<'id>>) -> Handle<u64, Scoped<'id>> {
+///     pool.get().unwrap()
+/// }
+/// let v = PoolBuilder::<u64>::with_default(8).scoped(|pool| {
+///     let mut h = take(&pool);
+///     *pool.get_mut(&mut h) = 42;
+///     let v = *pool.get_ref(&h);
+///     pool.put(h);
+///     v
+/// })?;
+/// assert_eq!(v, 42);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct Scoped<'id>(PhantomData<fn(&'id ()) -> &'id ()>);
 
 // SAFETY: each scoped() call introduces a fresh universally quantified 'id, so two scoped pools
@@ -151,6 +206,17 @@ unsafe impl Brand for Scoped<'_> {}
 /// The brand of pools built with the `unsafe`
 /// [`PoolBuilder::build_unchecked`](crate::PoolBuilder::build_unchecked): the compiler does not
 /// keep their handles apart; the caller does.
+///
+/// ```
+/// use idxpool::{Pool, PoolBuilder, Unchecked};
+/// // SAFETY: this is the only `Unchecked` pool of `u32`, and no handle outlives it.
+/// let pool: Pool<u32, Unchecked> = unsafe { PoolBuilder::with_default(16).build_unchecked()? };
+/// let mut h = pool.get()?;
+/// *pool.get_mut(&mut h) = 5;
+/// assert_eq!(*pool.get_ref(&h), 5);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub enum Unchecked {}
 
 // SAFETY: only reachable through an unsafe constructor whose contract forbids mixing handles.

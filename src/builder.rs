@@ -20,6 +20,16 @@ use crate::ring::RingFlags;
 pub const CACHE_LINE: usize = 64;
 
 /// How far apart objects are placed.
+///
+/// ```
+/// use idxpool::{PoolBuilder, StrideMode};
+/// assert_eq!(StrideMode::Auto.stride_for(2048, 8)?, 2112); // 33 lines: an odd count
+/// assert_eq!(StrideMode::Natural.stride_for(24, 8)?, 24);
+/// assert!(StrideMode::Bytes(20).stride_for(24, 8).is_err()); // smaller than the object
+/// let pool = PoolBuilder::<[u64; 3]>::with_default(8).stride(StrideMode::CacheLine).build()?;
+/// assert_eq!(pool.stride(), 64);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StrideMode {
     /// `size_of::<T>()` rounded up to the next power of two when it is below a cache line (so no
@@ -86,6 +96,17 @@ impl StrideMode {
 /// `'s` is a fresh, invariant lifetime per object (the initialiser is higher-ranked over it),
 /// so a `Written<'s>` proves that *this* object was written: it can be neither made up, nor
 /// kept from an earlier object, nor passed for another one (tests/ui/init_*.rs).
+///
+/// ```
+/// use idxpool::PoolBuilder;
+/// struct Big { id: u32, buf: [u8; 4096] }
+/// let mut pool = PoolBuilder::with_init(4, |i, slot| {
+///     slot.write(Big { id: i, buf: [0; 4096] }) // written in place, once per object
+/// })
+/// .build()?;
+/// assert!(pool.obj_iter().all(|(i, b)| b.id == i && b.buf[0] == 0));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct InitSlot<'s, T> {
     slot: &'s mut MaybeUninit<T>,
     /// Set by [`InitSlot::write`]: the builder's unwind guard then drops this object too when
@@ -96,6 +117,17 @@ pub struct InitSlot<'s, T> {
 
 /// Proof that the object of one [`InitSlot`] was initialised; made only by
 /// [`InitSlot::write`] and [`InitSlot::assume_init`]. Invariant in `'s`.
+///
+/// ```
+/// use idxpool::{InitSlot, PoolBuilder, Written};
+/// // The proof ties the initialiser's result to the slot it was given.
+/// fn init<'s>(i: u32, slot: InitSlot<'s, u64>) -> Written<'s> {
+///     slot.write(u64::from(i) * 10)
+/// }
+/// let mut pool = PoolBuilder::with_init(4, init).build()?;
+/// assert_eq!(pool.obj_iter().map(|(_, v)| *v).sum::<u64>(), 60);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[must_use = "return the proof from the initialiser"]
 pub struct Written<'s>(PhantomData<fn(&'s ()) -> &'s ()>);
 

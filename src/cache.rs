@@ -43,6 +43,19 @@ use crate::sync::{AtomicU32, Ordering};
 pub const CACHE_MAX_SIZE: u32 = 512;
 
 /// When a cache flushes to the common ring and how much it refills from it.
+///
+/// ```
+/// use idxpool::{FlushPolicy, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(1024)
+///     .cache_size(64)
+///     .policy(FlushPolicy::Classic)
+///     .build()?;
+/// assert_eq!(pool.policy(), FlushPolicy::Classic);
+/// assert_eq!(FlushPolicy::Classic.fill_limit(64), 96); // flushes above 1.5 x size
+/// assert!(FlushPolicy::Classic.validate(512, 600).is_err()); // 768 > 600 objects
+/// assert_eq!(FlushPolicy::from_name("aligned"), Some(FlushPolicy::SizeAligned));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FlushPolicy {
     /// DPDK 1.3 .. 26.03 (`rte_mempool_do_generic_put/get`): flush threshold `1.5 x size`; a put

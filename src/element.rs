@@ -24,6 +24,23 @@ use std::alloc::Layout;
 /// # Safety
 /// `from_addr(p, len)` must return a pointer to `p` whose metadata describes an object of
 /// `layout().size()` bytes (sized types) or of `len` bytes (`[u8]`).
+///
+/// ```
+/// use idxpool::{Element, Pool, PoolBuilder};
+/// // Code written once for pools of sized objects and of byte buffers.
+/// fn first_byte<T: ?Sized + Element>(pool: &Pool<T>) -> Result<u8, idxpool::PoolError> {
+///     let h = pool.get()?;
+///     // SAFETY: the handle owns the object, which is at least one initialised byte long.
+///     let b = unsafe { *pool.as_ptr(&h).cast::<u8>().as_ptr() };
+///     pool.put(h);
+///     Ok(b)
+/// }
+/// let fixed = PoolBuilder::<[u8; 64]>::with_fn(8, |_| [7; 64]).build()?;
+/// let bytes = PoolBuilder::bytes(8, 100, 8).build()?; // `Pool<[u8]>`, zero-filled
+/// assert_eq!((first_byte(&fixed)?, first_byte(&bytes)?), (7, 0));
+/// assert_eq!((fixed.object_size(), bytes.object_size()), (64, 100));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub unsafe trait Element {
     /// The layout of one object when the type fixes it (`None` for `[u8]`, whose length the
     /// builder takes).

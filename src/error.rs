@@ -14,6 +14,18 @@ use crate::region::Backing;
 /// of `get_array::<N>` sat at offset 4, between the error's 8-byte fields, and LLVM moved it
 /// through the stack in 8-byte pieces straddling two entries (store-forwarding stalls, up to
 /// -40% per `get_array`; BENCHMARKS.md, issue 14 section).
+///
+/// ```
+/// use idxpool::{PoolBuilder, PoolError};
+/// let pool = PoolBuilder::<u64>::with_default(2).cache_size(0).build()?;
+/// let mut hs = Vec::new();
+/// let err = pool.get_bulk(&mut hs, 3).unwrap_err();
+/// assert!(matches!(err, PoolError::Exhausted { requested: 3, .. }));
+/// assert!(hs.is_empty()); // nothing was taken
+/// let zero = PoolBuilder::<u64>::with_default(0).build();
+/// assert!(matches!(zero, Err(PoolError::InvalidConfig { .. })));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 #[repr(u64)]

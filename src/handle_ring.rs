@@ -88,6 +88,17 @@ use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 const LINE: usize = 64;
 
 /// How the consumer empties consumed slots.
+///
+/// ```
+/// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(128).build()?;
+/// let (tx, _rx) = HandleRing::new(&pool, 64, Zeroing::Batched)?;
+/// assert_eq!(tx.ring().batch(), 32); // two cache lines of 4-byte entries
+/// let (tx, _rx) = HandleRing::new(&pool, 64, Zeroing::Immediate)?;
+/// assert_eq!(tx.ring().batch(), 1);
+/// assert!(HandleRing::new(&pool, 64, Zeroing::BatchOf(0)).is_err());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Zeroing {
     /// Each consumed slot is emptied at once (batch 1): the naive ring.
@@ -121,6 +132,21 @@ mod sealed {
 /// An entry representation that a [`HandleRing`] can store in an atomic slot with an
 /// empty sentinel: [`Index`] and [`Offset`] (an `AtomicU32`, 0 = empty) and [`Pointer`] (an
 /// `AtomicPtr`, null = empty). Sealed.
+///
+/// ```
+/// use idxpool::handle_ring::{SlotRepr, Zeroing};
+/// use idxpool::{HandleRing, Index, Offset, Pointer, PoolBuilder};
+/// fn ring_ready<R: SlotRepr>() {}
+/// ring_ready::<Offset>();
+/// ring_ready::<Index>();
+/// ring_ready::<Pointer>();
+/// // Pointer entries take 8-byte slots: batches of 16 instead of 32.
+/// PoolBuilder::<u64>::with_default(64).repr::<Pointer>().scoped(|pool| {
+///     let (tx, _rx) = HandleRing::new(&pool, 64, Zeroing::Batched).unwrap();
+///     assert_eq!(tx.ring().batch(), 16);
+/// })?;
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub trait SlotRepr: Repr + sealed::Sealed {
     /// The atomic slot type.
     #[doc(hidden)]
@@ -202,6 +228,24 @@ impl SlotRepr for Pointer {
 /// bytes for offset and index entries (batches of 32) and 8 bytes for the pointer twin
 /// (batches of 16, as ptr_ring stores pointers). See the [module docs](self) for the algorithm
 /// and its guarantees.
+///
+/// ```
+/// use std::sync::Arc;
+/// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
+/// let pool = Arc::new(PoolBuilder::<u64>::with_default(64).build()?);
+/// let (mut tx, mut rx) = HandleRing::new(pool.clone(), 8, Zeroing::Batched)?;
+/// let mut h = pool.get()?;
+/// *pool.get_mut(&mut h) = 7;
+/// assert!(tx.produce(h).is_ok());
+/// let worker = std::thread::spawn(move || {
+///     let h = rx.consume().expect("produced before the spawn");
+///     let (pool, v) = (rx.ring().pool(), *rx.ring().pool().get_ref(&h));
+///     pool.put(h);
+///     v
+/// });
+/// assert_eq!(worker.join().unwrap(), 7);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct HandleRing<P: PoolRef>
 where
     P::R: SlotRepr,
@@ -376,6 +420,21 @@ where
 
 /// The producing half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
 /// Its position is private, on its own cache line.
+///
+/// ```
+/// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
+/// let pool = PoolBuilder::<u32>::with_default(64).build()?;
+/// let (mut tx, mut rx) = HandleRing::new(&pool, 2, Zeroing::Immediate)?;
+/// let mut hs = Vec::new();
+/// pool.get_bulk(&mut hs, 3)?;
+/// assert_eq!(tx.produce_burst(&mut hs), 2); // the ring holds 2: one stays in `hs`
+/// assert!(tx.is_full());
+/// let back = tx.produce(hs.pop().unwrap()).unwrap_err(); // full: the handle comes back
+/// pool.put(back);
+/// assert_eq!(rx.drain_into(&mut hs), 2);
+/// pool.put_bulk(&mut hs);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct Producer<P: PoolRef>
 where
     P::R: SlotRepr,
@@ -545,6 +604,20 @@ struct ConsPos {
 /// The consuming half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
 /// Its positions are private, on their own cache line. Dropping it empties the slots it has
 /// consumed but not yet emptied.
+///
+/// ```
+/// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
+/// let pool = PoolBuilder::<u32>::with_default(64).build()?;
+/// let (mut tx, mut rx) = HandleRing::new(&pool, 16, Zeroing::Immediate)?;
+/// let mut hs = Vec::new();
+/// pool.get_bulk(&mut hs, 4)?;
+/// assert!(tx.produce_bulk(&mut hs));
+/// assert!(!rx.consume_bulk(&mut hs, 5)); // all or nothing: only 4 are there
+/// assert!(rx.consume_bulk(&mut hs, 4));
+/// assert!(rx.consume().is_none());
+/// pool.put_bulk(&mut hs);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct Consumer<P: PoolRef>
 where
     P::R: SlotRepr,

@@ -32,6 +32,23 @@
 use std::sync::RwLock;
 
 /// What a pool dropped with objects still out reports.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use idxpool::{leaks::LeakReport, PoolBuilder};
+/// static SEEN: Mutex<Option<(usize, u32)>> = Mutex::new(None);
+/// idxpool::leaks::set_leak_hook(|r: &LeakReport<'_>| {
+///     if r.pool == "doc-leak-report" {
+///         *SEEN.lock().unwrap() = Some((r.outstanding, r.capacity));
+///     }
+/// });
+/// let pool = PoolBuilder::<u64>::with_default(8).name("doc-leak-report").build()?;
+/// let _kept = pool.get()?;
+/// drop(pool);
+/// assert_eq!(*SEEN.lock().unwrap(), Some((1, 8)));
+/// idxpool::leaks::clear_leak_hook();
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeakReport<'a> {

@@ -904,6 +904,19 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 }
 
 /// Converts handles of one pool to references; see [`Pool::resolver`].
+///
+/// ```
+/// let pool = idxpool::PoolBuilder::<[u32; 4]>::zeroed(64).build()?;
+/// let mut hs = Vec::new();
+/// pool.get_bulk(&mut hs, 8)?;
+/// let objs = pool.resolver(); // `Copy`: the base stays in registers
+/// for h in hs.iter_mut() {
+///     objs.get_mut(h)[0] += 1;
+/// }
+/// assert!(hs.iter().all(|h| objs.get_ref(h)[0] == 1));
+/// pool.put_bulk(&mut hs);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct Resolver<'p, T: ?Sized + Element, B, R: Repr> {
     geometry: Geometry,
     /// Borrows the pool for `'p`; invariant in `T` because `Pool` is.
@@ -1119,6 +1132,18 @@ impl<'p, T: ?Sized + Element, B: Brand, R: Repr> Resolver<'p, T, B, R> {
 /// The objects of a slice of handles as `&'a mut T`, in order; made by
 /// [`Resolver::get_mut_all`] (and the `get_mut_all` of pools and caches). Borrows the handles
 /// mutably and the pool for `'a`.
+///
+/// ```
+/// let pool = idxpool::PoolBuilder::<u32>::with_default(8).build()?;
+/// let mut hs = Vec::new();
+/// pool.get_bulk(&mut hs, 4)?;
+/// for (i, obj) in pool.get_mut_all(&mut hs).enumerate() {
+///     *obj = i as u32; // one `&mut u32` per handle, in order
+/// }
+/// assert_eq!(hs.iter().map(|h| *pool.get_ref(h)).collect::<Vec<_>>(), [0, 1, 2, 3]);
+/// pool.put_bulk(&mut hs);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct ObjectsMut<'a, T: ?Sized + Element, B, R: Repr> {
     objs: Resolver<'a, T, B, R>,
     hs: std::slice::IterMut<'a, H<T, B, R>>,

@@ -20,6 +20,16 @@ pub const HUGE_2M: usize = 2 << 20;
 pub const HUGE_1G: usize = 1 << 30;
 
 /// The memory behind a region.
+///
+/// ```
+/// use idxpool::{Backing, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(1024).build()?;
+/// let b: Backing = pool.backing().backing; // hugetlb 2 MiB, THP or 4 KiB pages
+/// assert!(b.page_size() >= 4096 && b.page_size().is_power_of_two());
+/// assert_eq!(Backing::Hugetlb2M.page_size(), 2 << 20);
+/// println!("{b}");
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backing {
     /// hugetlbfs pages of 2 MiB (`MAP_HUGETLB | MAP_HUGE_2MB`), reserved in
@@ -63,6 +73,16 @@ impl fmt::Display for Backing {
 }
 
 /// Which backing to use.
+///
+/// ```
+/// use idxpool::{Backing, BackingPolicy, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(64)
+///     .backing(BackingPolicy::Require(Backing::Pages4K)) // no fallback
+///     .build()?;
+/// assert_eq!(pool.backing().backing, Backing::Pages4K);
+/// assert!(pool.backing().fallbacks.is_empty());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum BackingPolicy {
     /// Try hugetlb 2 MiB, then THP, then 4 KiB pages; record why each skipped one failed.
@@ -75,6 +95,19 @@ pub enum BackingPolicy {
 }
 
 /// A backing that was tried and skipped, and why.
+///
+/// ```
+/// use idxpool::{Backing, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(64).build()?;
+/// let r = pool.backing();
+/// for fb in &r.fallbacks {
+///     assert!(fb.tried != r.backing && !fb.reason.is_empty());
+///     println!("{} skipped: {}", fb.tried, fb.reason);
+/// }
+/// // Nothing was skipped exactly when the first choice (hugetlb 2 MiB) was had.
+/// assert_eq!(r.fallbacks.is_empty(), r.backing == Backing::Hugetlb2M);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fallback {
     /// The backing that could not be had.
@@ -84,6 +117,16 @@ pub struct Fallback {
 }
 
 /// What a pool got: the backing, the fallbacks on the way, and the mapping's size.
+///
+/// ```
+/// use idxpool::{BackingReport, PoolBuilder};
+/// let pool = PoolBuilder::<[u8; 256]>::zeroed(1024).build()?;
+/// let r: &BackingReport = pool.backing();
+/// assert!(r.mapped_bytes >= 1024 * 256);
+/// assert_eq!(r.mapped_bytes % r.backing.page_size(), 0);
+/// println!("{r}"); // e.g. "THP (2097152 bytes mapped); hugetlb 2 MiB unavailable: ..."
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackingReport {
     /// The backing in use.

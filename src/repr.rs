@@ -25,6 +25,17 @@ use crate::error::PoolError;
 /// for run-time pools ([`crate::brand::Runtime`], `space.rs`), so that a run-time pool tells its
 /// handles from another pool's with one range check. `base0` and `obase0` fold `lo` in, so the
 /// conversion entry -> address is the same instruction whatever `lo` is.
+///
+/// ```
+/// // The geometry is the pool's own; it shows through the pool's accessors.
+/// let pool = idxpool::PoolBuilder::<[u64; 3]>::with_default(16).build()?;
+/// let h = pool.get()?;
+/// let i = pool.index_of(&h) as usize;
+/// let addr = pool.base().as_ptr() as usize + i * pool.stride(); // base + i x stride
+/// assert_eq!(pool.as_ptr(&h).as_ptr() as usize, addr);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Geometry {
     /// Address of object 0.
@@ -107,6 +118,20 @@ impl Geometry {
 /// For every `index < g.capacity`, `ptr(g, encode(g, index))` must equal
 /// `g.base + index * g.stride` and `index(g, encode(g, index)) == index`; distinct indices must
 /// give distinct entries. The pool relies on this to hand out non-aliasing objects.
+///
+/// ```
+/// use idxpool::{repr::Repr, Brand, Index, Pointer, Pool, PoolBuilder};
+/// fn entry_bytes<T, B: Brand, R: Repr>(_: &Pool<T, B, R>) -> usize {
+///     std::mem::size_of::<R::Entry>()
+/// }
+/// let offsets = PoolBuilder::<u64>::with_default(8).build()?; // the default: `Offset`
+/// let indices = PoolBuilder::<u64>::with_default(8).repr::<Index>().build()?;
+/// assert_eq!((entry_bytes(&offsets), entry_bytes(&indices)), (4, 4));
+/// assert_eq!(indices.repr_name(), Index::NAME);
+/// let ptr = PoolBuilder::<u64>::with_default(8).repr::<Pointer>().scoped(|p| entry_bytes(&p))?;
+/// assert_eq!(ptr, 8);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub unsafe trait Repr: 'static + Sized {
     /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
     /// `Option<Handle>` is as small as the handle.
@@ -162,6 +187,22 @@ pub type DefaultRepr = Offset;
 
 /// The 4-byte representations ([`Offset`], [`Index`]): entries are `NonZeroU32`, so a handle
 /// has a raw `u32` form (`into_raw` / `from_raw`) and `Option<Handle>` is 4 bytes. Sealed.
+///
+/// ```
+/// use idxpool::{repr::CompactRepr, Handle, PoolBuilder};
+/// // Any 4-byte handle has a raw `u32` form, e.g. to store in a foreign structure.
+/// fn stash<T, B, R: CompactRepr>(h: Handle<T, B, R>) -> u32 {
+///     h.into_raw()
+/// }
+/// let pool = PoolBuilder::<u64>::with_default(8).build()?;
+/// let raw = stash(pool.get()?);
+/// assert!(pool.check_raw(raw).is_ok());
+/// // SAFETY: `raw` comes from `into_raw` of a handle of this live pool, rebuilt once.
+/// let h = unsafe { Handle::from_raw(raw) };
+/// pool.put(h);
+/// assert_eq!(pool.in_use(), 0);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub trait CompactRepr: Repr<Entry = NonZeroU32> + sealed::Sealed {}
 impl CompactRepr for Index {}
 impl CompactRepr for Offset {}
@@ -196,6 +237,18 @@ pub const OFFSET_MAX_OBJECT_OFFSET: u64 = (u32::MAX as u64 - 1) * OFFSET_SCALE a
 ///
 /// The object index is still available ([`crate::Pool::index_of`]): `offset / stride`,
 /// a shift when the stride is a power of two, else a division.
+///
+/// ```
+/// use idxpool::{Handle, Offset, Pool, PoolBuilder, Runtime};
+/// let pool: Pool<[u8; 24], Runtime, Offset> = PoolBuilder::zeroed(16).build()?; // the default
+/// assert_eq!(pool.repr_name(), "offset");
+/// assert_eq!(pool.stride() % 8, 0); // offsets are counted in 8-byte units
+/// let h: Handle<[u8; 24]> = pool.get()?;
+/// assert_eq!(std::mem::size_of_val(&h), 4);
+/// assert!(pool.index_of(&h) < 16);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum Offset {}
 
@@ -269,6 +322,17 @@ unsafe impl Repr for Offset {
 /// 4-byte entries: `index + 1` as a `NonZeroU32`. The object is at `base0 + entry * stride`
 /// with `base0 = base - stride` precomputed, so the `+ 1` costs nothing on access (the same
 /// trick as DPDK's ptr_compress: a base plus a scaled 32-bit offset).
+///
+/// ```
+/// use idxpool::{Handle, Index, PoolBuilder, Runtime};
+/// let pool = PoolBuilder::<[u8; 100]>::zeroed(16).repr::<Index>().build()?;
+/// let h: Handle<[u8; 100], Runtime, Index> = pool.get()?;
+/// assert_eq!(pool.repr_name(), "index");
+/// assert_eq!(std::mem::size_of_val(&h), 4);
+/// assert!(pool.index_of(&h) < 16);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum Index {}
 
@@ -306,10 +370,36 @@ unsafe impl Repr for Index {
 }
 
 /// 8-byte entries: the object's address, as DPDK's pointer-based mempool stores them.
+///
+/// ```
+/// use idxpool::{Pointer, PoolBuilder};
+/// PoolBuilder::<[u8; 64]>::zeroed(16).repr::<Pointer>().scoped(|pool| {
+///     let mut h = pool.get().unwrap();
+///     pool.get_mut(&mut h)[0] = 9;
+///     assert_eq!(std::mem::size_of_val(&h), 8); // DPDK's 8-byte entries
+///     assert_eq!(pool.repr_name(), "pointer");
+///     pool.put(h);
+/// })?;
+/// // Run-time pools need 4-byte entries: pointer pools carry a brand.
+/// assert!(PoolBuilder::<[u8; 64]>::zeroed(16).repr::<Pointer>().build().is_err());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum Pointer {}
 
 /// An object pointer that may cross threads (the pool, not the pointer, owns the object).
+///
+/// ```
+/// use idxpool::{repr::{ObjPtr, Repr}, Pointer, PoolBuilder};
+/// assert_eq!(std::mem::size_of::<<Pointer as Repr>::Entry>(), 8);
+/// assert_eq!(std::mem::size_of::<Option<ObjPtr>>(), 8); // never null: a niche
+/// PoolBuilder::<u64>::with_default(8).repr::<Pointer>().scoped(|pool| {
+///     let h = pool.get().unwrap(); // holds an `ObjPtr`: the object's address
+///     assert_eq!(std::mem::size_of_val(&h), 8);
+///     pool.put(h);
+/// })?;
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(transparent)]
 pub struct ObjPtr(NonNull<u8>);

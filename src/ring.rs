@@ -24,6 +24,16 @@ use crate::repr::copy_entries;
 use crate::sync::{AtomicU32, Backoff, Ordering};
 
 /// Ring creation options (rte_ring's `RING_F_SP_ENQ`, `RING_F_SC_DEQ`, `RING_F_EXACT_SZ`).
+///
+/// ```
+/// use idxpool::ring::{Ring, RingFlags};
+/// let exact = RingFlags { exact_size: true, ..RingFlags::default() };
+/// assert_eq!(Ring::<u32>::new(100, exact)?.capacity(), 100);
+/// assert_eq!(Ring::<u32>::new(100, RingFlags::default())?.capacity(), 127);
+/// let spsc = RingFlags { single_producer: true, single_consumer: true, ..RingFlags::default() };
+/// assert_eq!(Ring::<u32>::new(8, spsc)?.flags(), spsc);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingFlags {
     /// Only one thread ever enqueues: no CAS on the producer head, no wait on its tail.
@@ -36,6 +46,14 @@ pub struct RingFlags {
 }
 
 /// Whether a transfer is all-or-nothing (bulk) or best-effort (burst).
+///
+/// ```
+/// use idxpool::ring::{Behavior, Ring, RingFlags};
+/// let ring = Ring::<u32>::new(4, RingFlags { exact_size: true, ..RingFlags::default() })?;
+/// assert_eq!(ring.enqueue(&[1, 2, 3, 4, 5], Behavior::Bulk).n, 0); // all or nothing
+/// assert_eq!(ring.enqueue(&[1, 2, 3, 4, 5], Behavior::Burst).n, 4); // as many as fit
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Behavior {
     /// Move exactly `n` entries or none.
@@ -54,6 +72,14 @@ enum Side {
 }
 
 /// Result of a ring transfer, with DPDK's out-values.
+///
+/// ```
+/// use idxpool::ring::{Behavior, Ring, RingFlags, Transfer};
+/// let ring = Ring::<u32>::new(4, RingFlags { exact_size: true, ..RingFlags::default() })?;
+/// let t: Transfer = ring.enqueue(&[1, 2, 3], Behavior::Burst);
+/// assert_eq!(t, Transfer { n: 3, remaining: 1 }); // 1 free slot left
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
     /// Entries moved.
@@ -72,6 +98,22 @@ struct HeadTail {
 /// The mutable state of a ring: producer and consumer head/tail counters, each pair on its own
 /// cache line. Plain `#[repr(C)]` atomics with no pointers, so it can live inside a shared
 /// mapping (see [`Ring::from_raw_parts`]).
+///
+/// ```
+/// use std::mem::MaybeUninit;
+/// use std::ptr::NonNull;
+/// use idxpool::ring::{Ring, RingFlags, RingState};
+/// let flags = RingFlags::default();
+/// let mut state = Box::new(RingState::new(0)); // e.g. inside a shared mapping
+/// let mut slots = vec![MaybeUninit::<u32>::uninit(); Ring::<u32>::slot_count(8, flags)?];
+/// let state_ptr = NonNull::from(&mut *state);
+/// let slots_ptr = NonNull::new(slots.as_mut_ptr()).unwrap();
+/// // SAFETY: `state` and `slots` outlive the ring and back no other ring.
+/// let ring = unsafe { Ring::from_raw_parts(state_ptr, slots_ptr, 8, flags)? };
+/// assert!(ring.enqueue_bulk(&[1, 2, 3]));
+/// assert_eq!(ring.count(), 3);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[repr(C)]
 pub struct RingState {
     prod: CachePadded<HeadTail>,
@@ -95,6 +137,20 @@ impl RingState {
 }
 
 /// A bounded lock-free MPMC (or SP/SC) ring of `Copy` entries.
+///
+/// ```
+/// use std::mem::MaybeUninit;
+/// use idxpool::ring::{Ring, RingFlags};
+/// let ring: Ring<u32> = Ring::new(4, RingFlags::default())?;
+/// assert_eq!((ring.capacity(), ring.size()), (7, 8)); // size - 1 usable
+/// assert!(ring.enqueue_bulk(&[1, 2, 3]));
+/// let mut out = [MaybeUninit::uninit(); 2];
+/// assert_eq!(ring.dequeue_burst(&mut out), 2);
+/// // SAFETY: dequeue_burst wrote the first 2 entries.
+/// assert_eq!(unsafe { [out[0].assume_init(), out[1].assume_init()] }, [1, 2]);
+/// assert_eq!(ring.count(), 1);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct Ring<E> {
     state: NonNull<RingState>,
     slots: NonNull<MaybeUninit<E>>,

@@ -11,6 +11,20 @@ use std::ops::AddAssign;
 ///
 /// Names follow DPDK: `*_bulk` counts calls, `*_objs` counts objects. "common pool" is the
 /// ring: `put_common_pool_*` are flushes into it, `get_common_pool_*` refills from it.
+///
+/// ```
+/// use idxpool::{PoolBuilder, Stats};
+/// let pool = PoolBuilder::<u64>::with_default(64).build()?;
+/// let h = pool.get()?;
+/// pool.put(h);
+/// let s: Stats = pool.stats();
+/// if Stats::COUNTING {
+///     assert_eq!((s.get_success_objs, s.put_objs), (1, 1));
+/// } else {
+///     assert_eq!(s, Stats::default()); // built without the `stats` feature
+/// }
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Put calls (single puts count as a bulk of 1).

@@ -16,6 +16,16 @@ use std::path::{Path, PathBuf};
 use crate::error::PoolError;
 
 /// The filesystem behind a shared region.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedBacking, SharedOptions, SharedPool};
+/// let name = format!("idxpool-doc-{}-backing", std::process::id());
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let b: SharedBacking = pool.backing(); // `File` only for regions at an explicit path
+/// assert!(matches!(b, SharedBacking::Hugetlbfs | SharedBacking::Shm));
+/// println!("{b}: {} byte pages", pool.page_size());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SharedBacking {
     /// A file on hugetlbfs: huge pages (the mount's page size, 2 MiB by default), reserved at
@@ -38,6 +48,16 @@ impl fmt::Display for SharedBacking {
 }
 
 /// Which filesystem a new shared region goes to.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
+/// use idxpool::shared::{SharedBacking, SharedBackingPolicy};
+/// let name = format!("idxpool-doc-{}-policy", std::process::id());
+/// let opts = SharedOptions::new().backing(SharedBackingPolicy::Require(SharedBacking::Shm));
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), opts)?;
+/// assert_eq!(pool.backing(), SharedBacking::Shm);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SharedBackingPolicy {
     /// hugetlbfs when one is mounted and can hold the region, else `/dev/shm`.

@@ -124,6 +124,22 @@ use crate::repr::Index;
 /// [`SharedPool::send`] it (the receiver mints its own handle). Dropping a handle instead of
 /// putting it back leaks the object until its attachment is gone and
 /// [`SharedPool::reclaim_in_use_of_dead`] runs.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedHandle, SharedOptions, SharedPool};
+/// let name = format!("idxpool-doc-{}-handle", std::process::id());
+/// let fp = fingerprint("[u8; 32]");
+/// let pool = SharedPool::<[u8; 32]>::create(&name, 16, fp, SharedOptions::new())?;
+/// let mut h: SharedHandle<[u8; 32]> = pool.get()?;
+/// assert!(h.index() < 16); // the same index in every process
+/// pool.get_mut(&mut h)[0] = 1;
+/// let raw = h.into_raw();
+/// // SAFETY: `raw` comes from `into_raw` of a handle minted by `pool`, rebuilt once.
+/// let h = unsafe { SharedHandle::from_raw(&pool, raw) };
+/// assert_eq!(pool.get_ref(&h)[0], 1);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[must_use = "dropping a handle leaks its object; put it back into its pool"]
 pub struct SharedHandle<T> {
     /// The core's handle code (entry `index + 1` in a `NonZeroU32`, raw conversions,
@@ -194,6 +210,20 @@ impl<T> PartialEq for SharedHandle<T> {
 impl<T> Eq for SharedHandle<T> {}
 
 /// Options of [`SharedPool::create`].
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
+/// let name = format!("idxpool-doc-{}-options", std::process::id());
+/// let opts = SharedOptions::new()
+///     .cache_size(16)
+///     .channels(2)
+///     .max_processes(4)
+///     .policy(idxpool::FlushPolicy::Classic);
+/// let pool = SharedPool::<[u32; 4]>::create(&name, 256, fingerprint("[u32; 4]"), opts)?;
+/// assert_eq!((pool.cache_size(), pool.channels(), pool.max_processes()), (16, 2, 4));
+/// assert_eq!(pool.policy(), idxpool::FlushPolicy::Classic);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct SharedOptions {
     /// `None`: the default, `min(32, capacity)`.

@@ -39,6 +39,14 @@ pub(crate) fn split_holder(id: u32) -> (u32, u32) {
 }
 
 /// A process as the shared pool records it: pid plus start time.
+///
+/// ```
+/// use idxpool::shared::ProcessId;
+/// let me = ProcessId::current()?;
+/// assert_eq!(me.pid, std::process::id());
+/// assert!(me.is_alive());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProcessId {
     /// The process id.

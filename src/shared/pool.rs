@@ -35,6 +35,21 @@ use crate::stats::Counter;
 /// removes the name (unless disabled), while attached processes keep working on their
 /// mappings. See the [module documentation](crate::shared) for the ownership model and what is
 /// recoverable when a process dies.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
+/// let name = format!("idxpool-doc-{}-pool", std::process::id());
+/// let fp = fingerprint("[u64; 8] v1");
+/// let pool = SharedPool::<[u64; 8]>::create(&name, 64, fp, SharedOptions::new())?;
+/// let other = SharedPool::<[u64; 8]>::attach(&name, fp)?; // as another process would
+/// let mut h = pool.get()?;
+/// pool.get_mut(&mut h)[0] = 42;
+/// pool.send(0, h); // channel 0
+/// let h = other.recv(0).expect("a handle");
+/// assert_eq!(other.get_ref(&h)[0], 42);
+/// other.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct SharedPool<T> {
     pub(crate) map: memmap2::MmapMut,
     pub(crate) base: NonNull<u8>,

@@ -11,6 +11,16 @@ use super::xring::{
 use super::{file, SharedPool};
 
 /// One claimed process slot, as [`SharedPool::processes`] reports it.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
+/// let name = format!("idxpool-doc-{}-slots", std::process::id());
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let me = pool.processes().into_iter().find(|p| p.is_self).expect("our slot");
+/// assert!(me.alive && !me.reclaiming);
+/// assert_eq!((me.slot, me.process), (pool.slot(), pool.process_id()));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessSlotInfo {
     /// Slot number.
@@ -31,6 +41,16 @@ pub struct ProcessSlotInfo {
 }
 
 /// What [`SharedPool::reclaim_dead`] did.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedOptions, ReclaimReport, SharedPool};
+/// let name = format!("idxpool-doc-{}-reclaim", std::process::id());
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let r: ReclaimReport = pool.reclaim_dead(); // e.g. after a peer was killed
+/// assert_eq!(r, ReclaimReport::default()); // no process of this region died
+/// println!("{r}");
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReclaimReport {
     /// Slots of dead processes freed.
@@ -57,6 +77,18 @@ impl fmt::Display for ReclaimReport {
 
 /// A census of every object of the region ([`SharedPool::audit`]). Exact only while no process
 /// operates on the pool; otherwise objects in flight show up as lost or as duplicates.
+///
+/// ```
+/// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
+/// let name = format!("idxpool-doc-{}-audit", std::process::id());
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let h = pool.get()?;
+/// let a = pool.audit(); // a `SharedAudit`
+/// assert!(a.is_consistent());
+/// assert_eq!((a.capacity, a.held_attached, a.accounted()), (64, 1, 64));
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SharedAudit {
     /// Number of objects.
