@@ -71,7 +71,7 @@ impl<T: ?Sized, B, R: Repr> Handle<T, B, R> {
 impl<T: ?Sized, B, R: CompactRepr> Handle<T, B, R> {
     /// Gives up the handle and returns its raw 32-bit form (`entry - 1`), e.g. to store it in
     /// a foreign structure or send it to another process mapping the same region: the object's
-    /// index for [`Index`] entries, its byte offset / 8 for offset entries (the default;
+    /// index for [`crate::Index`] entries, its byte offset / 8 for offset entries (the default;
     /// `pool.index_of(&h)` gives the index). The object stays in use until a handle made by
     /// [`Handle::from_raw`] is put back.
     #[inline]
