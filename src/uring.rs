@@ -507,6 +507,11 @@ where
         self.pool.pool()
     }
 
+    /// The pool as held (`&&Pool` or `&Arc<Pool>`), e.g. to clone the `Arc`.
+    pub fn pool_ref(&self) -> &P {
+        &self.pool
+    }
+
     /// The handle <-> `(bgid, bid)` mapping in use.
     pub fn bid_map(&self) -> BidMap {
         self.map
