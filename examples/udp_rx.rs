@@ -242,8 +242,12 @@ impl RawRing {
         // SAFETY: page-aligned memory of `entries` 16-byte slots, kept until after the ring
         // (dropped first by the receivers: declared before) is closed.
         unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(mem.as_ptr() as u64, entries as u16, bgid, 0)?
+            ring.submitter().register_buf_ring_with_flags(
+                mem.as_ptr() as u64,
+                entries as u16,
+                bgid,
+                0,
+            )?
         };
         Ok(RawRing {
             mem,
@@ -405,7 +409,10 @@ fn receiver_vec(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle<()> 
         std::hint::black_box(acc);
     });
     std::thread::spawn(move || {
-        let mut ring = IoUring::builder().setup_cqsize(8192).build(256).expect("io_uring");
+        let mut ring = IoUring::builder()
+            .setup_cqsize(8192)
+            .build(256)
+            .expect("io_uring");
         let mut slab = vec![0u8; LENT as usize * BUF];
         slab.iter_mut().step_by(4096).for_each(|b| *b = 1); // prefault, as the pool's
         let mut br = RawRing::new(&ring, LENT, 0).expect("buffer ring");
@@ -484,7 +491,10 @@ fn receiver_freelist(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle
         std::hint::black_box(acc);
     });
     std::thread::spawn(move || {
-        let mut ring = IoUring::builder().setup_cqsize(8192).build(256).expect("io_uring");
+        let mut ring = IoUring::builder()
+            .setup_cqsize(8192)
+            .build(256)
+            .expect("io_uring");
         let total = 2 * LENT as usize;
         let mut free: Vec<Box<[u8]>> = (0..total)
             .map(|_| vec![1u8; BUF].into_boxed_slice()) // written: prefaulted, as the pool's
@@ -552,7 +562,12 @@ fn receiver_freelist(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle
     })
 }
 
-fn sender(sock: UdpSocket, size: usize, ph: Arc<Phase>, slot: usize) -> std::thread::JoinHandle<()> {
+fn sender(
+    sock: UdpSocket,
+    size: usize,
+    ph: Arc<Phase>,
+    slot: usize,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         const N: usize = 32;
         let mut bufs = vec![vec![0xa5u8; size]; N];
@@ -650,7 +665,11 @@ fn run(v: Variant, size: usize, secs: f64) -> Cell {
     Cell {
         pps: got / wall,
         ns: ph.cpu_ns[slot].load(Ordering::Relaxed) as f64 / got,
-        drops: if sent > 0.0 { (1.0 - got / sent).max(0.0) } else { 0.0 },
+        drops: if sent > 0.0 {
+            (1.0 - got / sent).max(0.0)
+        } else {
+            0.0
+        },
         allocs: (a1 - a0) as f64 / got,
     }
 }
@@ -710,7 +729,12 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
-    let order = [Variant::Pool, Variant::Vec, Variant::FreeList, Variant::Pool];
+    let order = [
+        Variant::Pool,
+        Variant::Vec,
+        Variant::FreeList,
+        Variant::Pool,
+    ];
     let mut verdicts = Vec::new();
     for &size in &sizes {
         println!("\n{size} B datagrams");

@@ -92,7 +92,7 @@ const CANCEL_UD: u64 = u64::MAX;
 /// use idxpool::uring::BidMap;
 /// let m = BidMap::new(100_000, 32_768, 7)?;
 /// assert_eq!(m.groups(), 4);                        // 32768 + 32768 + 32768 + 1696
-/// assert_eq!(m.locate(70_000), Some((9, 70_000 - 65_536)));
+/// assert_eq!(m.locate(70_000), Some((9, 4_464))); // 70000 - 2 x 32768
 /// assert_eq!(m.index(9, 4_464), Some(70_000));
 /// assert_eq!(m.index(10, 1_696), None);             // the last group is short
 /// assert_eq!(m.group_len(3), 1_696);
@@ -624,7 +624,7 @@ where
             g.push(addr, len, bid);
             // The object is the kernel's now: the handle is given up (it has no destructor),
             // recorded by the lent bit just set.
-            std::mem::forget(h);
+            let _given_up = h.into_entry();
         }
         for g in &mut self.groups {
             if g.publish() {
@@ -719,8 +719,7 @@ where
                     self.lent -= 1;
                     returned += 1;
                     let index = g.first + u32::from(bid);
-                    let handle =
-                        Handle::from_entry(<P::R as Repr>::encode(&geometry, index));
+                    let handle = Handle::from_entry(<P::R as Repr>::encode(&geometry, index));
                     if res > 0 {
                         let len = res as u32;
                         if stamp {
@@ -788,7 +787,11 @@ where
     ) -> Result<usize, PoolError> {
         let before = out.len();
         self.cancel_where(|o| o.sock == sock.0)?;
-        while self.ops.iter().any(|o| o.sock == sock.0 && o.state == OpState::Cancelling) {
+        while self
+            .ops
+            .iter()
+            .any(|o| o.sock == sock.0 && o.state == OpState::Cancelling)
+        {
             self.enter(Some(Duration::from_millis(100)))?;
             self.reap(out);
         }
@@ -888,7 +891,8 @@ where
         }
         // 3. Every lent buffer back to the pool.
         let geometry = pool.geometry;
-        let mut back: Vec<Handle<P::T, P::B, P::R>> = discard.into_iter().map(|p| p.handle).collect();
+        let mut back: Vec<Handle<P::T, P::B, P::R>> =
+            discard.into_iter().map(|p| p.handle).collect();
         let mut n = 0usize;
         for g in &mut self.groups {
             for bid in g.lent_bids().collect::<Vec<_>>() {
@@ -1039,7 +1043,10 @@ mod tests {
         let pool = crate::PoolBuilder::<[u8; 32]>::zeroed(2).build().unwrap();
         let mut h = pool.get().unwrap();
         assert!(payload(&pool, &h, 2).is_err(), "headroom below 4");
-        assert!(payload(&pool, &h, 32).is_err(), "headroom not below the size");
+        assert!(
+            payload(&pool, &h, 32).is_err(),
+            "headroom not below the size"
+        );
         pool.get_mut(&mut h)[..4].copy_from_slice(&100u32.to_le_bytes());
         assert!(payload(&pool, &h, 8).is_err(), "length past the object");
         pool.get_mut(&mut h)[..4].copy_from_slice(&24u32.to_le_bytes());

@@ -23,7 +23,12 @@ const UNALIGNED_ADDR_BITS: u32 = 48;
 ///
 /// ```
 /// use idxpool::xdp::FrameMap;
-/// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(1024).build()?;
+/// use idxpool::StrideMode;
+/// // AF_XDP's aligned mode wants power-of-two frames: a natural stride (the default one pads
+/// // a 2 KiB object to an odd number of cache lines, 2112 bytes, which needs unaligned mode).
+/// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(1024)
+///     .stride(StrideMode::Natural)
+///     .build()?;
 /// let m = FrameMap::of_pool(&pool)?;
 /// assert!(m.aligned());
 /// assert_eq!(m.offset(3), Some(3 * 2048));
@@ -155,12 +160,18 @@ mod tests {
 
     #[test]
     fn a_pool_region_maps_onto_its_frames() {
-        let pool = crate::PoolBuilder::<[u8; 2048]>::zeroed(64).build().unwrap();
+        let pool = crate::PoolBuilder::<[u8; 2048]>::zeroed(64)
+            .build()
+            .unwrap();
         let m = FrameMap::of_pool(&pool).unwrap();
         let h = pool.get().unwrap();
         let i = pool.index_of(&h);
         let off = pool.as_ptr(&h).as_ptr() as u64 - pool.base().as_ptr() as u64;
-        assert_eq!(m.offset(i), Some(off), "frame offset = the object's offset in the region");
+        assert_eq!(
+            m.offset(i),
+            Some(off),
+            "frame offset = the object's offset in the region"
+        );
         assert_eq!(m.locate(off + 100).unwrap(), (i, 100));
         pool.put(h);
     }

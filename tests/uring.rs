@@ -103,7 +103,10 @@ fn received_datagrams_are_handles_with_their_bytes() {
     let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
     let id = rx.recv_multishot(sock.as_raw_fd()).unwrap();
     rx.poll(&mut Vec::new(), None).unwrap();
-    assert!(rx.lent() > 0 && rx.lent() <= 192, "lent up to 3/4 of the pool");
+    assert!(
+        rx.lent() > 0 && rx.lent() <= 192,
+        "lent up to 3/4 of the pool"
+    );
     assert_eq!(pool.lent_to_kernel(), rx.lent() as usize);
     conserved(&pool);
     let mut out = Vec::new();
@@ -126,7 +129,10 @@ fn received_datagrams_are_handles_with_their_bytes() {
     }
     let s = rx.stats();
     assert_eq!(s.packets, 250);
-    assert!(s.tail_publishes <= s.rearm_bursts, "one tail publish per burst (one group)");
+    assert!(
+        s.tail_publishes <= s.rearm_bursts,
+        "one tail publish per burst (one group)"
+    );
     assert_eq!(s.bad_completions, 0);
     drop(rx);
     assert_eq!(pool.lent_to_kernel(), 0);
@@ -169,9 +175,19 @@ fn the_ring_runs_dry_and_nothing_is_lost() {
             pool.put(p.handle);
         }
     }
-    assert_eq!(got, (0..40).collect::<Vec<u32>>(), "every datagram, once, in order");
-    assert!(rx.stats().recv_rearms >= 4, "the receive was armed again after each ENOBUFS");
-    assert_eq!(rx.sock_state(idxpool::uring::SockId(0)), Some(SockState::Open));
+    assert_eq!(
+        got,
+        (0..40).collect::<Vec<u32>>(),
+        "every datagram, once, in order"
+    );
+    assert!(
+        rx.stats().recv_rearms >= 4,
+        "the receive was armed again after each ENOBUFS"
+    );
+    assert_eq!(
+        rx.sock_state(idxpool::uring::SockId(0)),
+        Some(SockState::Open)
+    );
     drop(rx);
     assert!(pool.is_full());
 }
@@ -288,9 +304,15 @@ fn the_pool_may_be_dropped_while_the_kernel_holds_buffers() {
     }
     // (A Weak made only now: `audit` needs the receiver's Arc to be the only reference.)
     let weak = Arc::downgrade(rx.pool_ref());
-    assert!(weak.upgrade().is_some(), "the receiver keeps the pool alive");
+    assert!(
+        weak.upgrade().is_some(),
+        "the receiver keeps the pool alive"
+    );
     drop(rx);
-    assert!(weak.upgrade().is_none(), "the pool is gone with the receiver");
+    assert!(
+        weak.upgrade().is_none(),
+        "the pool is gone with the receiver"
+    );
     assert!(
         !LEAKS
             .lock()
@@ -322,7 +344,11 @@ fn several_buffer_groups_share_one_socket() {
     rx.recv_multishot(sock.as_raw_fd()).unwrap();
     rx.poll(&mut Vec::new(), None).unwrap();
     assert_eq!(rx.lent(), 64);
-    assert_eq!(rx.stats().tail_publishes, 4, "one publish per group for the burst");
+    assert_eq!(
+        rx.stats().tail_publishes,
+        4,
+        "one publish per group for the burst"
+    );
     let mut next = 0u32;
     for round in 0..3 {
         for _ in 0..64 {
@@ -341,7 +367,10 @@ fn several_buffer_groups_share_one_socket() {
         assert_eq!(per_group, [16; 4], "round {round}");
         let mut seqs: Vec<u32> = out.iter().map(|p| check(&rx, p)).collect();
         seqs.sort_unstable();
-        assert_eq!(seqs, ((round * 64)..(round * 64 + 64)).collect::<Vec<u32>>());
+        assert_eq!(
+            seqs,
+            ((round * 64)..(round * 64 + 64)).collect::<Vec<u32>>()
+        );
         for p in out {
             pool.put(p.handle);
         }
