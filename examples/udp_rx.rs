@@ -756,9 +756,12 @@ fn main() {
             "receiver", "packets/s", "CPU ns/pkt", "(rx part)", "drops", "allocs/pkt"
         );
         let mut cells: Vec<Vec<Cell>> = (0..order.len()).map(|_| Vec::new()).collect();
-        for _ in 0..reps {
-            for (k, &v) in order.iter().enumerate() {
-                cells[k].push(run(v, size, secs));
+        for rep in 0..reps {
+            // Each round starts one receiver later, so that no receiver always runs first or
+            // last (the machine's load drifts within a round).
+            for j in 0..order.len() {
+                let k = (j + rep) % order.len();
+                cells[k].push(run(order[k], size, secs));
             }
         }
         let med = |k: usize, f: fn(&Cell) -> f64| median(cells[k].iter().map(f).collect());
