@@ -399,6 +399,37 @@ struct Op {
 /// from provided-buffer rings (see the [module documentation](self)). `P` is how it holds the
 /// pool (`&Pool` or `Arc<Pool>`, [`PoolRef`]); the object type must be [`Pod`] (every byte
 /// pattern the kernel writes is a valid object), e.g. `[u8; 2048]`.
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{RxConfig, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?;
+/// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let mut rx = UringRx::new(&pool, RxConfig::default())?; // borrows the pool
+/// rx.recv_multishot(sock.as_raw_fd())?;
+/// rx.poll(&mut Vec::new(), None)?; // lends 48 buffers (3/4 of the pool), arms the receive
+/// assert_eq!(pool.lent_to_kernel(), 48);
+/// peer.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
+/// let mut packets = Vec::new();
+/// while packets.is_empty() {
+///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
+/// }
+/// let p = packets.pop().unwrap();
+/// assert_eq!(rx.bytes(&p), b"hello");
+/// assert_eq!(pool.lent_to_kernel(), 47); // the kernel used one buffer: now the packet's
+/// pool.put(p.handle);
+/// drop(rx); // cancels the receive, every lent buffer comes home
+/// assert!(pool.is_full());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub struct UringRx<P: PoolRef + Clone>
 where
     P::T: Pod,
