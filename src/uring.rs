@@ -397,8 +397,11 @@ struct Op {
 
 /// A receiver fed from a pool: an io_uring instance whose multishot receives pick pool objects
 /// from provided-buffer rings (see the [module documentation](self)). `P` is how it holds the
-/// pool (`&Pool` or `Arc<Pool>`, [`PoolRef`]); the object type must be [`Pod`] (every byte
-/// pattern the kernel writes is a valid object), e.g. `[u8; 2048]`.
+/// pool ([`PoolRef`]): an `Arc<Pool>`, or a `&'static Pool`. It must be `'static` because the
+/// kernel writes into the pool's region for as long as the io_uring instance lives, and a
+/// receiver passed to `mem::forget` (safe) never closes it: a leaked `Arc` keeps the pool
+/// mapped forever, a borrow of a shorter-lived pool would not. The object type must be [`Pod`]
+/// (every byte pattern the kernel writes is a valid object), e.g. `[u8; 2048]`.
 ///
 /// ```
 /// use std::net::UdpSocket;
@@ -410,10 +413,12 @@ struct Op {
 ///     println!("skipped: {why}");
 ///     return Ok(());
 /// }
-/// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?;
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
 /// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
 /// let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
-/// let mut rx = UringRx::new(&pool, RxConfig::default())?; // borrows the pool
+/// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?; // holds a clone of the Arc
 /// rx.recv_multishot(sock.as_raw_fd())?;
 /// rx.poll(&mut Vec::new(), None)?; // lends 48 buffers (3/4 of the pool), arms the receive
 /// assert_eq!(pool.lent_to_kernel(), 48);
@@ -430,7 +435,7 @@ struct Op {
 /// assert!(pool.is_full());
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
-pub struct UringRx<P: PoolRef + Clone>
+pub struct UringRx<P: PoolRef + Clone + 'static>
 where
     P::T: Pod,
 {
@@ -453,7 +458,7 @@ where
     pool: P,
 }
 
-impl<P: PoolRef + Clone> UringRx<P>
+impl<P: PoolRef + Clone + 'static> UringRx<P>
 where
     P::T: Pod,
 {
@@ -545,7 +550,7 @@ where
         self.pool.pool()
     }
 
-    /// The pool as held (`&&Pool` or `&Arc<Pool>`), e.g. to clone the `Arc`.
+    /// The pool as held (`&Arc<Pool>` or `&&'static Pool`), e.g. to clone the `Arc`.
     pub fn pool_ref(&self) -> &P {
         &self.pool
     }
@@ -900,7 +905,7 @@ impl<T: Pod, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
     }
 }
 
-impl<P: PoolRef + Clone> Drop for UringRx<P>
+impl<P: PoolRef + Clone + 'static> Drop for UringRx<P>
 where
     P::T: Pod,
 {
@@ -954,7 +959,7 @@ where
     }
 }
 
-impl<P: PoolRef + Clone> std::fmt::Debug for UringRx<P>
+impl<P: PoolRef + Clone + 'static> std::fmt::Debug for UringRx<P>
 where
     P::T: Pod,
 {
