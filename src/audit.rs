@@ -32,8 +32,11 @@ pub struct AuditReport {
     pub in_ring: usize,
     /// Free objects in caches.
     pub in_caches: usize,
-    /// Objects held by handles (`capacity - in_ring - in_caches`).
+    /// Objects held by handles (`capacity - in_ring - in_caches - lent_to_kernel`).
     pub in_use: usize,
+    /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
+    /// [`crate::uring`]; 0 without one): owned by neither a handle nor the pool.
+    pub lent_to_kernel: usize,
     /// `(label, objects)` per live cache.
     pub caches: Vec<(String, usize)>,
 }
@@ -42,11 +45,12 @@ impl fmt::Display for AuditReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "capacity={} in_ring={} in_caches={} in_use={} caches={}",
+            "capacity={} in_ring={} in_caches={} in_use={} lent_to_kernel={} caches={}",
             self.capacity,
             self.in_ring,
             self.in_caches,
             self.in_use,
+            self.lent_to_kernel,
             self.caches.len()
         )
     }
@@ -63,6 +67,17 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// # Errors
     /// [`PoolError::AuditFailed`] describing the first broken invariant.
     pub fn audit(&mut self) -> Result<crate::AuditReport, PoolError> {
+        self.audit_with_lent(None)
+    }
+
+    /// [`Pool::audit`], where `lent` (when given) lists the indices of every object lent to
+    /// the kernel: each must be named once, by the lender alone (not free, not twice), and
+    /// their number must be the pool's `kernel_lent` count.
+    #[cfg_attr(not(feature = "uring"), allow(dead_code))]
+    pub(crate) fn audit_with_lent(
+        &mut self,
+        lent: Option<&[u32]>,
+    ) -> Result<crate::AuditReport, PoolError> {
         // SAFETY: &mut self: no LocalCache of this pool is alive, so any still registered was
         // forgotten; its objects go back to the ring (issue 25).
         unsafe { self.core.reclaim_forgotten_caches() };
@@ -140,6 +155,30 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 }
             }
         }
+        let lent_to_kernel = self.lent_to_kernel();
+        if let Some(lent) = lent {
+            for &i in lent {
+                let i = i as usize;
+                if i >= cap {
+                    problem.get_or_insert(format!("kernel: index {i} out of range"));
+                } else if std::mem::replace(&mut seen[i], true) {
+                    problem.get_or_insert(format!("kernel: object {i} named twice"));
+                } else if self.states.is_free(i) == Some(true) {
+                    problem.get_or_insert(format!("kernel: object {i} marked free"));
+                }
+            }
+            if lent.len() != lent_to_kernel {
+                problem.get_or_insert(format!(
+                    "kernel: {} objects lent, counted {lent_to_kernel}",
+                    lent.len()
+                ));
+            }
+        }
+        if free + lent_to_kernel > cap {
+            problem.get_or_insert(format!(
+                "{free} free and {lent_to_kernel} lent to the kernel exceed the capacity {cap}"
+            ));
+        }
         if let Some(p) = problem {
             return Err(PoolError::AuditFailed(format!("pool {}: {p}", self.name())));
         }
@@ -147,7 +186,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             capacity: cap,
             in_ring,
             in_caches,
-            in_use: cap - free,
+            in_use: cap.saturating_sub(free + lent_to_kernel),
+            lent_to_kernel,
             caches: cache_lens,
         })
     }
@@ -190,9 +230,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
         let _ = writeln!(
             s,
-            "  available={} in_use={}",
+            "  available={} in_use={} lent_to_kernel={}",
             self.available(),
-            self.in_use()
+            self.in_use(),
+            self.lent_to_kernel()
         );
         if cfg!(feature = "stats") {
             let _ = writeln!(s, "  stats: {}", self.stats());

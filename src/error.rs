@@ -168,6 +168,16 @@ pub enum PoolError {
         /// Number of process slots in the region.
         slots: u32,
     },
+    /// A system call that feeds the kernel failed (feature `uring`: io_uring setup,
+    /// provided-buffer ring registration, submission); `op` names it.
+    #[error("{op} failed: {source}")]
+    Kernel {
+        /// The operation that failed (`io_uring_setup`, `register_buf_ring`, `submit`, ...).
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl PoolError {

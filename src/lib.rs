@@ -79,6 +79,9 @@ mod space;
 pub mod stats;
 mod sync;
 mod thread;
+#[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
+pub mod uring;
+pub mod xdp;
 
 pub use audit::AuditReport;
 pub use brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};

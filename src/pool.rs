@@ -37,6 +37,9 @@ pub(crate) struct PoolCore<E> {
     retired: Mutex<Stats>,
     /// What `stats_reset()` subtracts.
     baseline: Mutex<Stats>,
+    /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
+    /// `idxpool::uring`): neither free nor held by a handle. Written only by their lender.
+    pub(crate) kernel_lent: std::sync::atomic::AtomicUsize,
 }
 
 impl<E> PoolCore<E> {
@@ -66,6 +69,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             policy,
             retired: Mutex::new(Stats::default()),
             baseline: Mutex::new(Stats::default()),
+            kernel_lent: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 }
@@ -845,8 +849,27 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 
     /// Objects held by handles and by [`crate::LocalCache`]s (rte_mempool_in_use_count).
+    /// Objects lent to the kernel are not among them ([`Pool::lent_to_kernel`]), so
+    /// `available() + in_use() + lent_to_kernel() == capacity()` when quiescent.
     pub fn in_use(&self) -> usize {
-        self.capacity() as usize - self.available()
+        (self.capacity() as usize - self.available()).saturating_sub(self.lent_to_kernel())
+    }
+
+    /// Objects lent to the kernel now: published in an io_uring provided-buffer ring (feature
+    /// `uring`, [`crate::uring`]) and not yet back in a completion. They are neither free nor
+    /// held by a handle; the lender gives them back to the pool when it is dropped. Always 0
+    /// without such a lender. A snapshot while other threads work.
+    ///
+    /// ```
+    /// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).build()?;
+    /// assert_eq!(pool.lent_to_kernel(), 0);
+    /// assert_eq!(pool.available() + pool.in_use() + pool.lent_to_kernel(), 64);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn lent_to_kernel(&self) -> usize {
+        self.core
+            .kernel_lent
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True when every object is free (rte_mempool_full).

@@ -1,0 +1,1100 @@
+//! io_uring provided-buffer rings fed from a pool (feature **`uring`**): the kernel receives
+//! straight into pool objects, and every completion comes back as a [`Handle`].
+//!
+//! # Mechanism
+//!
+//! [`UringRx`] owns an io_uring instance, a [`crate::LocalCache`] of the pool and one
+//! provided-buffer ring (`IORING_REGISTER_PBUF_RING`) per **buffer group**:
+//!
+//! * **Groups.** A group is a run of consecutive pool indices: group `k` holds indices
+//!   `k x G .. (k + 1) x G` (the last one may be shorter), where `G`, the group size, is a power
+//!   of two of at most 32,768 ([`MAX_GROUP_SIZE`], the kernel's limit on a ring's entries; a
+//!   `bid` is 16 bits). Its buffer group id is `bgid_base + k`, and a buffer's id is **its index
+//!   within the group**: `bid = index - k x G` ([`BidMap`]). A pool of more than 32,768 buffers is
+//!   split into `ceil(capacity / G)` groups; each group's ring has `G` entries, so it can hold
+//!   every buffer of its group at once and never overflows. A receive is armed once per group on
+//!   each socket ([`UringRx::recv_multishot`]), so every lent buffer can be picked.
+//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: it takes up to a burst of handles
+//!   from its cache (one `get_burst`), writes one `(addr, len, bid)` entry per handle into its
+//!   group's ring, and publishes each touched ring's tail with **one** release store (at most
+//!   one tail publish per group per burst; one in all for pools of up to 32,768 buffers). The
+//!   handles are given up (their objects are now the kernel's): they are counted by
+//!   [`crate::Pool::lent_to_kernel`] and [`crate::AuditReport::lent_to_kernel`], and recorded
+//!   in a per-group bitmap of lent bids.
+//! * **Completions are handles.** A multishot `recv` completion carries a `bid`; the group of the
+//!   operation and the bid give the index, the bitmap proves the buffer was lent (a completion
+//!   naming a buffer that was not is counted in [`RxStats::bad_completions`] and ignored: never
+//!   a second handle), and the handle is rebuilt: a [`Packet`] of `len` bytes. The application
+//!   gives the buffer back by putting the handle into the pool, through any cache; it reaches
+//!   the kernel again at a later re-arm.
+//! * **Nothing is lost.** When the rings run dry the kernel ends the multishot receive with
+//!   `ENOBUFS`, and the datagram stays queued in the socket: the next [`UringRx::poll`] re-arms
+//!   the rings and then the receive ([`RxStats::enobufs`], [`RxStats::recv_rearms`]). A socket
+//!   that reaches end of file or is closed ([`UringRx::close`]) has its receives cancelled and
+//!   their last completions reaped (their packets are returned). Dropping the `UringRx`
+//!   cancels every receive and waits for its last completion, unregisters every ring, and puts
+//!   every lent buffer back into the pool, before the pool reference it holds (an `Arc` keeps
+//!   the pool alive however early the application dropped its own) is released.
+//!
+//! With a `headroom` ([`RxConfig::headroom`]) the kernel writes `headroom` bytes into each
+//! object, and when it is at least 4 the received length is stamped in the object's first 4
+//! bytes (little endian), so a bare handle, e.g. passed through a [`crate::HandleRing`], still
+//! knows its length ([`payload`]).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use idxpool::uring::{RxConfig, UringRx};
+//!
+//! let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(4096).build()?);
+//! let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+//! let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
+//! rx.recv_multishot(std::os::fd::AsRawFd::as_raw_fd(&sock))?;
+//! let mut packets = Vec::with_capacity(256);
+//! rx.poll(&mut packets, Some(std::time::Duration::from_millis(10)))?;
+//! for p in packets.drain(..) {
+//!     println!("{} bytes: {:?}", p.len, &rx.bytes(&p)[..p.len.min(8) as usize]);
+//!     pool.put(p.handle); // back to the pool; the kernel gets it at a later re-arm
+//! }
+//! # Ok::<(), idxpool::PoolError>(())
+//! ```
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use bytemuck::Pod;
+use io_uring::{cqueue, opcode, types, IoUring};
+
+use crate::brand::Brand;
+use crate::error::PoolError;
+use crate::handle::Handle;
+use crate::local::LocalCache;
+use crate::owned::PoolRef;
+use crate::pool::Pool;
+use crate::repr::Repr;
+
+pub use crate::xdp::FrameMap;
+
+/// The largest group: a provided-buffer ring has at most 32,768 entries (and a `bid` is 16
+/// bits), so a group holds at most this many buffers.
+pub const MAX_GROUP_SIZE: u32 = 1 << 15;
+
+/// `user_data` of the cancellations this module submits (their completions are ignored).
+const CANCEL_UD: u64 = u64::MAX;
+
+/// The handle <-> `(bgid, bid)` mapping of a pool split into buffer groups of `group_size`
+/// consecutive indices (a power of two, at most [`MAX_GROUP_SIZE`]): group `k` has buffer group
+/// id `bgid_base + k` and holds indices `k x group_size ..`, and a buffer's id is its index
+/// within its group. Pure arithmetic, no kernel.
+///
+/// ```
+/// use idxpool::uring::BidMap;
+/// let m = BidMap::new(100_000, 32_768, 7)?;
+/// assert_eq!(m.groups(), 4);                        // 32768 + 32768 + 32768 + 1696
+/// assert_eq!(m.locate(70_000), Some((9, 4_464))); // 70000 - 2 x 32768
+/// assert_eq!(m.index(9, 4_464), Some(70_000));
+/// assert_eq!(m.index(10, 1_696), None);             // the last group is short
+/// assert_eq!(m.group_len(3), 1_696);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BidMap {
+    capacity: u32,
+    shift: u32,
+    bgid_base: u16,
+}
+
+impl BidMap {
+    /// The mapping of a pool of `capacity` buffers into groups of `group_size`, numbered from
+    /// `bgid_base`.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] when `group_size` is not a power of two in
+    /// `1..=MAX_GROUP_SIZE`, or the groups' ids would pass 65,535.
+    pub fn new(capacity: u32, group_size: u32, bgid_base: u16) -> Result<Self, PoolError> {
+        if !group_size.is_power_of_two() || group_size > MAX_GROUP_SIZE {
+            return Err(PoolError::config(format!(
+                "uring group_size {group_size}: must be a power of two of at most {MAX_GROUP_SIZE}"
+            )));
+        }
+        let m = BidMap {
+            capacity,
+            shift: group_size.trailing_zeros(),
+            bgid_base,
+        };
+        let last = u32::from(bgid_base) + m.groups().saturating_sub(1);
+        if last > u32::from(u16::MAX) {
+            return Err(PoolError::config(format!(
+                "uring: {} groups from bgid {bgid_base} pass the 16-bit group id (last {last})",
+                m.groups()
+            )));
+        }
+        Ok(m)
+    }
+
+    /// Buffers per group (the last group may hold fewer: [`BidMap::group_len`]).
+    pub fn group_size(&self) -> u32 {
+        1 << self.shift
+    }
+
+    /// Number of groups: `ceil(capacity / group_size)`.
+    pub fn groups(&self) -> u32 {
+        ((u64::from(self.capacity) + u64::from(self.group_size()) - 1) >> self.shift) as u32
+    }
+
+    /// Buffers in group `k` (0 past the last group).
+    pub fn group_len(&self, k: u32) -> u32 {
+        let first = u64::from(k) << self.shift;
+        (u64::from(self.capacity).saturating_sub(first)).min(u64::from(self.group_size())) as u32
+    }
+
+    /// The buffer group id of group `k`.
+    pub fn bgid(&self, k: u32) -> u16 {
+        (u32::from(self.bgid_base) + k) as u16
+    }
+
+    /// `(bgid, bid)` of pool index `index`, or None when it names no buffer.
+    #[inline]
+    pub fn locate(&self, index: u32) -> Option<(u16, u16)> {
+        (index < self.capacity).then(|| {
+            (
+                self.bgid(index >> self.shift),
+                (index & (self.group_size() - 1)) as u16,
+            )
+        })
+    }
+
+    /// The pool index of buffer `bid` of group `bgid`, or None when no buffer has that name.
+    #[inline]
+    pub fn index(&self, bgid: u16, bid: u16) -> Option<u32> {
+        let k = u32::from(bgid.checked_sub(self.bgid_base)?);
+        (u32::from(bid) < self.group_len(k)).then(|| (k << self.shift) | u32::from(bid))
+    }
+}
+
+/// Settings of a [`UringRx`].
+#[derive(Clone, Debug)]
+pub struct RxConfig {
+    /// Submission queue entries of the io_uring instance (the completion queue gets 8 times as
+    /// many, at least 4096). Default 256.
+    pub ring_entries: u32,
+    /// Buffers per group: a power of two of at most [`MAX_GROUP_SIZE`]; 0 (the default) takes
+    /// the smallest power of two that holds the whole pool, capped at [`MAX_GROUP_SIZE`].
+    pub group_size: u32,
+    /// Buffer group id of group 0 (default 0).
+    pub bgid_base: u16,
+    /// How many buffers to keep lent to the kernel; 0 (the default) means three quarters of
+    /// the pool (the rest is for the application's packets in flight and the caches).
+    pub lend: u32,
+    /// Most buffers moved to the kernel by one re-arm (one `get_burst` and one tail publish
+    /// per touched group). Default 256.
+    pub burst: u32,
+    /// Bytes at the start of each object the kernel does not write; at 4 or more the
+    /// received length is stamped there ([`payload`]). Default 0.
+    pub headroom: u32,
+    /// Completions a waiting [`UringRx::poll`] waits for (or its timeout): more per wake-up
+    /// means fewer system calls per packet under load, at the price of latency when traffic
+    /// is light (bounded by the timeout). Default 1.
+    pub wait_batch: u32,
+}
+
+impl Default for RxConfig {
+    fn default() -> Self {
+        RxConfig {
+            ring_entries: 256,
+            group_size: 0,
+            bgid_base: 0,
+            lend: 0,
+            burst: 256,
+            headroom: 0,
+            wait_batch: 1,
+        }
+    }
+}
+
+/// Which socket a packet came from: returned by [`UringRx::recv_multishot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SockId(pub usize);
+
+/// A received datagram (or stream chunk): the handle of the pool object the kernel wrote, and
+/// how many bytes it wrote (after the headroom). Put `handle` back into the pool when done.
+#[must_use = "the packet's handle owns a pool object: put it back into the pool"]
+#[derive(Debug)]
+pub struct Packet<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr> {
+    /// The object holding the data.
+    pub handle: Handle<T, B, R>,
+    /// Received bytes.
+    pub len: u32,
+    /// The socket it came from.
+    pub sock: SockId,
+}
+
+/// What a socket's receive is doing ([`UringRx::sock_state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockState {
+    /// Receiving (or waiting for buffers after `ENOBUFS`: re-armed by the next poll).
+    Open,
+    /// The peer closed the stream (a receive returned 0).
+    Eof,
+    /// A receive failed with this errno.
+    Error(i32),
+    /// [`UringRx::close`] cancelled its receives.
+    Closed,
+}
+
+/// Counters of a [`UringRx`] since its creation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Packets received (completions that carried a buffer and data).
+    pub packets: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Re-arms that lent at least one buffer.
+    pub rearm_bursts: u64,
+    /// Buffers lent to the kernel in all.
+    pub buffers_lent: u64,
+    /// Ring-tail stores (at most one per touched group per burst).
+    pub tail_publishes: u64,
+    /// Multishot receives that ended with `ENOBUFS` (the rings ran dry).
+    pub enobufs: u64,
+    /// Receives submitted again after they ended (`ENOBUFS`, or ended by the kernel).
+    pub recv_rearms: u64,
+    /// Completions naming a buffer that was not lent (ignored, nothing handed out).
+    pub bad_completions: u64,
+    /// Packets received while dropping the `UringRx` (their buffers went back to the pool).
+    pub discarded_at_drop: u64,
+}
+
+/// One group's provided-buffer ring: `entries` slots of `struct io_uring_buf`, whose first
+/// slot's last 2 bytes are the tail the application publishes.
+struct Group {
+    bgid: u16,
+    /// Pool index of bid 0.
+    first: u32,
+    mask: u16,
+    /// The ring's memory: page-aligned, shared with the kernel (it pins the pages).
+    mem: memmap2::MmapMut,
+    /// Next slot to write; published up to `published`.
+    tail: u16,
+    published: u16,
+    /// Bit per bid: lent to the kernel (in the ring, or picked and not yet completed).
+    lent: Vec<u64>,
+    lent_count: u32,
+    registered: bool,
+}
+
+/// `struct io_uring_buf` (include/uapi/linux/io_uring.h).
+#[repr(C)]
+struct RawBuf {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+impl Group {
+    fn new(bgid: u16, first: u32, len: u32, entries: u32) -> Result<Group, PoolError> {
+        let bytes = entries as usize * std::mem::size_of::<RawBuf>();
+        let mem = memmap2::MmapMut::map_anon(bytes).map_err(|source| PoolError::Kernel {
+            op: "mmap (buffer ring)",
+            source,
+        })?;
+        Ok(Group {
+            bgid,
+            first,
+            mask: (entries - 1) as u16,
+            mem,
+            tail: 0,
+            published: 0,
+            lent: vec![0; len.div_ceil(64) as usize],
+            lent_count: 0,
+            registered: false,
+        })
+    }
+
+    /// Writes one entry at the local tail (not yet visible to the kernel).
+    #[inline(always)]
+    fn push(&mut self, addr: u64, len: u32, bid: u16) {
+        let slot = usize::from(self.tail & self.mask);
+        let p = self.mem.as_mut_ptr().cast::<RawBuf>().wrapping_add(slot);
+        // SAFETY: slot < entries, so p is inside the mapping (page-aligned, so RawBuf-aligned).
+        // The kernel only reads slots between its head and the published tail; this slot is
+        // past the published tail (the ring holds every buffer of its group, so the writer
+        // never laps the kernel's head), so nobody reads it now. `resv` (the tail, in slot 0)
+        // is not written here.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).addr).write(addr);
+            std::ptr::addr_of_mut!((*p).len).write(len);
+            std::ptr::addr_of_mut!((*p).bid).write(bid);
+        }
+        self.tail = self.tail.wrapping_add(1);
+        let w = usize::from(bid) / 64;
+        self.lent[w] |= 1 << (bid % 64);
+        self.lent_count += 1;
+    }
+
+    /// Makes the written entries visible to the kernel: one release store of the tail.
+    /// Returns whether there was anything to publish.
+    #[inline(always)]
+    fn publish(&mut self) -> bool {
+        if self.tail == self.published {
+            return false;
+        }
+        let tail = self.mem.as_mut_ptr().wrapping_add(14).cast::<AtomicU16>();
+        // SAFETY: bytes 14..16 of slot 0 are the ring's tail (`resv` of the first
+        // `io_uring_buf`), 2-aligned in the page-aligned mapping, read by the kernel with
+        // smp_load_acquire; written only here, atomically.
+        unsafe { &*tail }.store(self.tail, Ordering::Release);
+        self.published = self.tail;
+        true
+    }
+
+    /// Clears the lent bit of `bid`; false when it was not set.
+    #[inline(always)]
+    fn take(&mut self, bid: u16) -> bool {
+        let (w, b) = (usize::from(bid) / 64, bid % 64);
+        match self.lent.get_mut(w) {
+            Some(word) if *word & (1 << b) != 0 => {
+                *word &= !(1 << b);
+                self.lent_count -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Bids lent now.
+    fn lent_bids(&self) -> impl Iterator<Item = u16> + '_ {
+        self.lent.iter().enumerate().flat_map(|(w, &word)| {
+            (0..64u32)
+                .filter(move |b| word & (1 << b) != 0)
+                .map(move |b| (w as u32 * 64 + b) as u16)
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OpState {
+    /// Submitted, may complete again.
+    Armed,
+    /// Ended with `ENOBUFS`: submit again once the group has buffers.
+    Starved,
+    /// Ended by the kernel with data (multishot ended, e.g. on a full completion queue).
+    Ended,
+    /// A cancellation is in flight.
+    Cancelling,
+    /// Finished for good.
+    Done,
+}
+
+struct Op {
+    fd: RawFd,
+    group: usize,
+    sock: usize,
+    state: OpState,
+}
+
+/// A receiver fed from a pool: an io_uring instance whose multishot receives pick pool objects
+/// from provided-buffer rings (see the [module documentation](self)). `P` is how it holds the
+/// pool ([`PoolRef`]): an `Arc<Pool>`, or a `&'static Pool`. It must be `'static` because the
+/// kernel writes into the pool's region for as long as the io_uring instance lives, and a
+/// receiver passed to `mem::forget` (safe) never closes it: a leaked `Arc` keeps the pool
+/// mapped forever, a borrow of a shorter-lived pool would not. The object type must be [`Pod`]
+/// (every byte pattern the kernel writes is a valid object), e.g. `[u8; 2048]`.
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{RxConfig, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
+/// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?; // holds a clone of the Arc
+/// rx.recv_multishot(sock.as_raw_fd())?;
+/// rx.poll(&mut Vec::new(), None)?; // lends 48 buffers (3/4 of the pool), arms the receive
+/// assert_eq!(pool.lent_to_kernel(), 48);
+/// peer.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
+/// let mut packets = Vec::new();
+/// while packets.is_empty() {
+///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
+/// }
+/// let p = packets.pop().unwrap();
+/// assert_eq!(rx.bytes(&p), b"hello");
+/// assert_eq!(pool.lent_to_kernel(), 47); // the kernel used one buffer: now the packet's
+/// pool.put(p.handle);
+/// drop(rx); // cancels the receive, every lent buffer comes home
+/// assert!(pool.is_full());
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+pub struct UringRx<P: PoolRef + Clone + 'static>
+where
+    P::T: Pod,
+{
+    // Dropped in this order after `Drop::drop` has cancelled, reaped, unregistered and returned
+    // everything: the io_uring instance, then the rings' memory, then the cache, then the pool.
+    ring: IoUring,
+    groups: Vec<Group>,
+    map: BidMap,
+    ops: Vec<Op>,
+    socks: Vec<SockState>,
+    scratch: Vec<Handle<P::T, P::B, P::R>>,
+    cache: Option<LocalCache<P>>,
+    lend_target: u32,
+    lent: u32,
+    burst: u32,
+    headroom: u32,
+    buf_len: u32,
+    wait_batch: usize,
+    stats: RxStats,
+    pool: P,
+}
+
+impl<P: PoolRef + Clone + 'static> UringRx<P>
+where
+    P::T: Pod,
+{
+    /// A receiver over the pool `pool` refers to: sets up an io_uring instance and registers
+    /// one provided-buffer ring per group ([`BidMap`]). Nothing is lent until the first
+    /// [`UringRx::poll`] (or [`UringRx::rearm`]).
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] for a bad [`RxConfig`] (group size, headroom not below the
+    /// object size, objects over 4 GiB); [`PoolError::Kernel`] when io_uring is unavailable
+    /// (`/proc/sys/kernel/io_uring_disabled`, seccomp, old kernel) or a ring cannot be
+    /// registered (e.g. a bgid already in use).
+    pub fn new(pool: P, cfg: RxConfig) -> Result<Self, PoolError> {
+        let p = pool.pool();
+        let cap = p.capacity();
+        let size = std::mem::size_of::<P::T>();
+        if size > u32::MAX as usize || cfg.headroom as usize >= size {
+            return Err(PoolError::config(format!(
+                "uring: headroom {} must be below the object size {size} (at most 4 GiB)",
+                cfg.headroom
+            )));
+        }
+        let group_size = match cfg.group_size {
+            0 => cap.max(1).next_power_of_two().min(MAX_GROUP_SIZE),
+            g => g,
+        };
+        let map = BidMap::new(cap, group_size, cfg.bgid_base)?;
+        let cq = (cfg.ring_entries.max(1).saturating_mul(8)).max(4096);
+        let ring = IoUring::builder()
+            .setup_cqsize(cq)
+            .build(cfg.ring_entries.max(1))
+            .map_err(|source| PoolError::Kernel {
+                op: "io_uring_setup",
+                source,
+            })?;
+        let mut groups = Vec::with_capacity(map.groups() as usize);
+        for k in 0..map.groups() {
+            let len = map.group_len(k);
+            let entries = len.next_power_of_two();
+            let mut g = Group::new(map.bgid(k), k * group_size, len, entries)?;
+            // SAFETY: the ring memory is page-aligned, holds `entries` slots, and lives until
+            // after the ring is unregistered (Drop) or the io_uring instance is closed (the
+            // `ring` field drops before `groups`).
+            unsafe {
+                ring.submitter().register_buf_ring_with_flags(
+                    g.mem.as_ptr() as u64,
+                    entries as u16,
+                    g.bgid,
+                    0,
+                )
+            }
+            .map_err(|source| PoolError::Kernel {
+                op: "register_buf_ring",
+                source,
+            })?;
+            g.registered = true;
+            groups.push(g);
+        }
+        let lend_target = match cfg.lend {
+            0 => (cap / 4 * 3).max(1),
+            n => n.min(cap),
+        };
+        let burst = cfg.burst.clamp(1, lend_target.max(1));
+        let mut scratch = Vec::new();
+        scratch
+            .try_reserve_exact(burst as usize)
+            .map_err(|_| PoolError::overflow("uring burst"))?;
+        Ok(UringRx {
+            ring,
+            groups,
+            map,
+            ops: Vec::new(),
+            socks: Vec::new(),
+            scratch,
+            cache: Some(LocalCache::new(pool.clone())),
+            lend_target,
+            lent: 0,
+            burst,
+            headroom: cfg.headroom,
+            buf_len: size as u32 - cfg.headroom,
+            wait_batch: cfg.wait_batch.max(1) as usize,
+            stats: RxStats::default(),
+            pool,
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool<P::T, P::B, P::R> {
+        self.pool.pool()
+    }
+
+    /// The pool as held (`&Arc<Pool>` or `&&'static Pool`), e.g. to clone the `Arc`.
+    pub fn pool_ref(&self) -> &P {
+        &self.pool
+    }
+
+    /// The handle <-> `(bgid, bid)` mapping in use.
+    pub fn bid_map(&self) -> BidMap {
+        self.map
+    }
+
+    /// Buffers lent to the kernel now (in the rings, or picked for a completion not yet
+    /// reaped).
+    pub fn lent(&self) -> u32 {
+        self.lent
+    }
+
+    /// The counters since creation.
+    pub fn stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// The state of the receives of `sock`.
+    pub fn sock_state(&self, sock: SockId) -> Option<SockState> {
+        self.socks.get(sock.0).copied()
+    }
+
+    /// The data of a packet: its object's `len` bytes after the headroom.
+    ///
+    /// # Panics
+    /// Run-time pools: when the packet's handle is another pool's.
+    pub fn bytes<'a>(&'a self, p: &'a Packet<P::T, P::B, P::R>) -> &'a [u8] {
+        let len = p.len.min(self.buf_len) as usize;
+        // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
+        // borrowed shared for 'a; T is Pod, so its bytes are initialised; headroom + len is
+        // within the object.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.pool()
+                    .as_ptr(&p.handle)
+                    .cast::<u8>()
+                    .as_ptr()
+                    .add(self.headroom as usize),
+                len,
+            )
+        }
+    }
+
+    /// Arms a multishot `recv` on `fd` (a socket the caller keeps open while it is armed),
+    /// one per buffer group, and returns the id its packets carry. Submitted at the next
+    /// [`UringRx::poll`].
+    ///
+    /// # Errors
+    /// [`PoolError::Kernel`] when the submission queue cannot take the requests.
+    pub fn recv_multishot(&mut self, fd: RawFd) -> Result<SockId, PoolError> {
+        let sock = self.socks.len();
+        self.socks.push(SockState::Open);
+        for group in 0..self.groups.len() {
+            let op = self.ops.len();
+            self.ops.push(Op {
+                fd,
+                group,
+                sock,
+                state: OpState::Armed,
+            });
+            self.push_recv(op)?;
+        }
+        Ok(SockId(sock))
+    }
+
+    fn push_recv(&mut self, op: usize) -> Result<(), PoolError> {
+        let o = &self.ops[op];
+        let e = opcode::RecvMulti::new(types::Fd(o.fd), self.groups[o.group].bgid)
+            .build()
+            .user_data(op as u64);
+        self.push_sqe(&e)
+    }
+
+    fn push_sqe(&mut self, e: &io_uring::squeue::Entry) -> Result<(), PoolError> {
+        loop {
+            // SAFETY: the entry references no user memory (recv with buffer selection, or a
+            // cancellation by user_data): nothing must outlive it.
+            if unsafe { self.ring.submission().push(e) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit().map_err(|source| PoolError::Kernel {
+                op: "io_uring_enter (submit)",
+                source,
+            })?;
+        }
+    }
+
+    /// Lends buffers to the kernel up to the lend target: up to one burst from the cache, one
+    /// entry per buffer in its group's ring, then one tail publish per touched group. Returns
+    /// how many were lent. [`UringRx::poll`] calls it first.
+    pub fn rearm(&mut self) -> u32 {
+        let want = self.lend_target.saturating_sub(self.lent).min(self.burst);
+        if want == 0 {
+            return 0;
+        }
+        let Some(cache) = self.cache.as_mut() else {
+            return 0;
+        };
+        let got = cache.get_burst(&mut self.scratch, want as usize);
+        if got == 0 {
+            return 0;
+        }
+        let pool = self.pool.pool();
+        let (headroom, len) = (u64::from(self.headroom), self.buf_len);
+        for h in self.scratch.drain(..) {
+            let index = pool.index_of(&h);
+            let k = (index >> self.map.shift) as usize;
+            let addr = pool.as_ptr(&h).as_ptr() as u64 + headroom;
+            let g = &mut self.groups[k];
+            let bid = (index - g.first) as u16;
+            g.push(addr, len, bid);
+            // The object is the kernel's now: the handle is given up (it has no destructor),
+            // recorded by the lent bit just set.
+            let _given_up = h.into_entry();
+        }
+        for g in &mut self.groups {
+            if g.publish() {
+                self.stats.tail_publishes += 1;
+            }
+        }
+        self.lent += got as u32;
+        pool.core
+            .kernel_lent
+            .fetch_add(got, std::sync::atomic::Ordering::Relaxed);
+        self.stats.rearm_bursts += 1;
+        self.stats.buffers_lent += got as u64;
+        got as u32
+    }
+
+    /// One round: re-arms the rings ([`UringRx::rearm`]) and the receives that ran dry,
+    /// submits, waits up to `wait` for [`RxConfig::wait_batch`] completions (`None`: does not
+    /// wait), and appends a
+    /// [`Packet`] per received datagram to `out`. Returns how many were appended.
+    ///
+    /// # Errors
+    /// [`PoolError::Kernel`] when `io_uring_enter` fails (other than a timeout or an
+    /// interrupted wait, which return normally).
+    pub fn poll(
+        &mut self,
+        out: &mut Vec<Packet<P::T, P::B, P::R>>,
+        wait: Option<Duration>,
+    ) -> Result<usize, PoolError> {
+        self.rearm();
+        for op in 0..self.ops.len() {
+            let o = &self.ops[op];
+            let starved_with_buffers =
+                o.state == OpState::Starved && self.groups[o.group].lent_count > 0;
+            if o.state == OpState::Ended || starved_with_buffers {
+                self.ops[op].state = OpState::Armed;
+                self.stats.recv_rearms += 1;
+                self.push_recv(op)?;
+            }
+        }
+        self.enter(wait, self.wait_batch)?;
+        Ok(self.reap(out))
+    }
+
+    fn enter(&mut self, wait: Option<Duration>, want: usize) -> Result<(), PoolError> {
+        let r = match wait {
+            None => self.ring.submit(),
+            Some(d) if d.is_zero() => self.ring.submit(),
+            Some(d) => {
+                let ts = types::Timespec::from(d);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(source) => Err(PoolError::Kernel {
+                op: "io_uring_enter",
+                source,
+            }),
+        }
+    }
+
+    /// Turns every completion in the queue into packets (appended to `out`) and op states.
+    fn reap(&mut self, out: &mut Vec<Packet<P::T, P::B, P::R>>) -> usize {
+        let before = out.len();
+        let mut returned = 0usize;
+        let pool = self.pool.pool();
+        let geometry = pool.geometry;
+        let stamp = self.headroom >= 4;
+        for cqe in self.ring.completion() {
+            let ud = cqe.user_data();
+            let Some(op) = (ud != CANCEL_UD)
+                .then_some(ud as usize)
+                .filter(|&op| op < self.ops.len())
+            else {
+                continue;
+            };
+            let (res, flags) = (cqe.result(), cqe.flags());
+            let o = &mut self.ops[op];
+            if let Some(bid) = cqueue::buffer_select(flags) {
+                let g = &mut self.groups[o.group];
+                if bid as u32 >= self.map.group_len(o.group as u32) || !g.take(bid) {
+                    self.stats.bad_completions += 1;
+                } else {
+                    self.lent -= 1;
+                    returned += 1;
+                    let index = g.first + u32::from(bid);
+                    let handle = Handle::from_entry(<P::R as Repr>::encode(&geometry, index));
+                    if res > 0 {
+                        let len = res as u32;
+                        if stamp {
+                            let p = pool.as_ptr(&handle).cast::<u8>().as_ptr();
+                            // SAFETY: the object is this packet's alone (its bid was lent and is
+                            // now taken back); headroom >= 4, so bytes 0..4 are inside it and
+                            // never written by the kernel.
+                            unsafe { p.cast::<[u8; 4]>().write(len.to_le_bytes()) };
+                        }
+                        self.stats.packets += 1;
+                        self.stats.bytes += u64::from(len);
+                        out.push(Packet {
+                            handle,
+                            len,
+                            sock: SockId(o.sock),
+                        });
+                    } else if let Some(c) = self.cache.as_mut() {
+                        c.put(handle);
+                    } else {
+                        pool.put(handle);
+                    }
+                }
+            }
+            if cqueue::more(flags) {
+                continue;
+            }
+            // The request ended.
+            let sock = o.sock;
+            o.state = match res {
+                r if r == -libc::ENOBUFS && o.state == OpState::Armed => {
+                    self.stats.enobufs += 1;
+                    OpState::Starved
+                }
+                r if r > 0 && o.state == OpState::Armed => OpState::Ended,
+                0 => {
+                    self.socks[sock] = SockState::Eof;
+                    OpState::Done
+                }
+                r if r == -libc::ECANCELED || o.state == OpState::Cancelling => OpState::Done,
+                r => {
+                    self.socks[sock] = SockState::Error(-r);
+                    OpState::Done
+                }
+            };
+        }
+        if returned > 0 {
+            pool.core
+                .kernel_lent
+                .fetch_sub(returned, std::sync::atomic::Ordering::Relaxed);
+        }
+        out.len() - before
+    }
+
+    /// Cancels the receives of `sock` and waits for their last completions; the packets that
+    /// arrived before the cancellation are appended to `out` (nothing is lost). The socket's
+    /// file descriptor is the caller's to close afterwards. The lent buffers stay lent (for the
+    /// other sockets, or until the `UringRx` is dropped).
+    ///
+    /// # Errors
+    /// [`PoolError::Kernel`] when `io_uring_enter` fails.
+    pub fn close(
+        &mut self,
+        sock: SockId,
+        out: &mut Vec<Packet<P::T, P::B, P::R>>,
+    ) -> Result<usize, PoolError> {
+        let before = out.len();
+        self.cancel_where(|o| o.sock == sock.0)?;
+        while self
+            .ops
+            .iter()
+            .any(|o| o.sock == sock.0 && o.state == OpState::Cancelling)
+        {
+            self.enter(Some(Duration::from_millis(100)), 1)?;
+            self.reap(out);
+        }
+        if let Some(s) = self.socks.get_mut(sock.0) {
+            if *s == SockState::Open {
+                *s = SockState::Closed;
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    /// Submits a cancellation of every armed op matching `f` (ops not in flight are done).
+    fn cancel_where(&mut self, f: impl Fn(&Op) -> bool) -> Result<(), PoolError> {
+        for op in 0..self.ops.len() {
+            if !f(&self.ops[op]) {
+                continue;
+            }
+            match self.ops[op].state {
+                OpState::Armed => {
+                    self.ops[op].state = OpState::Cancelling;
+                    let e = opcode::AsyncCancel::new(op as u64)
+                        .build()
+                        .user_data(CANCEL_UD);
+                    self.push_sqe(&e)?;
+                }
+                OpState::Starved | OpState::Ended => self.ops[op].state = OpState::Done,
+                OpState::Cancelling | OpState::Done => {}
+            }
+        }
+        self.ring.submit().map_err(|source| PoolError::Kernel {
+            op: "io_uring_enter (submit)",
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// The pool indices of every buffer lent now, in group order.
+    pub fn lent_indices(&self) -> Vec<u32> {
+        let mut v = Vec::with_capacity(self.lent as usize);
+        for g in &self.groups {
+            v.extend(g.lent_bids().map(|b| g.first + u32::from(b)));
+        }
+        v
+    }
+}
+
+impl<T: Pod, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
+    /// Audits the pool while buffers are lent ([`Pool::audit`], plus: every lent buffer is
+    /// named once, by the kernel's rings alone, and their number is the pool's
+    /// `lent_to_kernel`). This receiver's cache is flushed first. Needs this receiver to hold
+    /// the only reference to the pool (the `Arc` is its alone), which proves quiescence.
+    ///
+    /// # Errors
+    /// [`PoolError::AuditFailed`] for a broken invariant, or when other references to the
+    /// pool are alive.
+    pub fn audit(&mut self) -> Result<crate::AuditReport, PoolError> {
+        let lent = self.lent_indices();
+        self.cache = None; // flushed into the ring, and its Arc released
+        let r = match std::sync::Arc::get_mut(&mut self.pool) {
+            Some(pool) => pool.audit_with_lent(Some(&lent)),
+            None => Err(PoolError::AuditFailed(
+                "uring: other references to the pool are alive".into(),
+            )),
+        };
+        self.cache = Some(LocalCache::new(self.pool.clone()));
+        r
+    }
+}
+
+impl<P: PoolRef + Clone + 'static> Drop for UringRx<P>
+where
+    P::T: Pod,
+{
+    fn drop(&mut self) {
+        // 1. No request may still pick a buffer: cancel every receive, wait for its end.
+        let mut discard = Vec::new();
+        if self.cancel_where(|_| true).is_ok() {
+            let mut spins = 0u32;
+            while self.ops.iter().any(|o| o.state == OpState::Cancelling) {
+                if self.enter(Some(Duration::from_millis(100)), 1).is_err() {
+                    spins += 1;
+                    if spins > 100 {
+                        break;
+                    }
+                }
+                self.reap(&mut discard);
+            }
+        }
+        self.stats.discarded_at_drop += discard.len() as u64;
+        let pool = self.pool.pool();
+        // 2. Unregister the rings: the kernel reads them no more.
+        for g in &mut self.groups {
+            if g.registered {
+                let _ = self.ring.submitter().unregister_buf_ring(g.bgid);
+                g.registered = false;
+            }
+        }
+        // 3. Every lent buffer back to the pool.
+        let geometry = pool.geometry;
+        let mut back: Vec<Handle<P::T, P::B, P::R>> =
+            discard.into_iter().map(|p| p.handle).collect();
+        let mut n = 0usize;
+        for g in &mut self.groups {
+            for bid in g.lent_bids().collect::<Vec<_>>() {
+                g.take(bid);
+                back.push(Handle::from_entry(<P::R as Repr>::encode(
+                    &geometry,
+                    g.first + u32::from(bid),
+                )));
+                n += 1;
+            }
+        }
+        pool.core
+            .kernel_lent
+            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        self.lent = 0;
+        match self.cache.as_mut() {
+            Some(c) => c.put_bulk(&mut back),
+            None => pool.put_bulk(&mut back),
+        }
+    }
+}
+
+impl<P: PoolRef + Clone + 'static> std::fmt::Debug for UringRx<P>
+where
+    P::T: Pod,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringRx")
+            .field("pool", &self.pool().name())
+            .field("groups", &self.groups.len())
+            .field("lent", &self.lent)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// The received bytes of a handle whose object was filled by a [`UringRx`] with a headroom of
+/// at least 4 ([`RxConfig::headroom`]): the length stamped in the object's first 4 bytes, and
+/// that many bytes after the headroom. For workers that get bare handles (e.g. from a
+/// [`crate::HandleRing`]).
+///
+/// ```
+/// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(4).build()?;
+/// let mut h = pool.get()?;
+/// let obj = pool.get_mut(&mut h);
+/// obj[..4].copy_from_slice(&3u32.to_le_bytes());
+/// obj[16..19].copy_from_slice(b"abc");
+/// assert_eq!(idxpool::uring::payload(&pool, &h, 16)?, b"abc");
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+///
+/// # Errors
+/// [`PoolError::InvalidConfig`] when `headroom` is below 4 or not below the object size, or
+/// the stamped length does not fit after it (an object never filled by a receiver);
+/// [`PoolError::ForeignHandle`] for another run-time pool's handle.
+pub fn payload<'a, T: Pod, B: Brand, R: Repr>(
+    pool: &'a Pool<T, B, R>,
+    h: &'a Handle<T, B, R>,
+    headroom: usize,
+) -> Result<&'a [u8], PoolError> {
+    let bytes = bytemuck::bytes_of(pool.try_get_ref(h)?);
+    if headroom < 4 || headroom >= bytes.len() {
+        return Err(PoolError::config(format!(
+            "uring payload: headroom {headroom} must be in 4..{}",
+            bytes.len()
+        )));
+    }
+    let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+    bytes
+        .get(headroom..headroom.saturating_add(len))
+        .ok_or_else(|| {
+            PoolError::config(format!(
+                "uring payload: stamped length {len} does not fit after headroom {headroom}"
+            ))
+        })
+}
+
+/// True when io_uring can be used here: `/proc/sys/kernel/io_uring_disabled` is absent or 0
+/// (1 allows only members of a group, 2 nobody), and an instance can be set up. `Err` says why
+/// not, for tests and examples that skip with a printed reason.
+///
+/// # Errors
+/// The reason io_uring is unavailable.
+pub fn available() -> Result<(), String> {
+    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+        let v = s.trim();
+        if v != "0" {
+            return Err(format!("/proc/sys/kernel/io_uring_disabled is {v}"));
+        }
+    }
+    IoUring::new(2)
+        .map(drop)
+        .map_err(|e: io::Error| format!("io_uring_setup failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bid_map_round_trips_every_index() {
+        for &(cap, g, base) in &[
+            (1u32, 1u32, 0u16),
+            (100, 32, 3),
+            (65_536, 32_768, 0),
+            (100_000, 32_768, 10),
+            (70_001, 1024, 1),
+        ] {
+            let m = BidMap::new(cap, g, base).unwrap();
+            assert_eq!(m.groups(), cap.div_ceil(g));
+            let mut seen = std::collections::HashSet::new();
+            for i in 0..cap {
+                let (bgid, bid) = m.locate(i).unwrap();
+                assert!(u32::from(bid) < g, "bid within the group");
+                assert_eq!(u32::from(bgid - base), i / g);
+                assert_eq!(m.index(bgid, bid), Some(i));
+                assert!(seen.insert((bgid, bid)), "one name per index");
+            }
+            assert_eq!(m.locate(cap), None);
+            let total: u32 = (0..m.groups()).map(|k| m.group_len(k)).sum();
+            assert_eq!(total, cap);
+            assert_eq!(m.index(base.wrapping_sub(1), 0), None);
+            assert_eq!(m.index(m.bgid(m.groups()), 0), None);
+        }
+    }
+
+    #[test]
+    fn bid_map_rejects_bad_sizes() {
+        assert!(BidMap::new(10, 3, 0).is_err());
+        assert!(BidMap::new(10, 0, 0).is_err());
+        assert!(BidMap::new(10, 65_536, 0).is_err());
+        // 3 groups from bgid 65534 pass the 16-bit id.
+        assert!(BidMap::new(3, 1, 65_534).is_err());
+        assert!(BidMap::new(2, 1, 65_534).is_ok());
+    }
+
+    #[test]
+    fn a_pool_of_more_than_65536_buffers_splits_into_groups_of_32768() {
+        let m = BidMap::new(200_000, MAX_GROUP_SIZE, 0).unwrap();
+        assert_eq!(m.groups(), 7);
+        assert_eq!(m.locate(199_999), Some((6, (199_999 - 6 * 32_768) as u16)));
+        assert_eq!(m.group_len(6), 200_000 - 6 * 32_768);
+    }
+
+    #[test]
+    fn payload_rejects_bad_input() {
+        let pool = crate::PoolBuilder::<[u8; 32]>::zeroed(2).build().unwrap();
+        let mut h = pool.get().unwrap();
+        assert!(payload(&pool, &h, 2).is_err(), "headroom below 4");
+        assert!(
+            payload(&pool, &h, 32).is_err(),
+            "headroom not below the size"
+        );
+        pool.get_mut(&mut h)[..4].copy_from_slice(&100u32.to_le_bytes());
+        assert!(payload(&pool, &h, 8).is_err(), "length past the object");
+        pool.get_mut(&mut h)[..4].copy_from_slice(&24u32.to_le_bytes());
+        assert_eq!(payload(&pool, &h, 8).unwrap().len(), 24);
+        pool.put(h);
+    }
+}

@@ -1,0 +1,416 @@
+//! io_uring provided-buffer rings fed from a pool, on a real io_uring and real sockets
+//! (feature `uring`): packets are handles, the rings run dry and recover, sockets close with
+//! buffers in flight, the pool's last `Arc` goes before the receiver, several buffer groups.
+//! Each test skips, saying why, only where io_uring is disabled.
+#![cfg(all(feature = "uring", target_os = "linux"))]
+
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use idxpool::uring::{Packet, RxConfig, SockState, UringRx};
+use idxpool::{Pool, PoolBuilder};
+
+type Buf = [u8; 2048];
+type Pkt = Packet<Buf>;
+
+/// True when io_uring works here; otherwise prints why the test is skipped.
+fn uring_ok(test: &str) -> bool {
+    match idxpool::uring::available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("{test}: skipped: {why}");
+            false
+        }
+    }
+}
+
+/// A connected pair of UDP sockets on loopback, with a large receive buffer (no drops).
+fn udp_pair() -> (UdpSocket, UdpSocket) {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let size: libc::c_int = 4 << 20;
+    // SAFETY: a valid socket and a c_int option of the right size.
+    let r = unsafe {
+        libc::setsockopt(
+            rx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    (rx, tx)
+}
+
+/// Datagram `i`: its 4-byte sequence number, then `len - 4` bytes of `i as u8`.
+fn datagram(i: u32, len: usize) -> Vec<u8> {
+    let mut v = vec![i as u8; len.max(4)];
+    v[..4].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+fn check(rx: &UringRx<Arc<Pool<Buf>>>, p: &Pkt) -> u32 {
+    let b = rx.bytes(p);
+    assert_eq!(b.len(), p.len as usize);
+    let i = u32::from_le_bytes(b[..4].try_into().unwrap());
+    assert!(b[4..].iter().all(|&x| x == i as u8), "datagram {i} intact");
+    i
+}
+
+/// Polls until `out` holds `n` packets or nothing more arrives for 5 s.
+fn poll_until(rx: &mut UringRx<Arc<Pool<Buf>>>, out: &mut Vec<Pkt>, n: usize) {
+    let mut last = Instant::now();
+    while out.len() < n && last.elapsed() < Duration::from_secs(5) {
+        if rx.poll(out, Some(Duration::from_millis(20))).unwrap() > 0 {
+            last = Instant::now();
+        }
+    }
+}
+
+fn pool(cap: u32, name: &str) -> Arc<Pool<Buf>> {
+    Arc::new(
+        PoolBuilder::<Buf>::zeroed(cap)
+            .cache_size(0)
+            .name(name)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Every object in exactly one place: free, held, or lent to the kernel.
+fn conserved(p: &Pool<Buf>) {
+    assert_eq!(
+        p.available() + p.in_use() + p.lent_to_kernel(),
+        p.capacity() as usize
+    );
+}
+
+#[test]
+fn received_datagrams_are_handles_with_their_bytes() {
+    if !uring_ok("received_datagrams_are_handles_with_their_bytes") {
+        return;
+    }
+    let pool = pool(256, "uring-basic");
+    let (sock, tx) = udp_pair();
+    let cfg = RxConfig {
+        burst: 32,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
+    let id = rx.recv_multishot(sock.as_raw_fd()).unwrap();
+    rx.poll(&mut Vec::new(), None).unwrap();
+    assert!(
+        rx.lent() > 0 && rx.lent() <= 192,
+        "lent up to 3/4 of the pool"
+    );
+    assert_eq!(pool.lent_to_kernel(), rx.lent() as usize);
+    conserved(&pool);
+    let mut out = Vec::new();
+    let mut next = 0u32;
+    for round in 0..5u32 {
+        for i in 0..50 {
+            let k = round * 50 + i;
+            tx.send(&datagram(k, 4 + (k as usize * 37) % 1400)).unwrap();
+        }
+        poll_until(&mut rx, &mut out, 50);
+        assert_eq!(out.len(), 50, "round {round}: all 50 datagrams");
+        for p in out.drain(..) {
+            assert_eq!(p.sock, id);
+            assert_eq!(p.len as usize, 4 + (next as usize * 37) % 1400);
+            assert_eq!(check(&rx, &p), next, "in order");
+            next += 1;
+            pool.put(p.handle);
+        }
+        conserved(&pool);
+    }
+    let s = rx.stats();
+    assert_eq!(s.packets, 250);
+    assert!(
+        s.tail_publishes <= s.rearm_bursts,
+        "one tail publish per burst (one group)"
+    );
+    assert_eq!(s.bad_completions, 0);
+    drop(rx);
+    assert_eq!(pool.lent_to_kernel(), 0);
+    assert!(pool.is_full());
+}
+
+#[test]
+fn the_ring_runs_dry_and_nothing_is_lost() {
+    if !uring_ok("the_ring_runs_dry_and_nothing_is_lost") {
+        return;
+    }
+    // 8 buffers, all lent: the 9th datagram finds the ring empty (ENOBUFS) and must wait in
+    // the socket until the application gives buffers back.
+    let pool = pool(8, "uring-dry");
+    let (sock, tx) = udp_pair();
+    let cfg = RxConfig {
+        lend: 8,
+        burst: 8,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
+    rx.recv_multishot(sock.as_raw_fd()).unwrap();
+    for k in 0..40 {
+        tx.send(&datagram(k, 64)).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut held = Vec::new();
+    for round in 0..5 {
+        poll_until(&mut rx, &mut held, 8);
+        assert_eq!(held.len(), 8, "round {round}: the 8 buffers filled");
+        // Holding all 8: another poll receives nothing, and the receive ran dry.
+        let mut more = Vec::new();
+        rx.poll(&mut more, Some(Duration::from_millis(20))).unwrap();
+        assert!(more.is_empty(), "no buffer, no packet");
+        assert!(rx.stats().enobufs > round, "ENOBUFS seen in round {round}");
+        assert_eq!(pool.in_use(), 8);
+        assert_eq!(pool.lent_to_kernel(), 0);
+        for p in held.drain(..) {
+            got.push(check(&rx, &p));
+            pool.put(p.handle);
+        }
+    }
+    assert_eq!(
+        got,
+        (0..40).collect::<Vec<u32>>(),
+        "every datagram, once, in order"
+    );
+    assert!(
+        rx.stats().recv_rearms >= 4,
+        "the receive was armed again after each ENOBUFS"
+    );
+    assert_eq!(
+        rx.sock_state(idxpool::uring::SockId(0)),
+        Some(SockState::Open)
+    );
+    drop(rx);
+    assert!(pool.is_full());
+}
+
+#[test]
+fn a_socket_closes_with_buffers_in_flight() {
+    if !uring_ok("a_socket_closes_with_buffers_in_flight") {
+        return;
+    }
+    let pool = pool(64, "uring-close");
+    let mut rx = UringRx::new(pool.clone(), RxConfig::default()).unwrap();
+
+    // 1. The peer closes a SOCK_SEQPACKET pair: queued messages arrive, then end of file.
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors.
+    assert_eq!(
+        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr()) },
+        0
+    );
+    // SAFETY: fresh descriptors, owned here.
+    let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let id = rx.recv_multishot(a.as_raw_fd()).unwrap();
+    for k in 0..5u32 {
+        let d = datagram(k, 100);
+        // SAFETY: d is valid for d.len() bytes.
+        let n = unsafe { libc::send(b.as_raw_fd(), d.as_ptr().cast(), d.len(), 0) };
+        assert_eq!(n, 100);
+    }
+    drop(b); // the peer closes with 5 messages in flight
+    let mut out = Vec::new();
+    let t = Instant::now();
+    while rx.sock_state(id) == Some(SockState::Open) && t.elapsed() < Duration::from_secs(5) {
+        rx.poll(&mut out, Some(Duration::from_millis(20))).unwrap();
+    }
+    assert_eq!(rx.sock_state(id), Some(SockState::Eof));
+    assert_eq!(out.len(), 5, "every queued message before the end of file");
+    for (k, p) in out.iter().enumerate() {
+        assert_eq!(check(&rx, p), k as u32);
+    }
+    conserved(&pool);
+
+    // 2. The application closes a UDP socket it still receives on: cancelled, the last
+    // completions reaped, the packets that made it returned.
+    let (sock, tx) = udp_pair();
+    let id2 = rx.recv_multishot(sock.as_raw_fd()).unwrap();
+    for k in 0..20 {
+        tx.send(&datagram(k, 200)).unwrap();
+    }
+    let mut udp = Vec::new();
+    poll_until(&mut rx, &mut udp, 10);
+    rx.close(id2, &mut udp).unwrap();
+    assert_eq!(rx.sock_state(id2), Some(SockState::Closed));
+    drop(sock);
+    let before = udp.len();
+    rx.poll(&mut udp, Some(Duration::from_millis(20))).unwrap();
+    assert_eq!(udp.len(), before, "nothing after the close");
+    for (k, p) in udp.iter().enumerate() {
+        assert_eq!(check(&rx, p), k as u32);
+    }
+    // The kernel still holds its lent buffers; the application holds the packets.
+    assert!(rx.lent() > 0);
+    assert_eq!(pool.lent_to_kernel(), rx.lent() as usize);
+    assert_eq!(pool.in_use(), out.len() + udp.len());
+    conserved(&pool);
+    // The receiver goes while packets are still held: its lent buffers come home, the held
+    // packets stay valid and go home when put.
+    drop(rx);
+    assert_eq!(pool.lent_to_kernel(), 0);
+    assert_eq!(pool.in_use(), out.len() + udp.len());
+    for p in out.drain(..).chain(udp.drain(..)) {
+        pool.put(p.handle);
+    }
+    assert!(pool.is_full());
+    let mut pool = Arc::into_inner(pool).unwrap();
+    let r = pool.audit().unwrap();
+    assert_eq!((r.in_use, r.lent_to_kernel, r.in_ring), (0, 0, 64));
+}
+
+#[test]
+fn the_pool_may_be_dropped_while_the_kernel_holds_buffers() {
+    if !uring_ok("the_pool_may_be_dropped_while_the_kernel_holds_buffers") {
+        return;
+    }
+    static LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    idxpool::leaks::set_leak_hook(|r| LEAKS.lock().unwrap().push(r.pool.to_string()));
+    let pool = pool(128, "uring-pool-dropped-first");
+    let (sock, tx) = udp_pair();
+    let mut rx = UringRx::new(pool, RxConfig::default()).unwrap(); // the last Arc goes in
+    rx.recv_multishot(sock.as_raw_fd()).unwrap();
+    rx.poll(&mut Vec::new(), None).unwrap();
+    assert_eq!(rx.lent(), 96);
+    // The audit counts the kernel's buffers as lent: each named once, none free.
+    let r = rx.audit().unwrap();
+    assert_eq!(r.lent_to_kernel, 96);
+    assert_eq!(r.in_use, 0);
+    assert_eq!(r.in_ring + r.in_caches, 32);
+    // Receiving goes on with the application's own reference gone.
+    for k in 0..10 {
+        tx.send(&datagram(k, 300)).unwrap();
+    }
+    let mut out = Vec::new();
+    poll_until(&mut rx, &mut out, 10);
+    assert_eq!(out.len(), 10);
+    for (k, p) in out.drain(..).enumerate() {
+        assert_eq!(check(&rx, &p), k as u32);
+        rx.pool().put(p.handle);
+    }
+    let r = rx.audit().unwrap();
+    assert_eq!(r.lent_to_kernel as u32, rx.lent());
+    assert_eq!(r.in_use, 0);
+    // More datagrams in flight in the kernel when the receiver (and with it the pool) goes.
+    for k in 0..10 {
+        tx.send(&datagram(k, 300)).unwrap();
+    }
+    // (A Weak made only now: `audit` needs the receiver's Arc to be the only reference.)
+    let weak = Arc::downgrade(rx.pool_ref());
+    assert!(
+        weak.upgrade().is_some(),
+        "the receiver keeps the pool alive"
+    );
+    drop(rx);
+    assert!(
+        weak.upgrade().is_none(),
+        "the pool is gone with the receiver"
+    );
+    assert!(
+        !LEAKS
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|n| n == "uring-pool-dropped-first"),
+        "every buffer came home before the pool was dropped"
+    );
+}
+
+#[test]
+fn several_buffer_groups_share_one_socket() {
+    if !uring_ok("several_buffer_groups_share_one_socket") {
+        return;
+    }
+    // 64 buffers in 4 groups of 16 (bgids 100..104), all lent.
+    let pool = pool(64, "uring-groups");
+    let (sock, tx) = udp_pair();
+    let cfg = RxConfig {
+        group_size: 16,
+        bgid_base: 100,
+        lend: 64,
+        burst: 64,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
+    let map = rx.bid_map();
+    assert_eq!(map.groups(), 4);
+    rx.recv_multishot(sock.as_raw_fd()).unwrap();
+    rx.poll(&mut Vec::new(), None).unwrap();
+    assert_eq!(rx.lent(), 64);
+    assert_eq!(
+        rx.stats().tail_publishes,
+        4,
+        "one publish per group for the burst"
+    );
+    let mut next = 0u32;
+    for round in 0..3 {
+        for _ in 0..64 {
+            tx.send(&datagram(next, 128)).unwrap();
+            next += 1;
+        }
+        let mut out = Vec::new();
+        poll_until(&mut rx, &mut out, 64);
+        assert_eq!(out.len(), 64, "round {round}");
+        // Holding all 64: every group gave its 16 buffers.
+        let mut per_group = [0; 4];
+        for p in &out {
+            let (bgid, _bid) = map.locate(pool.index_of(&p.handle)).unwrap();
+            per_group[usize::from(bgid - 100)] += 1;
+        }
+        assert_eq!(per_group, [16; 4], "round {round}");
+        let mut seqs: Vec<u32> = out.iter().map(|p| check(&rx, p)).collect();
+        seqs.sort_unstable();
+        assert_eq!(
+            seqs,
+            ((round * 64)..(round * 64 + 64)).collect::<Vec<u32>>()
+        );
+        for p in out {
+            pool.put(p.handle);
+        }
+    }
+    drop(rx);
+    assert!(pool.is_full());
+    let mut pool = Arc::into_inner(pool).unwrap();
+    assert_eq!(pool.audit().unwrap().in_ring, 64);
+}
+
+#[test]
+fn bad_configurations_are_errors() {
+    if !uring_ok("bad_configurations_are_errors") {
+        return;
+    }
+    let p = pool(8, "uring-bad");
+    for cfg in [
+        RxConfig {
+            group_size: 3,
+            ..RxConfig::default()
+        },
+        RxConfig {
+            headroom: 2048,
+            ..RxConfig::default()
+        },
+        RxConfig {
+            group_size: 1,
+            bgid_base: 65_530,
+            ..RxConfig::default()
+        },
+    ] {
+        assert!(matches!(
+            UringRx::new(p.clone(), cfg),
+            Err(idxpool::PoolError::InvalidConfig { .. })
+        ));
+    }
+    // Receivers one after the other over one pool: each gives everything back.
+    let a = UringRx::new(p.clone(), RxConfig::default()).unwrap();
+    drop(a);
+    let b = UringRx::new(p.clone(), RxConfig::default()).unwrap();
+    drop(b);
+    assert!(p.is_full());
+}
