@@ -103,7 +103,21 @@ pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use stats::Stats;
 
-/// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools.
+/// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools. Its derives name
+/// `::bytemuck` by default; a crate that does not depend on bytemuck itself points them at
+/// this re-export with `#[bytemuck(crate = "idxpool::bytemuck")]`:
+///
+/// ```
+/// #[derive(Clone, Copy, idxpool::bytemuck::Zeroable)]
+/// #[bytemuck(crate = "idxpool::bytemuck")]
+/// struct Order { id: u64, qty: u32, px: u32 }
+///
+/// let pool = idxpool::PoolBuilder::<Order>::zeroed(1024).build()?;
+/// let h = pool.get()?;
+/// assert_eq!(pool.get_ref(&h).qty, 0);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub use bytemuck;
 
 /// The design notes (DESIGN.md in the repository): the pieces, the invariants they keep, and
