@@ -69,6 +69,7 @@ pub mod leaks;
 mod local;
 pub mod owned;
 mod pool;
+mod table;
 mod prefetch;
 pub mod region;
 pub mod repr;

@@ -59,8 +59,8 @@ pub struct LocalCache<P: PoolRef> {
     /// compiler can keep it in registers across a loop of gets and puts. Its `'static` is
     /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
     /// used only through `&mut self`.
-    cm: CacheMut<'static, E<P>>,
-    pool: P,
+    pub(crate) cm: CacheMut<'static, E<P>>,
+    pub(crate) pool: P,
 }
 
 // SAFETY: the cache is owned by this value alone (the registry only reads its atomic length);
