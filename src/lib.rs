@@ -69,7 +69,6 @@ pub mod leaks;
 mod local;
 pub mod owned;
 mod pool;
-mod table;
 mod prefetch;
 pub mod region;
 pub mod repr;
@@ -79,6 +78,7 @@ pub mod shared;
 mod space;
 pub mod stats;
 mod sync;
+mod table;
 mod thread;
 
 pub use audit::AuditReport;

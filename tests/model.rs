@@ -292,11 +292,15 @@ fn run<B: Brand, R: Repr>(
                         );
                         prop_assert_eq!(reachable(&locals, via), r, "step {}: moved", step);
                         prop_assert_eq!(table.iter().filter(|s| s.is_some()).count(), 1);
-                        m.held.push(table[j].take().expect("the planted handle stays"));
+                        m.held
+                            .push(table[j].take().expect("the planted handle stays"));
                     } else {
                         match res {
                             Ok(()) => {
-                                prop_assert!(r >= n, "step {step}: get_into {n} succeeded, {r} reachable");
+                                prop_assert!(
+                                    r >= n,
+                                    "step {step}: get_into {n} succeeded, {r} reachable"
+                                );
                                 let hs: Vec<_> = table
                                     .iter_mut()
                                     .map(|s| s.take().expect("every slot filled"))
@@ -307,7 +311,10 @@ fn run<B: Brand, R: Repr>(
                                 requested,
                                 available,
                             }) => {
-                                prop_assert!(r < n, "step {step}: get_into {n} failed, {r} reachable");
+                                prop_assert!(
+                                    r < n,
+                                    "step {step}: get_into {n} failed, {r} reachable"
+                                );
                                 prop_assert!(table.iter().all(Option::is_none));
                                 prop_assert_eq!(requested, n);
                                 prop_assert_eq!(available, r, "step {}: Exhausted.available", step);
@@ -319,7 +326,8 @@ fn run<B: Brand, R: Repr>(
                 Op::PutFrom(via, k, n, hole) => {
                     let v = give(pool, &mut m, k, n)?;
                     let len = v.len();
-                    let mut table: Vec<Option<Handle<u64, B, R>>> = v.into_iter().map(Some).collect();
+                    let mut table: Vec<Option<Handle<u64, B, R>>> =
+                        v.into_iter().map(Some).collect();
                     let hole = match hole {
                         Some(j) if len > 0 => {
                             let j = j % len;
@@ -354,7 +362,10 @@ fn run<B: Brand, R: Repr>(
                         }
                         None => {
                             prop_assert!(res.is_ok(), "step {}: put_from: {:?}", step, res.err());
-                            prop_assert!(table.iter().all(Option::is_none), "put_from empties its table");
+                            prop_assert!(
+                                table.iter().all(Option::is_none),
+                                "put_from empties its table"
+                            );
                         }
                     }
                 }
