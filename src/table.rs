@@ -28,6 +28,8 @@ use crate::ring::Behavior;
 type H<T, B, R> = Handle<T, B, R>;
 /// A slot of a caller's table.
 type Slot<T, B, R> = Option<Handle<T, B, R>>;
+/// A slot of a table for the pool behind `P`.
+type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
 /// True when some slot of `table` holds a handle: one compare per slot and no branch (the loop
 /// vectorises), then one branch for the table.
@@ -262,7 +264,7 @@ impl<P: PoolRef> crate::LocalCache<P> {
     #[inline(always)]
     pub fn get_into(
         &mut self,
-        table: &mut [Option<Handle<P::T, P::B, P::R>>],
+        table: &mut [LocalSlot<P>],
     ) -> Result<(), PoolError> {
         self.pool.pool().get_into_via(|| &mut self.cm, table)
     }
@@ -287,7 +289,7 @@ impl<P: PoolRef> crate::LocalCache<P> {
     #[inline(always)]
     pub fn put_from(
         &mut self,
-        table: &mut [Option<Handle<P::T, P::B, P::R>>],
+        table: &mut [LocalSlot<P>],
     ) -> Result<(), PoolError> {
         self.pool.pool().put_from_via(|| &mut self.cm, table)
     }
