@@ -70,6 +70,47 @@ fn empty_error<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> PoolError {
     }
 }
 
+/// Writes `None` into every slot without dropping what was there (callers: the handles were
+/// moved into the cache, or are copies the cache kept). For a run-time length it is the shape
+/// of `copy_entries` (repr.rs): two overlapping fixed-size stores of `k` empty slots, `k` the
+/// power of two with `k < n <= 2k`, so no call to `memset` (a plain loop of `None` stores
+/// became one, which costs more than the stores at bulk 1). With a constant length it is `n`
+/// slots' worth of vector stores.
+#[inline(always)]
+fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
+    let n = table.len();
+    let p = table.as_mut_ptr();
+    macro_rules! halves {
+        ($k:literal) => {{
+            // SAFETY: k <= n, so [0, k) and [n - k, n) lie inside the table; the stores
+            // overwrite slots whose handles (if any) have been moved away (handles have no
+            // destructor: nothing is skipped by not dropping).
+            unsafe {
+                p.cast::<[Slot<T, B, R>; $k]>().write([const { None }; $k]);
+                p.add(n - $k)
+                    .cast::<[Slot<T, B, R>; $k]>()
+                    .write([const { None }; $k]);
+            }
+        }};
+    }
+    match n {
+        0 => {}
+        1 => halves!(1),
+        2 => halves!(1),
+        3..=4 => halves!(2),
+        5..=8 => halves!(4),
+        9..=16 => halves!(8),
+        17..=32 => halves!(16),
+        33..=64 => halves!(32),
+        _ => {
+            for s in table.iter_mut() {
+                // SAFETY: as above, one slot at a time.
+                unsafe { std::ptr::write(s, None) };
+            }
+        }
+    }
+}
+
 /// Proof, at compile time, that a slot is exactly an entry: `Option<Handle>` has the size of
 /// the entry (the null-pointer optimisation, guaranteed for `NonZeroU32`, `NonNull` and
 /// `repr(transparent)` wrappers of them, which the `Repr` contract requires of `Entry`).
@@ -127,13 +168,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 Ok(())
             }
             Err(available) => {
-                // A failed bulk get hands out nothing: make sure no slot shows an entry.
-                for s in table.iter_mut() {
-                    // SAFETY: the cache kept every entry it may have copied here (a failed
-                    // bulk get moves nothing), so these bits name no handle: overwritten
-                    // without a drop (handles have none anyway).
-                    unsafe { std::ptr::write(s, None) };
-                }
+                // A failed bulk get hands out nothing: make sure no slot shows an entry (the
+                // cache kept every entry it may have copied here, so these bits name no
+                // handle).
+                clear(table);
                 Err(PoolError::Exhausted {
                     requested: n,
                     available,
@@ -175,12 +213,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         try_check_owned_all::<B, R>(&self.geometry, src)?;
         self.debug_put(hs);
         token().cm().put(src);
-        // The cache owns those objects now: empty the slots (no drop: the handles moved).
-        for s in table.iter_mut() {
-            // SAFETY: `s` is valid for writes; its handle was moved into the cache above, so
-            // overwriting it without a drop is the move (handles have no destructor anyway).
-            unsafe { std::ptr::write(s, None) };
-        }
+        // The cache owns those objects now: empty the slots (the handles moved).
+        clear(table);
         Ok(())
     }
 
@@ -262,10 +296,7 @@ impl<P: PoolRef> crate::LocalCache<P> {
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
     #[inline(always)]
-    pub fn get_into(
-        &mut self,
-        table: &mut [LocalSlot<P>],
-    ) -> Result<(), PoolError> {
+    pub fn get_into(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
         self.pool.pool().get_into_via(|| &mut self.cm, table)
     }
 
@@ -287,10 +318,7 @@ impl<P: PoolRef> crate::LocalCache<P> {
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
     #[inline(always)]
-    pub fn put_from(
-        &mut self,
-        table: &mut [LocalSlot<P>],
-    ) -> Result<(), PoolError> {
+    pub fn put_from(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
         self.pool.pool().put_from_via(|| &mut self.cm, table)
     }
 }

@@ -102,7 +102,10 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
-    assert!(keep % n_get == 0 && keep % n_put == 0, "n_keep is a multiple of both bulks");
+    assert!(
+        keep % n_get == 0 && keep % n_put == 0,
+        "n_keep is a multiple of both bulks"
+    );
     // Handle -> &mut T converter holding base and stride by value (registers in the loop).
     let objs = c.pool().resolver();
     let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
@@ -340,7 +343,10 @@ fn floor_dyn<E: Copy>(
         for _ in 0..cycles {
             let mut i = 0;
             while i < keep {
-                assert!(l.get_into(&mut table[i..i + n_get]), "the floor holds n_keep");
+                assert!(
+                    l.get_into(&mut table[i..i + n_get]),
+                    "the floor holds n_keep"
+                );
                 i += n_get;
             }
             let mut i = 0;
