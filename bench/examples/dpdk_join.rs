@@ -510,7 +510,12 @@ fn verdict(rows: &[Row]) -> String {
         .iter()
         .filter(|r| r.pointer.is_some() && !(0.9..=1.1).contains(&twin(r)))
         .collect();
-    unfaithful.sort_by(|a, b| (twin(a) - 1.0).abs().total_cmp(&(twin(b) - 1.0).abs()).reverse());
+    unfaithful.sort_by(|a, b| {
+        (twin(a) - 1.0)
+            .abs()
+            .total_cmp(&(twin(b) - 1.0).abs())
+            .reverse()
+    });
     let _ = writeln!(
         out,
         "target pointer twin within 0.9-1.1x of DPDK (a faithful port): {}",
