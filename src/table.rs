@@ -56,8 +56,12 @@ fn any_slot<const SOME: bool, T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) ->
                 &*p.add(n - K).cast::<[Slot<T, B, R>; K]>(),
             )
         };
+        // Two plain loops over arrays (a `chain` of the two is not vectorised).
         let mut any = false;
-        for s in a.iter().chain(b.iter()) {
+        for s in a {
+            any |= s.is_some() == SOME;
+        }
+        for s in b {
             any |= s.is_some() == SOME;
         }
         any
