@@ -309,6 +309,28 @@ impl<E: Copy> Lifo<E> {
         true
     }
 
+    /// [`Lifo::get_into`] for a window of constant size `N` (the floor's `constant_n`): fixed-size
+    /// array copies, no loop.
+    #[inline(always)]
+    pub fn get_into_n<const N: usize>(&mut self, dst: &mut [E; N]) -> bool {
+        let Some(from) = self.len.checked_sub(N) else {
+            return false;
+        };
+        let src: &[E; N] = self.buf[from..from + N].try_into().expect("N entries");
+        *dst = *src;
+        self.len = from;
+        true
+    }
+
+    /// [`Lifo::put_from`] for a window of constant size `N`.
+    #[inline(always)]
+    pub fn put_from_n<const N: usize>(&mut self, src: &[E; N]) {
+        let end = self.len + N;
+        let dst: &mut [E; N] = (&mut self.buf[self.len..end]).try_into().expect("N entries");
+        *dst = *src;
+        self.len = end;
+    }
+
     /// Copies the entries of `src` (the caller's table) back on top.
     #[inline(always)]
     pub fn put_from(&mut self, src: &[E]) {
@@ -379,12 +401,14 @@ fn floor_const<const N: usize, E: Copy>(
         for _ in 0..cycles {
             let mut i = 0;
             while i < keep {
-                assert!(l.get_into(&mut table[i..i + N]), "the floor holds n_keep");
+                let w: &mut [E; N] = (&mut table[i..i + N]).try_into().expect("N slots");
+                assert!(l.get_into_n(w), "the floor holds n_keep");
                 i += N;
             }
             let mut i = 0;
             while i < keep {
-                l.put_from(&table[i..i + N]);
+                let w: &[E; N] = (&table[i..i + N]).try_into().expect("N slots");
+                l.put_from_n(w);
                 i += N;
             }
             count += keep as u64;
