@@ -326,7 +326,9 @@ impl<E: Copy> Lifo<E> {
     #[inline(always)]
     pub fn put_from_n<const N: usize>(&mut self, src: &[E; N]) {
         let end = self.len + N;
-        let dst: &mut [E; N] = (&mut self.buf[self.len..end]).try_into().expect("N entries");
+        let dst: &mut [E; N] = (&mut self.buf[self.len..end])
+            .try_into()
+            .expect("N entries");
         *dst = *src;
         self.len = end;
     }
