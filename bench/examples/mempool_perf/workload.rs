@@ -586,7 +586,7 @@ mod tests {
         let mut t = [0u32; 8];
         assert!(l.get_into(&mut t[..3]));
         assert_eq!(t[..3], [5, 6, 7]);
-        assert!(!l.get_into(&mut t[3..]), "only 5 left");
+        assert!(!l.get_into(&mut t[2..]), "only 5 left");
         assert_eq!(l.len(), 5);
         l.put_from(&t[1..3]);
         assert_eq!(l.len(), 7);
@@ -594,6 +594,13 @@ mod tests {
         assert_eq!(t[..4], [3, 4, 6, 7], "last put, first got");
         l.put_from(&t[..4]);
         l.put_from(&t[..1]);
+        assert_eq!(l.len(), 8);
+        // The constant-size windows of the floor's constant_n loop.
+        let mut w = [0u32; 4];
+        assert!(l.get_into_n(&mut w));
+        assert_eq!(w, [4, 6, 7, 3]);
+        assert!(!l.get_into_n(&mut [0u32; 5]), "only 4 left");
+        l.put_from_n(&w);
         assert_eq!(l.len(), 8);
     }
 
