@@ -38,6 +38,10 @@
 #                      idxpool's threads do (never pinned)
 #   --huge             DPDK memory on reserved 2 MiB hugepages (--in-memory); default --no-huge
 #   --install-dpdk     apt-get install -y dpdk-dev when pkg-config cannot find libdpdk (root)
+#   --c-flags FLAGS    the C harness's optimisation flags [-O3 -march=native]; Debian's build of
+#                      DPDK: --c-flags "-O2 -march=corei7" (BENCHMARKS.md section 4)
+#   --native           build idxpool for this CPU too (RUSTFLAGS="-C target-cpu=native", in
+#                      target/native), as the C side is (-march=native): like for like (issue 24)
 #   --out DIR          logs, CSV and table [target/compare-dpdk]
 #   --dpdk-log FILE    join only: DPDK lines from this file (harness or dpdk-test output)
 #   --idxpool-csv FILE join only: idxpool rows from this CSV (mempool_perf --csv)
@@ -67,6 +71,8 @@ policy=""
 pin=""
 huge=""
 install=""
+native=""
+cflags="-O3 -march=native"
 out="$repo/target/compare-dpdk"
 dpdk_log=""
 idx_csv=""
@@ -77,6 +83,8 @@ while [ $# -gt 0 ]; do
     --cache) cache=${2:?--cache needs a list}; shift 2 ;;
     --matrix) matrix=${2:?--matrix needs 2211 or 2607}; shift 2 ;;
     --filter) filter=${2:?--filter needs words}; shift 2 ;;
+    --native) native=1; shift ;;
+    --c-flags) cflags=${2:?--c-flags needs flags}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a count}; shift 2 ;;
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
     --cell-ms) cell_ms=${2:?--cell-ms needs milliseconds}; shift 2 ;;
@@ -138,11 +146,16 @@ else
   dpdk_version=$(pkg-config --modversion libdpdk)
   harness="$repo/target/dpdk/mempool_perf"
   mkdir -p "$(dirname "$harness")"
-  # shellcheck disable=SC2046 # pkg-config's flags are words
-  cc -O3 -march=native -o "$harness" "$repo/bench/dpdk/mempool_perf.c" \
+  # shellcheck disable=SC2046,SC2086 # pkg-config's flags and $cflags are words
+  cc $cflags -o "$harness" "$repo/bench/dpdk/mempool_perf.c" \
     $(pkg-config --cflags --libs libdpdk) || die "building bench/dpdk/mempool_perf.c failed"
   (cd "$repo" && cargo build --quiet --release -p idxpool-bench --example mempool_perf --example dpdk_join) ||
     die "cargo build failed"
+  if [ -n "$native" ]; then
+    (cd "$repo" && RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=native" CARGO_TARGET_DIR="$repo/target/native" \
+      cargo build --quiet --release -p idxpool-bench --example mempool_perf) || die "cargo build (native) failed"
+    perf_bin="$repo/target/native/release/examples/mempool_perf"
+  fi
 
   # ---- EAL arguments ----------------------------------------------------------------------------
   [ "$maxcores" -le "$navail" ] || echo "compare-dpdk: warning: $maxcores lcores on $navail CPUs: they time-share" >&2

@@ -30,7 +30,7 @@ if [ "${MIRI_QUICK:-0}" = 1 ]; then
     --test runtime_pools --test reentrant_alloc
 else
   cargo +nightly miri test "$@" \
-    --test model --test stress --test bad_input --test debug_checks --test pool_basics \
+    --test model --test table --test stress --test bad_input --test debug_checks --test pool_basics \
     --test soundness --test runtime_pools --test reentrant_alloc
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

@@ -178,6 +178,25 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
+    /// A get into a caller's table (`get_into`) found a slot that already holds a handle:
+    /// nothing was taken and the table is unchanged (a get never overwrites, so never loses, a
+    /// handle).
+    #[error("table slot {index} of {len} already holds a handle: nothing was taken")]
+    SlotOccupied {
+        /// 0-based position of the first occupied slot in the table given.
+        index: usize,
+        /// Length of the table given.
+        len: usize,
+    },
+    /// A put from a caller's table (`put_from`) found an empty slot: nothing was put back and
+    /// the table is unchanged.
+    #[error("table slot {index} of {len} holds no handle: nothing was put")]
+    SlotEmpty {
+        /// 0-based position of the first empty slot in the table given.
+        index: usize,
+        /// Length of the table given.
+        len: usize,
+    },
 }
 
 impl PoolError {

@@ -78,6 +78,7 @@ pub mod shared;
 mod space;
 pub mod stats;
 mod sync;
+mod table;
 mod thread;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;

@@ -59,13 +59,13 @@ pub struct LocalCache<P: PoolRef> {
     /// compiler can keep it in registers across a loop of gets and puts. Its `'static` is
     /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
     /// used only through `&mut self`.
-    cm: CacheMut<'static, E<P>>,
+    pub(crate) cm: CacheMut<'static, E<P>>,
     /// A copy of the pool's geometry, for the identity check of run-time pools on every put:
     /// held here, the compiler keeps it in registers across a loop of puts instead of
     /// reloading it from the pool after every store (a write through a raw pointer may alias
     /// the pool).
     geometry: Geometry,
-    pool: P,
+    pub(crate) pool: P,
 }
 
 // SAFETY: the cache is owned by this value alone (the registry only reads its atomic length);

@@ -557,7 +557,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     /// The owner token of the calling thread's cache.
     #[inline(always)]
-    fn thread_cache_mut(&self) -> CacheMut<'_, R::Entry> {
+    pub(crate) fn thread_cache_mut(&self) -> CacheMut<'_, R::Entry> {
         let c = self.thread_cache();
         // SAFETY: c is the calling thread's own cache (only this thread uses it, and each
         // adapter makes this token only after its allocations and checks, and then only

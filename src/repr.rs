@@ -118,6 +118,9 @@ impl Geometry {
 /// For every `index < g.capacity`, `ptr(g, encode(g, index))` must equal
 /// `g.base + index * g.stride` and `index(g, encode(g, index)) == index`; distinct indices must
 /// give distinct entries. The pool relies on this to hand out non-aliasing objects.
+/// `Entry` must be one of the types for which Rust guarantees the null-pointer optimisation
+/// (`NonZeroU32`, `NonNull<_>`, ..., or a `repr(transparent)` wrapper of one): callers' tables
+/// of `Option<Handle>` slots (`get_into` / `put_from`) are read and written as entries.
 ///
 /// ```
 /// use idxpool::{repr::Repr, Brand, Index, Pointer, Pool, PoolBuilder};

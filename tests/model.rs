@@ -46,6 +46,12 @@ enum Op {
     PutBulkTail(usize, usize),
     /// Explicit caches only: `put_array` of 4 held handles, if at least 4 are held.
     PutArray4(usize),
+    /// `get_into` a table of `n` empty slots; `occupied` puts one held handle in the slot
+    /// `k % n` first (then the get must fail with `SlotOccupied` and move nothing).
+    GetInto(Via, usize, Option<usize>),
+    /// `put_from` a table of up to `n` held handles starting at `k % held`; `hole` leaves the
+    /// slot `j % len` empty (then the put must fail with `SlotEmpty` and move nothing).
+    PutFrom(Via, usize, usize, Option<usize>),
     Flush(Via),
 }
 
@@ -63,6 +69,10 @@ fn op(max_n: usize) -> impl Strategy<Value = Op> {
         3 => (via(), any::<usize>(), 0..=max_n).prop_map(|(v, k, n)| Op::PutBulk(v, k, n)),
         1 => (0..2usize, 0..=max_n).prop_map(|(c, n)| Op::PutBulkTail(c, n)),
         1 => (0..2usize).prop_map(Op::PutArray4),
+        3 => (via(), 0..=max_n, prop::option::weighted(0.15, any::<usize>()))
+            .prop_map(|(v, n, o)| Op::GetInto(v, n, o)),
+        3 => (via(), any::<usize>(), 0..=max_n, prop::option::weighted(0.15, any::<usize>()))
+            .prop_map(|(v, k, n, h)| Op::PutFrom(v, k, n, h)),
         1 => via().prop_map(Op::Flush),
     ]
 }
@@ -255,6 +265,109 @@ fn run<B: Brand, R: Repr>(
                     let v = give(pool, &mut m, 0, 4)?;
                     let arr: [Handle<u64, B, R>; 4] = v.try_into().expect("4 handles");
                     locals[i].put_array(arr);
+                }
+                Op::GetInto(via, n, occupied) => {
+                    let r = reachable(&locals, via);
+                    let mut table: Vec<Option<Handle<u64, B, R>>> = (0..n).map(|_| None).collect();
+                    // A held handle in one slot: the get must refuse and leave it there.
+                    let planted = match occupied {
+                        Some(k) if n > 0 && !m.held.is_empty() => {
+                            let j = k % n;
+                            table[j] = m.held.pop();
+                            Some(j)
+                        }
+                        _ => None,
+                    };
+                    let res = match via {
+                        Via::Implicit => pool.get_into(&mut table),
+                        Via::Local(i) => locals[i].get_into(&mut table),
+                    };
+                    if let Some(j) = planted {
+                        prop_assert!(
+                            matches!(res, Err(PoolError::SlotOccupied { index, len }) if index == j && len == n),
+                            "step {}: get_into over an occupied slot {} gave {:?}",
+                            step,
+                            j,
+                            res.as_ref().err()
+                        );
+                        prop_assert_eq!(reachable(&locals, via), r, "step {}: moved", step);
+                        prop_assert_eq!(table.iter().filter(|s| s.is_some()).count(), 1);
+                        m.held
+                            .push(table[j].take().expect("the planted handle stays"));
+                    } else {
+                        match res {
+                            Ok(()) => {
+                                prop_assert!(
+                                    r >= n,
+                                    "step {step}: get_into {n} succeeded, {r} reachable"
+                                );
+                                let hs: Vec<_> = table
+                                    .iter_mut()
+                                    .map(|s| s.take().expect("every slot filled"))
+                                    .collect();
+                                take(pool, &mut m, hs)?;
+                            }
+                            Err(PoolError::Exhausted {
+                                requested,
+                                available,
+                            }) => {
+                                prop_assert!(
+                                    r < n,
+                                    "step {step}: get_into {n} failed, {r} reachable"
+                                );
+                                prop_assert!(table.iter().all(Option::is_none));
+                                prop_assert_eq!(requested, n);
+                                prop_assert_eq!(available, r, "step {}: Exhausted.available", step);
+                            }
+                            Err(e) => return Err(TestCaseError::fail(format!("step {step}: {e}"))),
+                        }
+                    }
+                }
+                Op::PutFrom(via, k, n, hole) => {
+                    let v = give(pool, &mut m, k, n)?;
+                    let len = v.len();
+                    let mut table: Vec<Option<Handle<u64, B, R>>> =
+                        v.into_iter().map(Some).collect();
+                    let hole = match hole {
+                        Some(j) if len > 0 => {
+                            let j = j % len;
+                            let h = table[j].take().expect("full");
+                            m.stamps.insert(pool.index_of(&h), *pool.get_ref(&h));
+                            m.held.push(h);
+                            Some(j)
+                        }
+                        _ => None,
+                    };
+                    let r = reachable(&locals, via);
+                    let res = match via {
+                        Via::Implicit => pool.put_from(&mut table),
+                        Via::Local(i) => locals[i].put_from(&mut table),
+                    };
+                    match hole {
+                        Some(j) => {
+                            prop_assert!(
+                                matches!(res, Err(PoolError::SlotEmpty { index, len: l }) if index == j && l == len),
+                                "step {}: put_from with a hole at {} gave {:?}",
+                                step,
+                                j,
+                                res.as_ref().err()
+                            );
+                            prop_assert_eq!(reachable(&locals, via), r, "step {}: moved", step);
+                            // Nothing moved: take the rest back, stamps and all.
+                            let hs: Vec<_> = table.iter_mut().filter_map(Option::take).collect();
+                            for h in hs {
+                                m.stamps.insert(pool.index_of(&h), *pool.get_ref(&h));
+                                m.held.push(h);
+                            }
+                        }
+                        None => {
+                            prop_assert!(res.is_ok(), "step {}: put_from: {:?}", step, res.err());
+                            prop_assert!(
+                                table.iter().all(Option::is_none),
+                                "put_from empties its table"
+                            );
+                        }
+                    }
                 }
                 Op::Flush(via) => {
                     let ring_before = pool.ring_count();

@@ -504,6 +504,50 @@ fn verdict(rows: &[Row]) -> String {
             }
         );
     }
+    // Issue 24: the pointer twin is a faithful port when it runs within 0.9-1.1x of DPDK.
+    let twin = |r: &Row| r.pointer.map_or(f64::NAN, |p| p / r.dpdk);
+    let mut unfaithful: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.pointer.is_some() && !(0.9..=1.1).contains(&twin(r)))
+        .collect();
+    unfaithful.sort_by(|a, b| {
+        (twin(a) - 1.0)
+            .abs()
+            .total_cmp(&(twin(b) - 1.0).abs())
+            .reverse()
+    });
+    let _ = writeln!(
+        out,
+        "target pointer twin within 0.9-1.1x of DPDK (a faithful port): {}",
+        if unfaithful.is_empty() {
+            "met".to_owned()
+        } else {
+            format!(
+                "unfaithful twin in {} cells (furthest first: {})",
+                unfaithful.len(),
+                list(&unfaithful, &twin)
+            )
+        }
+    );
+    let fl = |r: &Row| r.floor32.map_or(f64::NAN, |f| f / r.dpdk);
+    let with_floor = rows.iter().filter(|r| r.floor32.is_some()).count();
+    if with_floor > 0 {
+        let mut below: Vec<&Row> = rows.iter().filter(|r| fl(r) < 1.0).collect();
+        below.sort_by(|a, b| fl(a).total_cmp(&fl(b)));
+        let _ = writeln!(
+            out,
+            "target floor (u32) >= DPDK: {}",
+            if below.is_empty() {
+                format!("met in {with_floor} cells")
+            } else {
+                format!(
+                    "missed in {} of {with_floor} cells ({})",
+                    below.len(),
+                    list(&below, &fl)
+                )
+            }
+        );
+    }
     out
 }
 

@@ -90,8 +90,10 @@ fn worker_const_touch<const N: usize, B: Brand, R: Repr>(
     }
 }
 
-/// `constant_n = 0`: bulk sizes are run-time values (`get_bulk` / `put_bulk_tail`). Not
-/// inlined, so that each variant is one function to profile and disassemble.
+/// `constant_n = 0`: bulk sizes are run-time values. DPDK's `test_loop`: a table of `n_keep`
+/// slots filled by `get_into(&mut table[i..i + n_get])`, emptied by
+/// `put_from(&mut table[i..i + n_put])`. Not inlined, so that each variant is one function to
+/// profile and disassemble.
 #[inline(never)]
 fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
@@ -100,32 +102,35 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
+    assert!(
+        keep % n_get == 0 && keep % n_put == 0,
+        "n_keep is a multiple of both bulks"
+    );
     // Handle -> &mut T converter holding base and stride by value (registers in the loop).
     let objs = c.pool().resolver();
-    let mut kept: Vec<H<B, R>> = Vec::with_capacity(keep);
+    let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
-            while kept.len() < keep {
-                let at = kept.len();
-                if let Err(e) = c.get_bulk(&mut kept, n_get) {
-                    c.put_bulk(&mut kept);
-                    return Err(e);
+            let mut i = 0;
+            while i < keep {
+                let slots = &mut table[i..i + n_get];
+                if let Err(e) = c.get_into(slots) {
+                    return Err(give_back(c, &mut table, e));
                 }
                 if TOUCH {
-                    if PREFETCH {
-                        // VPP / DPDK: the whole burst's lines in flight before the writes.
-                        objs.prefetch_all(&kept[at..]);
-                    }
-                    for h in &mut kept[at..] {
-                        objs.get_mut(h).head = count;
-                    }
+                    touch::<PREFETCH, B, R>(&objs, slots, count);
                 }
+                i += n_get;
             }
-            while !kept.is_empty() {
-                c.put_bulk_tail(&mut kept, n_put);
+            let mut i = 0;
+            while i < keep {
+                if let Err(e) = c.put_from(&mut table[i..i + n_put]) {
+                    return Err(give_back(c, &mut table, e));
+                }
+                i += n_put;
             }
             count += keep as u64;
         }
@@ -135,8 +140,43 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     }
 }
 
-/// `constant_n = 1`: the bulk size is the compile-time constant `N` (`get_array::<N>` /
-/// `put_array`), monomorphised per N. Not inlined (see `worker_dyn`).
+/// Writes `head` of every object of `slots` (all full), after prefetching them all when
+/// `PREFETCH` (VPP / DPDK: the whole burst's lines in flight before the writes).
+#[inline(always)]
+fn touch<const PREFETCH: bool, B: Brand, R: Repr>(
+    objs: &idxpool::Resolver<'_, Obj, B, R>,
+    slots: &mut [Option<H<B, R>>],
+    count: u64,
+) {
+    if PREFETCH {
+        for h in slots.iter().flatten() {
+            objs.prefetch(h);
+        }
+    }
+    for h in slots.iter_mut().flatten() {
+        objs.get_mut(h).head = count;
+    }
+}
+
+/// After a failed get: every handle of the table goes back through `c`; returns `e`.
+#[cold]
+fn give_back<B: Brand, R: Repr>(
+    c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
+    table: &mut [Option<H<B, R>>],
+    e: PoolError,
+) -> PoolError {
+    for s in table.iter_mut() {
+        if let Some(h) = s.take() {
+            c.put(h);
+        }
+    }
+    e
+}
+
+/// `constant_n = 1`: the bulk size is the compile-time constant `N`: DPDK's loop with
+/// `&mut table[i..i + N]`, a slice of constant length after inlining (the cache's copy is
+/// specialised for N as DPDK's inlined constant-n path), monomorphised per N. Not inlined
+/// (see `worker_dyn`).
 #[inline(never)]
 fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
@@ -144,39 +184,33 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
     dur: Duration,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
-    let chunks = keep / N;
+    assert!(keep % N == 0, "n_keep is a multiple of the bulk");
     let objs = c.pool().resolver();
-    let mut kept: Vec<[H<B, R>; N]> = Vec::with_capacity(chunks);
+    let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
-            for _ in 0..chunks {
-                match c.get_array::<N>() {
-                    Ok(mut a) => {
-                        if TOUCH {
-                            if PREFETCH {
-                                objs.prefetch_all(&a);
-                            }
-                            for h in &mut a {
-                                objs.get_mut(h).head = count;
-                            }
-                        }
-                        kept.push(a);
-                    }
-                    Err(e) => {
-                        while let Some(a) = kept.pop() {
-                            c.put_array(a);
-                        }
-                        return Err(e);
-                    }
+            let mut i = 0;
+            while i < keep {
+                let slots = &mut table[i..i + N];
+                if let Err(e) = c.get_into(slots) {
+                    return Err(give_back(c, &mut table, e));
                 }
+                if TOUCH {
+                    touch::<PREFETCH, B, R>(&objs, slots, count);
+                }
+                i += N;
             }
-            while let Some(a) = kept.pop() {
-                c.put_array(a);
+            let mut i = 0;
+            while i < keep {
+                if let Err(e) = c.put_from(&mut table[i..i + N]) {
+                    return Err(give_back(c, &mut table, e));
+                }
+                i += N;
             }
-            count += (chunks * N) as u64;
+            count += keep as u64;
         }
         if start.wall_elapsed() >= dur {
             return Ok((count, start.measured()));
@@ -194,8 +228,8 @@ fn random_bulk(r: &mut u32, mask: u32, left: usize) -> usize {
 }
 
 /// 26.07's random-bulk pass: get `n_keep` objects in bulks of pseudorandom sizes in
-/// `1..=max_bulk`, then put them back the same way (DPDK's sequence, one counter across both
-/// phases). Not inlined (see `worker_dyn`).
+/// `1..=max_bulk` into the table, then put them back the same way (DPDK's
+/// `test_loop_random`, one counter across both phases). Not inlined (see `worker_dyn`).
 #[inline(never)]
 fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
@@ -207,33 +241,32 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     assert!(cell.max_bulk.is_power_of_two(), "max_bulk is a power of 2");
     let mask = (cell.max_bulk - 1) as u32;
     let objs = c.pool().resolver();
-    let mut kept: Vec<H<B, R>> = Vec::with_capacity(keep);
+    let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let mut r = 0u32;
     let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
-            while kept.len() < keep {
-                let at = kept.len();
-                let n = random_bulk(&mut r, mask, keep - at);
-                if let Err(e) = c.get_bulk(&mut kept, n) {
-                    c.put_bulk(&mut kept);
-                    return Err(e);
+            let mut i = 0;
+            while i < keep {
+                let n = random_bulk(&mut r, mask, keep - i);
+                let slots = &mut table[i..i + n];
+                if let Err(e) = c.get_into(slots) {
+                    return Err(give_back(c, &mut table, e));
                 }
                 if TOUCH {
-                    if PREFETCH {
-                        // VPP / DPDK: the whole burst's lines in flight before the writes.
-                        objs.prefetch_all(&kept[at..]);
-                    }
-                    for h in &mut kept[at..] {
-                        objs.get_mut(h).head = count;
-                    }
+                    touch::<PREFETCH, B, R>(&objs, slots, count);
                 }
+                i += n;
             }
-            while !kept.is_empty() {
-                let n = random_bulk(&mut r, mask, kept.len());
-                c.put_bulk_tail(&mut kept, n);
+            let mut i = 0;
+            while i < keep {
+                let n = random_bulk(&mut r, mask, keep - i);
+                if let Err(e) = c.put_from(&mut table[i..i + n]) {
+                    return Err(give_back(c, &mut table, e));
+                }
+                i += n;
             }
             count += keep as u64;
         }
@@ -260,45 +293,54 @@ impl<E: Copy> Lifo<E> {
         }
     }
 
-    /// Appends the top `n` entries to `out`; false (nothing moved) when fewer are held.
+    /// Copies the top `dst.len()` entries into `dst` (the caller's table); false (nothing
+    /// moved) when fewer are held.
     #[inline(always)]
-    pub fn get_bulk(&mut self, out: &mut Vec<E>, n: usize) -> bool {
-        let Some(from) = self.len.checked_sub(n) else {
+    pub fn get_into(&mut self, dst: &mut [E]) -> bool {
+        let Some(from) = self.len.checked_sub(dst.len()) else {
             return false;
         };
-        // An element loop, not extend_from_slice's memcpy call: the cheapest copy for the
-        // small bulks (LLVM vectorises it for the large ones).
-        out.extend(self.buf[from..self.len].iter().copied());
+        // An element loop, not copy_from_slice's memcpy call for a run-time length: the
+        // cheapest copy for the small bulks (LLVM vectorises it for the large ones).
+        for (d, s) in dst.iter_mut().zip(&self.buf[from..self.len]) {
+            *d = *s;
+        }
         self.len = from;
         true
     }
 
-    /// Moves the last `n` entries of `v` (all if it holds fewer) back on top.
+    /// [`Lifo::get_into`] for a window of constant size `N` (the floor's `constant_n`): fixed-size
+    /// array copies, no loop.
     #[inline(always)]
-    pub fn put_bulk_tail(&mut self, v: &mut Vec<E>, n: usize) {
-        let start = v.len() - n.min(v.len());
-        let end = self.len + (v.len() - start);
-        for (d, s) in self.buf[self.len..end].iter_mut().zip(&v[start..]) {
+    pub fn get_into_n<const N: usize>(&mut self, dst: &mut [E; N]) -> bool {
+        let Some(from) = self.len.checked_sub(N) else {
+            return false;
+        };
+        let src: &[E; N] = self.buf[from..from + N].try_into().expect("N entries");
+        *dst = *src;
+        self.len = from;
+        true
+    }
+
+    /// [`Lifo::put_from`] for a window of constant size `N`.
+    #[inline(always)]
+    pub fn put_from_n<const N: usize>(&mut self, src: &[E; N]) {
+        let end = self.len + N;
+        let dst: &mut [E; N] = (&mut self.buf[self.len..end])
+            .try_into()
+            .expect("N entries");
+        *dst = *src;
+        self.len = end;
+    }
+
+    /// Copies the entries of `src` (the caller's table) back on top.
+    #[inline(always)]
+    pub fn put_from(&mut self, src: &[E]) {
+        let end = self.len + src.len();
+        for (d, s) in self.buf[self.len..end].iter_mut().zip(src) {
             *d = *s;
         }
         self.len = end;
-        v.truncate(start);
-    }
-
-    /// The top `N` entries as an array.
-    #[inline(always)]
-    pub fn get_array<const N: usize>(&mut self) -> Option<[E; N]> {
-        let from = self.len.checked_sub(N)?;
-        let a: [E; N] = self.buf[from..self.len].try_into().ok()?;
-        self.len = from;
-        Some(a)
-    }
-
-    /// Puts `N` entries back on top.
-    #[inline(always)]
-    pub fn put_array<const N: usize>(&mut self, a: [E; N]) {
-        self.buf[self.len..self.len + N].copy_from_slice(&a);
-        self.len += N;
     }
 
     /// Entries held.
@@ -308,7 +350,7 @@ impl<E: Copy> Lifo<E> {
     }
 }
 
-/// The floor's `worker_dyn`: the same loop on a [`Lifo`] (no touch).
+/// The floor's `worker_dyn`: the same loop (DPDK's table) on a [`Lifo`] (no touch).
 #[inline(never)]
 fn floor_dyn<E: Copy>(
     l: &mut Lifo<E>,
@@ -317,20 +359,27 @@ fn floor_dyn<E: Copy>(
     clock: Clock,
 ) -> (u64, Duration) {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
-    let mut kept: Vec<E> = Vec::with_capacity(keep);
+    let mut table: Vec<E> = l.buf[..keep].to_vec();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
-            while kept.len() < keep {
-                assert!(l.get_bulk(&mut kept, n_get), "the floor holds n_keep");
+            let mut i = 0;
+            while i < keep {
+                assert!(
+                    l.get_into(&mut table[i..i + n_get]),
+                    "the floor holds n_keep"
+                );
+                i += n_get;
             }
-            while !kept.is_empty() {
-                l.put_bulk_tail(&mut kept, n_put);
+            let mut i = 0;
+            while i < keep {
+                l.put_from(&table[i..i + n_put]);
+                i += n_put;
             }
             count += keep as u64;
-            std::hint::black_box(&mut kept);
+            std::hint::black_box(&mut table);
         }
         if start.wall_elapsed() >= dur {
             return (count, start.measured());
@@ -346,21 +395,26 @@ fn floor_const<const N: usize, E: Copy>(
     dur: Duration,
     clock: Clock,
 ) -> (u64, Duration) {
-    let chunks = keep / N;
-    let mut kept: Vec<[E; N]> = Vec::with_capacity(chunks);
+    let mut table: Vec<E> = l.buf[..keep].to_vec();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
-            for _ in 0..chunks {
-                kept.push(l.get_array::<N>().expect("the floor holds n_keep"));
+            let mut i = 0;
+            while i < keep {
+                let w: &mut [E; N] = (&mut table[i..i + N]).try_into().expect("N slots");
+                assert!(l.get_into_n(w), "the floor holds n_keep");
+                i += N;
             }
-            while let Some(a) = kept.pop() {
-                l.put_array(a);
+            let mut i = 0;
+            while i < keep {
+                let w: &[E; N] = (&table[i..i + N]).try_into().expect("N slots");
+                l.put_from_n(w);
+                i += N;
             }
-            count += (chunks * N) as u64;
-            std::hint::black_box(&mut kept);
+            count += keep as u64;
+            std::hint::black_box(&mut table);
         }
         if start.wall_elapsed() >= dur {
             return (count, start.measured());
@@ -378,23 +432,27 @@ fn floor_random<E: Copy>(
 ) -> (u64, Duration) {
     let keep = cell.keep;
     let mask = (cell.max_bulk - 1) as u32;
-    let mut kept: Vec<E> = Vec::with_capacity(keep);
+    let mut table: Vec<E> = l.buf[..keep].to_vec();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let mut r = 0u32;
     let start = Stopwatch::start(clock);
     loop {
         for _ in 0..cycles {
-            while kept.len() < keep {
-                let n = random_bulk(&mut r, mask, keep - kept.len());
-                assert!(l.get_bulk(&mut kept, n), "the floor holds n_keep");
+            let mut i = 0;
+            while i < keep {
+                let n = random_bulk(&mut r, mask, keep - i);
+                assert!(l.get_into(&mut table[i..i + n]), "the floor holds n_keep");
+                i += n;
             }
-            while !kept.is_empty() {
-                let n = random_bulk(&mut r, mask, kept.len());
-                l.put_bulk_tail(&mut kept, n);
+            let mut i = 0;
+            while i < keep {
+                let n = random_bulk(&mut r, mask, keep - i);
+                l.put_from(&table[i..i + n]);
+                i += n;
             }
             count += keep as u64;
-            std::hint::black_box(&mut kept);
+            std::hint::black_box(&mut table);
         }
         if start.wall_elapsed() >= dur {
             return (count, start.measured());
@@ -525,19 +583,24 @@ mod tests {
     #[test]
     fn lifo_moves_entries_and_refuses_underflow() {
         let mut l = Lifo::full(8, |i| i as u32);
-        let mut v = Vec::new();
-        assert!(l.get_bulk(&mut v, 3));
-        assert_eq!(v, vec![5, 6, 7]);
-        assert!(!l.get_bulk(&mut v, 6), "only 5 left");
-        assert_eq!((l.len(), v.len()), (5, 3));
-        l.put_bulk_tail(&mut v, 2);
-        assert_eq!((l.len(), v.clone()), (7, vec![5]));
-        l.put_bulk_tail(&mut v, 10);
-        assert_eq!((l.len(), v.len()), (8, 0));
-        let a = l.get_array::<4>().unwrap();
-        assert_eq!(a, [4, 6, 7, 5], "last put, first got");
-        assert!(l.get_array::<5>().is_none());
-        l.put_array(a);
+        let mut t = [0u32; 8];
+        assert!(l.get_into(&mut t[..3]));
+        assert_eq!(t[..3], [5, 6, 7]);
+        assert!(!l.get_into(&mut t[2..]), "only 5 left");
+        assert_eq!(l.len(), 5);
+        l.put_from(&t[1..3]);
+        assert_eq!(l.len(), 7);
+        assert!(l.get_into(&mut t[..4]));
+        assert_eq!(t[..4], [3, 4, 6, 7], "last put, first got");
+        l.put_from(&t[..4]);
+        l.put_from(&t[..1]);
+        assert_eq!(l.len(), 8);
+        // The constant-size windows of the floor's constant_n loop.
+        let mut w = [0u32; 4];
+        assert!(l.get_into_n(&mut w));
+        assert_eq!(w, [4, 6, 7, 3]);
+        assert!(!l.get_into_n(&mut [0u32; 5]), "only 4 left");
+        l.put_from_n(&w);
         assert_eq!(l.len(), 8);
     }
 

@@ -1,0 +1,423 @@
+//! Bulk gets and puts through the caller's table (DPDK's `obj_table`): `get_into` writes the
+//! handles straight into `&mut [Option<Handle>]` slots the caller owns, `put_from` takes them
+//! straight out of them. No `Vec`, no array returned by value: for a table slice of constant
+//! length the copy between the cache and the table is the cache's `copy_entries` alone
+//! (DESIGN.md, "The caller's table").
+//!
+//! A slot is an `Option<Handle>`: a handle stays linear (a get never overwrites a slot that
+//! holds one, a put empties every slot it takes from), and the table is plain safe memory the
+//! caller may index, slice and inspect. `Option<Handle>` has the handle's layout (the entry is
+//! a `NonZeroU32` or a `NonNull`, wrapped in `repr(transparent)` types: the null-pointer
+//! optimisation Rust guarantees, checked below at compile time), so the cache copies entries
+//! into and out of the slots as it does into its own array.
+//!
+//! Kept apart from `pool.rs` and `local.rs` (their adapters are shared; see "the adapters"
+//! in pool.rs for the re-entrancy rule, which these follow).
+
+use std::mem::MaybeUninit;
+
+use crate::brand::Brand;
+use crate::element::Element;
+use crate::error::PoolError;
+use crate::handle::Handle;
+use crate::owned::PoolRef;
+use crate::pool::{entries_of, try_check_owned_all, Pool, Token};
+use crate::repr::Repr;
+use crate::ring::Behavior;
+
+type H<T, B, R> = Handle<T, B, R>;
+/// A slot of a caller's table.
+type Slot<T, B, R> = Option<Handle<T, B, R>>;
+/// A slot of a table for the pool behind `P`.
+type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
+
+/// True when some slot of `table` holds a handle (`SOME`) or is empty (`!SOME`).
+///
+/// The shape of `copy_entries` (repr.rs): for `n <= 64`, two fixed-size windows of `k` slots,
+/// the first `k` and the last `k` with `k` the power of two such that `k < n <= 2k`
+/// (overlapping ones re-test a few slots, which changes nothing for "any"), each tested with
+/// one compare per slot and no branch (fixed-size vector code), then one branch. A plain loop
+/// over a run-time length was a vectorised loop with a scalar remainder: at bulks 1 to 4 the
+/// remainder ran, about 7 instructions per slot, twice per get and put.
+#[inline(always)]
+fn any_slot<const SOME: bool, T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> bool {
+    #[inline(always)]
+    fn window<const SOME: bool, const K: usize, T: ?Sized, B, R: Repr>(
+        table: &[Slot<T, B, R>],
+    ) -> bool {
+        let n = table.len();
+        debug_assert!(K <= n);
+        let p = table.as_ptr();
+        // SAFETY: K <= n (the caller's dispatch), so [0, K) and [n - K, n) lie inside the
+        // table; read-only views of initialised slots.
+        let (a, b) = unsafe {
+            (
+                &*p.cast::<[Slot<T, B, R>; K]>(),
+                &*p.add(n - K).cast::<[Slot<T, B, R>; K]>(),
+            )
+        };
+        // Two plain loops over arrays (a `chain` of the two is not vectorised).
+        let mut any = false;
+        for s in a {
+            any |= s.is_some() == SOME;
+        }
+        for s in b {
+            any |= s.is_some() == SOME;
+        }
+        any
+    }
+    let n = table.len();
+    if n <= 2 {
+        n != 0 && window::<SOME, 1, T, B, R>(table)
+    } else if n <= 4 {
+        window::<SOME, 2, T, B, R>(table)
+    } else if n <= 8 {
+        window::<SOME, 4, T, B, R>(table)
+    } else if n <= 16 {
+        window::<SOME, 8, T, B, R>(table)
+    } else if n <= 32 {
+        window::<SOME, 16, T, B, R>(table)
+    } else if n <= 64 {
+        window::<SOME, 32, T, B, R>(table)
+    } else {
+        let mut any = false;
+        for s in table {
+            any |= s.is_some() == SOME;
+        }
+        any
+    }
+}
+
+/// True when some slot of `table` holds a handle.
+#[inline(always)]
+fn any_occupied<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> bool {
+    any_slot::<true, T, B, R>(table)
+}
+
+/// True when some slot of `table` is empty.
+#[inline(always)]
+fn any_empty<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> bool {
+    any_slot::<false, T, B, R>(table)
+}
+
+#[cold]
+#[inline(never)]
+fn occupied_error<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> PoolError {
+    PoolError::SlotOccupied {
+        index: table.iter().position(Option::is_some).unwrap_or(0),
+        len: table.len(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn empty_error<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> PoolError {
+    PoolError::SlotEmpty {
+        index: table.iter().position(Option::is_none).unwrap_or(0),
+        len: table.len(),
+    }
+}
+
+/// Writes `None` into every slot without dropping what was there (callers: the handles were
+/// moved into the cache, or are copies the cache kept). For a run-time length it is the shape
+/// of `copy_entries` (repr.rs): two overlapping fixed-size stores of `k` empty slots, `k` the
+/// power of two with `k < n <= 2k`, so no call to `memset` (a plain loop of `None` stores
+/// became one, which costs more than the stores at bulk 1). With a constant length it is `n`
+/// slots' worth of vector stores.
+#[inline(always)]
+fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
+    let n = table.len();
+    let p = table.as_mut_ptr();
+    macro_rules! halves {
+        ($k:literal) => {{
+            // SAFETY: k <= n, so [0, k) and [n - k, n) lie inside the table; the stores
+            // overwrite slots whose handles (if any) have been moved away (handles have no
+            // destructor: nothing is skipped by not dropping).
+            unsafe {
+                p.cast::<[Slot<T, B, R>; $k]>().write([const { None }; $k]);
+                p.add(n - $k)
+                    .cast::<[Slot<T, B, R>; $k]>()
+                    .write([const { None }; $k]);
+            }
+        }};
+    }
+    if n <= 2 {
+        if n != 0 {
+            halves!(1)
+        }
+    } else if n <= 4 {
+        halves!(2)
+    } else if n <= 8 {
+        halves!(4)
+    } else if n <= 16 {
+        halves!(8)
+    } else if n <= 32 {
+        halves!(16)
+    } else if n <= 64 {
+        halves!(32)
+    } else {
+        for s in table.iter_mut() {
+            // SAFETY: as above, one slot at a time.
+            unsafe { std::ptr::write(s, None) };
+        }
+    }
+}
+
+/// Proof, at compile time, that a slot is exactly an entry: `Option<Handle>` has the size of
+/// the entry (the null-pointer optimisation, guaranteed for `NonZeroU32`, `NonNull` and
+/// `repr(transparent)` wrappers of them, which the `Repr` contract requires of `Entry`).
+#[inline(always)]
+const fn assert_slot_is_entry<T: ?Sized, B, R: Repr>() {
+    const {
+        assert!(std::mem::size_of::<Slot<T, B, R>>() == std::mem::size_of::<R::Entry>());
+        assert!(std::mem::align_of::<Slot<T, B, R>>() == std::mem::align_of::<R::Entry>());
+    }
+}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
+    /// Fills every slot of `table` (all empty) with a handle through the token `token`
+    /// returns, all or nothing.
+    ///
+    /// Before the token exists: the slot check and the size check (they only read the
+    /// table; errors are built in cold functions). After it: the copy from the cache (or the
+    /// cache's slow path, which copies from the ring), then the debug hook, as `get_vec_via`.
+    #[inline(always)]
+    pub(crate) fn get_into_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        token: impl FnOnce() -> C,
+        table: &mut [Slot<T, B, R>],
+    ) -> Result<(), PoolError> {
+        assert_slot_is_entry::<T, B, R>();
+        let n = table.len();
+        if any_occupied(table) {
+            return Err(occupied_error(table));
+        }
+        let cap = self.capacity() as usize;
+        if n > cap {
+            let mut t = token();
+            let cm = t.cm();
+            cm.count_failed_get(n);
+            return Err(PoolError::Exhausted {
+                requested: n,
+                available: cm.reachable().min(cap),
+            });
+        }
+        // SAFETY: a slot is an entry (assert_slot_is_entry: same size and alignment, and an
+        // entry's bits are the bits of `Some(handle)`); every slot is None, so writing entries
+        // into them loses no handle, and what the cache writes is only valid entries (of free
+        // objects, now the table's). The view lives only inside this function.
+        let dst = unsafe { &mut *(table as *mut [Slot<T, B, R>] as *mut [MaybeUninit<R::Entry>]) };
+        let mut t = token();
+        let cm = t.cm();
+        if n <= cm.len() {
+            cm.take_top(dst);
+            self.got_into(table);
+            return Ok(());
+        }
+        match cm.get(dst, Behavior::Bulk) {
+            Ok(_) => {
+                self.got_into(table);
+                Ok(())
+            }
+            Err(available) => {
+                // A failed bulk get hands out nothing: make sure no slot shows an entry (the
+                // cache kept every entry it may have copied here, so these bits name no
+                // handle).
+                clear(table);
+                Err(PoolError::Exhausted {
+                    requested: n,
+                    available,
+                })
+            }
+        }
+    }
+
+    /// The debug hook over a table just filled.
+    #[inline(always)]
+    fn got_into(&self, table: &[Slot<T, B, R>]) {
+        if crate::DEBUG_CHECKS {
+            // SAFETY: every slot was just filled (Some), and Some(h) has h's bits.
+            let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
+            self.debug_got(hs);
+        }
+    }
+
+    /// Puts the handle of every slot of `table` (all full) through the token `token` returns
+    /// and empties the slots, all or nothing.
+    ///
+    /// Before the token exists: the slot check, the identity check of run-time pools (a typed
+    /// error here, not a panic: nothing moved) and the debug hook (which may panic). After it:
+    /// the copy into the cache.
+    #[inline(always)]
+    pub(crate) fn put_from_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        token: impl FnOnce() -> C,
+        table: &mut [Slot<T, B, R>],
+    ) -> Result<(), PoolError> {
+        assert_slot_is_entry::<T, B, R>();
+        if any_empty(table) {
+            return Err(empty_error(table));
+        }
+        // SAFETY: every slot is Some (checked above), and Some(h) has h's bits
+        // (assert_slot_is_entry); the view is read-only and ends before the slots are cleared.
+        let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
+        let src = entries_of(hs);
+        try_check_owned_all::<B, R>(&self.geometry, src)?;
+        self.debug_put(hs);
+        token().cm().put(src);
+        // The cache owns those objects now: empty the slots (the handles moved).
+        clear(table);
+        Ok(())
+    }
+
+    /// Fills every slot of `table` with a handle, through the calling thread's cache, all or
+    /// nothing (DPDK's `rte_mempool_get_bulk(mp, obj_table, n)` with the table the caller's
+    /// memory): no `Vec`, no array moved by value.
+    ///
+    /// # Errors
+    /// * [`PoolError::SlotOccupied`] when a slot already holds a handle (nothing is taken, the
+    ///   table is unchanged: a get never overwrites a handle);
+    /// * [`PoolError::Exhausted`] with `requested = table.len()` when this thread's cache plus
+    ///   the ring hold fewer (every slot stays empty).
+    ///
+    /// ```
+    /// use idxpool::{Handle, PoolBuilder};
+    /// let pool = PoolBuilder::<u64>::with_default(64).cache_size(16).build()?;
+    /// let mut table: [Option<Handle<u64>>; 8] = Default::default();
+    /// pool.get_into(&mut table[2..6])?; // four handles, written into slots 2..6
+    /// assert!(table[2..6].iter().all(Option::is_some) && table[0].is_none());
+    /// assert_eq!(pool.in_use(), 4);
+    /// assert!(pool.get_into(&mut table[..4]).is_err()); // slots 2, 3 are full: nothing taken
+    /// pool.put_from(&mut table[2..6])?; // back, and the slots are empty again
+    /// assert!(table.iter().all(Option::is_none));
+    /// assert_eq!(pool.in_use(), 0);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline]
+    pub fn get_into(&self, table: &mut [Option<H<T, B, R>>]) -> Result<(), PoolError> {
+        self.get_into_via(|| self.thread_cache_mut(), table)
+    }
+
+    /// Returns the handle of every slot of `table` through the calling thread's cache and
+    /// empties the slots, all or nothing (DPDK's `rte_mempool_put_bulk(mp, obj_table, n)`).
+    ///
+    /// # Errors
+    /// Nothing is moved and the table is unchanged on:
+    /// * [`PoolError::SlotEmpty`] when a slot holds no handle;
+    /// * [`PoolError::ForeignHandle`] (run-time pools) when a handle is another pool's.
+    ///
+    /// ```
+    /// use idxpool::{Handle, PoolBuilder};
+    /// let pool = PoolBuilder::<u64>::with_default(64).build()?;
+    /// let mut table: Vec<Option<Handle<u64>>> = (0..32).map(|_| None).collect();
+    /// pool.get_into(&mut table)?;
+    /// assert!(pool.put_from(&mut table[..]).is_ok());
+    /// // Every slot is empty now: a second put moves nothing and says which slot.
+    /// assert!(matches!(
+    ///     pool.put_from(&mut table[..]),
+    ///     Err(idxpool::PoolError::SlotEmpty { index: 0, len: 32 })
+    /// ));
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline]
+    pub fn put_from(&self, table: &mut [Option<H<T, B, R>>]) -> Result<(), PoolError> {
+        self.put_from_via(|| self.thread_cache_mut(), table)
+    }
+}
+
+impl<P: PoolRef> crate::LocalCache<P> {
+    /// Fills every slot of `table` with a handle, through this cache, all or nothing (DPDK's
+    /// `rte_mempool_generic_get(mp, obj_table, n, cache)`). With a table slice of constant
+    /// length (`&mut table[i..i + 32]`) the hit is DPDK's inlined constant-n copy.
+    ///
+    /// # Errors
+    /// As [`crate::Pool::get_into`] (the cache's objects plus the ring are what it reaches).
+    ///
+    /// ```
+    /// use idxpool::{Handle, PoolBuilder};
+    /// let pool = PoolBuilder::<[u8; 64]>::zeroed(1024).cache_size(64).build()?;
+    /// let mut cache = pool.local_cache();
+    /// let mut table: Vec<Option<Handle<[u8; 64]>>> = (0..128).map(|_| None).collect();
+    /// for i in (0..128).step_by(32) {
+    ///     cache.get_into(&mut table[i..i + 32])?;
+    /// }
+    /// for i in (0..128).step_by(32) {
+    ///     cache.put_from(&mut table[i..i + 32])?;
+    /// }
+    /// assert!(table.iter().all(Option::is_none));
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline(always)]
+    pub fn get_into(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
+        self.pool.pool().get_into_via(|| &mut self.cm, table)
+    }
+
+    /// Returns the handle of every slot of `table` through this cache and empties the slots,
+    /// all or nothing (DPDK's `rte_mempool_generic_put(mp, obj_table, n, cache)`).
+    ///
+    /// # Errors
+    /// As [`crate::Pool::put_from`].
+    ///
+    /// ```
+    /// use idxpool::{Handle, PoolBuilder};
+    /// let pool = PoolBuilder::<u32>::with_default(16).cache_size(4).build()?;
+    /// let mut cache = pool.local_cache();
+    /// let mut table: [Option<Handle<u32>>; 4] = Default::default();
+    /// cache.get_into(&mut table)?;
+    /// cache.put_from(&mut table)?;
+    /// assert!(table.iter().all(Option::is_none));
+    /// assert_eq!(cache.len(), 4);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline(always)]
+    pub fn put_from(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
+        self.pool.pool().put_from_via(|| &mut self.cm, table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{any_empty, any_occupied, clear, Slot};
+    use crate::{PoolBuilder, Unchecked};
+
+    /// The window checks and the clear against plain loops, at every length and position.
+    #[test]
+    fn windows_see_every_slot_and_clear_writes_only_the_table() {
+        // SAFETY: one pool, its handles never mixed with another's.
+        let pool = unsafe { PoolBuilder::<u8>::zeroed(4).build_unchecked() }.unwrap();
+        let max = if cfg!(miri) { 70 } else { 140 };
+        for n in 0..max {
+            for at in (0..n).step_by(if cfg!(miri) { 7 } else { 1 }) {
+                let mut t: Vec<Slot<u8, Unchecked, crate::Offset>> = (0..n).map(|_| None).collect();
+                assert!(!any_occupied(&t) && (n == 0 || any_empty(&t)), "n={n}");
+                t[at] = Some(pool.get().unwrap());
+                assert!(any_occupied(&t), "n={n}: slot {at} full");
+                pool.put(t[at].take().unwrap());
+                let mut full: Vec<Slot<u8, Unchecked, crate::Offset>> =
+                    (0..n + 1).map(|_| None).collect();
+                for s in &mut full[..n] {
+                    *s = Some(pool.get().unwrap());
+                    // A pool of 4: give it back at once and keep a copy of the entry only.
+                    let h = s.take().unwrap();
+                    let e = h.entry();
+                    pool.put(h);
+                    *s = Some(crate::Handle::from_entry(e));
+                }
+                full[n] = Some(crate::Handle::from_entry(
+                    full.first()
+                        .and_then(|s| s.as_ref())
+                        .map_or_else(|| std::num::NonZeroU32::new(1).unwrap(), |h| h.entry()),
+                ));
+                assert!(!any_empty(&full[..n]), "n={n}: all full");
+                let h = full[at].take();
+                assert!(any_empty(&full[..n]), "n={n}: slot {at} empty");
+                full[at] = h;
+                clear(&mut full[..n]);
+                assert!(full[..n].iter().all(Option::is_none), "n={n}: cleared");
+                assert!(full[n].is_some(), "n={n}: nothing past the table written");
+                // The copy past the table names no object: dropped with the vector (a
+                // handle has no destructor, so nothing is given back twice).
+            }
+        }
+    }
+}
