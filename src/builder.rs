@@ -594,6 +594,14 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         };
         self.policy.validate(cache_size, self.capacity)?;
         let mut stride = self.stride.stride_for(size, align)?;
+        if !matches!(self.stride, StrideMode::Bytes(_)) {
+            // Every object aligned, not only the first: a multiple of the alignment. A no-op
+            // for sized types (their size is one already); byte buffers' length need not be
+            // (`bytes(n, 17, 4096)`: found by attack, issue 23).
+            stride = stride
+                .checked_next_multiple_of(align)
+                .ok_or_else(|| PoolError::overflow("stride rounding to the alignment"))?;
+        }
         if self.stride == StrideMode::Auto {
             // Auto also satisfies the representation (offset entries: multiples of 8).
             stride = stride

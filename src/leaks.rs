@@ -60,20 +60,21 @@ pub struct LeakReport<'a> {
     pub capacity: u32,
 }
 
-type Hook = Box<dyn Fn(&LeakReport<'_>) + Send + Sync>;
+type Hook = std::sync::Arc<dyn Fn(&LeakReport<'_>) + Send + Sync>;
 
 static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
 
 /// Installs the process-wide leak hook, called (on the dropping thread) for every pool dropped
 /// with objects still out, in every build; replaces any previous hook. Without a hook, debug
-/// builds print a line to stderr. The hook must not create or drop pools.
+/// builds print a line to stderr. The hook may set or clear the hook; it must not create or drop
+/// pools.
 ///
 /// A hook that panics does not stop the drop: the pool's objects are still dropped and its
 /// brand retired, then the hook's panic propagates out of the drop. When the pool is dropped
 /// while the thread is already unwinding from another panic, the hook's panic is contained
 /// (a second panic escaping a destructor would abort the process).
 pub fn set_leak_hook(hook: impl Fn(&LeakReport<'_>) + Send + Sync + 'static) {
-    *HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
+    *HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(hook));
 }
 
 /// Removes the leak hook (back to the default: stderr in debug builds).
@@ -95,8 +96,10 @@ pub(crate) fn report(pool: &str, outstanding: usize, capacity: u32) -> Option<Ho
         outstanding,
         capacity,
     };
-    let hook = HOOK.read().unwrap_or_else(|e| e.into_inner());
-    if let Some(h) = hook.as_ref() {
+    // The hook is cloned out and the lock released before the call, so a hook may set or
+    // clear the hook itself (a one-shot hook hung on its own lock: found by attack, issue 23).
+    let hook = HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(h) = hook {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(&r))).err();
     } else if cfg!(any(debug_assertions, feature = "debug-checks")) {
         eprintln!(

@@ -512,9 +512,14 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         self.resolver().get_mut_all(hs)
     }
 
-    /// 0-based index of the object of `h`.
+    /// 0-based index of the object of `h` (`0..capacity`).
+    ///
+    /// # Panics
+    /// Run-time pools: when `h` is another pool's (as [`Pool::get_ref`]).
     #[inline]
+    #[track_caller]
     pub fn index_of(&self, h: &H<T, B, R>) -> u32 {
+        check_owned::<B, R>(&self.geometry, h.entry());
         R::index(&self.geometry, h.entry())
     }
 
@@ -1273,7 +1278,10 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
         // SAFETY: &mut self: no LocalCache of this pool is alive.
         unsafe { self.core.reclaim_forgotten_caches() };
-        let free = self.core.ring.count() + self.core.registry.held_by_threads();
+        let free = self
+            .core
+            .registry
+            .held_by_threads_and(|| self.core.ring.count());
         let cap = self.geometry.capacity as usize;
         // A panicking leak hook is caught and resumed at the end (leaks::rethrow).
         let hook_panic = (free < cap)

@@ -243,6 +243,16 @@ impl<E: Copy + Send + 'static> Registry<E> {
         }
         let c = Box::into_raw(Box::new(make()));
         let _g = slot.lock();
+        // The allocation above may have run a global allocator that used this pool on this
+        // thread and installed a cache first (found by attack, issue 23): keep that one, whose
+        // entries are in use, and free ours (empty: nothing was ever put in it).
+        let existing = slot.cache.load(Ordering::Acquire);
+        if !existing.is_null() {
+            // SAFETY: `c` was made by Box::into_raw above and never shared.
+            drop(unsafe { Box::from_raw(c) });
+            // SAFETY: as in current(): the slot's cache lives until this thread's exit.
+            return Some(unsafe { &*existing });
+        }
         slot.cache.store(c, Ordering::Release);
         memo_store(pool_id, c.cast());
         // SAFETY: just allocated; freed only at this thread's exit or with the registry.
@@ -370,11 +380,15 @@ impl<E: Copy + Send + 'static> Registry<E> {
         f(&mut visit)
     }
 
-    /// Entries held by the implicit caches, read with every slot locked at once (for the
-    /// pool's drop: exiting threads may still flush meanwhile).
-    pub(crate) fn held_by_threads(&self) -> usize {
+    /// Entries held by the implicit caches plus `elsewhere()` (the ring's count), read with
+    /// every slot locked at once (for the pool's drop: exiting threads may still flush
+    /// meanwhile, and an exit flush moves its cache into the ring under its slot lock, so
+    /// with every lock held each entry is counted once: in a cache or in the ring. Reading the
+    /// ring outside the locks missed a flush in between: a false leak report that retired the
+    /// brand or quarantined the block, found by attack after `thread::scope`, issue 23).
+    pub(crate) fn held_by_threads_and(&self, elsewhere: impl FnOnce() -> usize) -> usize {
         let guards: Vec<_> = self.slots.iter().map(|s| s.lock()).collect();
-        let mut n = 0;
+        let mut n = elsewhere();
         for s in self.slots.iter() {
             let p = s.cache.load(Ordering::Acquire);
             if !p.is_null() {

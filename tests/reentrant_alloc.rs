@@ -16,6 +16,8 @@ use idxpool::{Handle, Offset, Pool, PoolBuilder, Runtime};
 type P = Pool<u64, Runtime, Offset>;
 
 static POOL: OnceLock<P> = OnceLock::new();
+/// The tests share POOL and STOLEN: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// The raw value of the handle the allocator took (u32::MAX: none).
 static STOLEN: AtomicU32 = AtomicU32::new(u32::MAX);
 
@@ -50,6 +52,7 @@ static A: Reentrant = Reentrant;
 
 #[test]
 fn an_allocator_that_reenters_the_pool_never_gets_a_duplicate() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pool = POOL.get_or_init(|| {
         PoolBuilder::<u64>::with_default(64)
             .cache_size(16)
@@ -83,4 +86,32 @@ fn an_allocator_that_reenters_the_pool_never_gets_a_duplicate() {
         pool.put_bulk(&mut out);
         assert_eq!(pool.in_use(), 0);
     }
+}
+
+/// The first get of a thread installs its cache, which allocates: an allocator that uses the
+/// pool there installed a cache first, and the outer install overwrote it, losing its objects
+/// (found by attack, issue 23). The install now keeps the cache already there.
+#[test]
+fn an_allocator_that_reenters_the_first_install_loses_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = POOL.get_or_init(|| {
+        PoolBuilder::<u64>::with_default(64)
+            .cache_size(16)
+            .build()
+            .unwrap()
+    });
+    std::thread::spawn(move || {
+        ARMED.with(|a| a.set(true)); // the install's allocation re-enters
+        let h = pool.get().unwrap();
+        let stolen = STOLEN.swap(u32::MAX, Ordering::SeqCst);
+        pool.put(h);
+        if stolen != u32::MAX {
+            // SAFETY: `stolen` came from into_raw of a handle of this live pool, rebuilt once.
+            pool.put(unsafe { Handle::<u64, Runtime, Offset>::from_raw(stolen) });
+        }
+    })
+    .join()
+    .unwrap();
+    // The thread exited: its cache went back to the ring; nothing is out.
+    assert_eq!(pool.in_use(), 0, "objects lost in an overwritten cache");
 }

@@ -777,6 +777,44 @@ fn byte_buffer_pools_take_their_object_size_at_run_time() {
     assert_eq!(sum, 7);
 }
 
+/// Every object of a byte-buffer pool is aligned as asked, not only the first (found by
+/// attack: `bytes(16, 17, 4096)` had a stride of 32).
+#[test]
+fn every_object_of_a_byte_buffer_pool_is_aligned() {
+    for (len, align) in [
+        (17usize, 4096usize),
+        (8, 16),
+        (100, 4096),
+        (3, 2),
+        (64, 128),
+    ] {
+        let p = PoolBuilder::bytes(16, len, align)
+            .cache_size(0)
+            .build()
+            .unwrap();
+        let mut hs = Vec::new();
+        p.get_bulk(&mut hs, 16).unwrap();
+        for h in &hs {
+            let addr = p.as_ptr(h).cast::<u8>().as_ptr() as usize;
+            assert_eq!(addr % align, 0, "len {len} align {align}");
+        }
+        p.put_bulk(&mut hs);
+    }
+}
+
+/// `index_of` rejects another pool's handle like every other path (found by attack: it
+/// returned a number out of range).
+#[test]
+fn index_of_rejects_a_foreign_handle() {
+    let a = pool("idx-a", 8, 0);
+    let b = pool("idx-b", 8, 0);
+    let h = a.get().unwrap();
+    assert!(a.index_of(&h) < 8);
+    let r = catch_unwind(AssertUnwindSafe(|| b.index_of(&h)));
+    assert!(panic_message(r.unwrap_err()).contains("'idx-a'"));
+    a.put(h);
+}
+
 #[test]
 fn byte_buffer_pools_refuse_impossible_layouts() {
     for (len, align) in [(0usize, 8usize), (64, 3), (64, 0)] {
