@@ -12,7 +12,9 @@ use crate::repr::Repr;
 use crate::ring::Behavior;
 
 /// Where every object of a quiescent pool is, as found by
-/// [`Pool::audit`](crate::Pool::audit).
+/// [`Pool::audit`](crate::Pool::audit), and what a pool dropped with objects still out
+/// reports to the leak hook ([`crate::leaks::set_leak_hook`]: there `in_use` is the number of
+/// objects still out, and `caches` is empty).
 ///
 /// ```
 /// use idxpool::{AuditReport, PoolBuilder};
@@ -26,6 +28,8 @@ use crate::ring::Behavior;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditReport {
+    /// The pool's name ([`PoolBuilder::name`](crate::PoolBuilder::name)).
+    pub pool: String,
     /// Objects in the pool.
     pub capacity: usize,
     /// Free objects in the common ring.
@@ -183,6 +187,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             return Err(PoolError::AuditFailed(format!("pool {}: {p}", self.name())));
         }
         Ok(crate::AuditReport {
+            pool: self.name().to_string(),
             capacity: cap,
             in_ring,
             in_caches,

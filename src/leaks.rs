@@ -17,7 +17,7 @@
 //! let s = seen.clone();
 //! idxpool::leaks::set_leak_hook(move |r| {
 //!     if r.pool == "doc-leaky" {
-//!         s.lock().unwrap().push(r.outstanding);
+//!         s.lock().unwrap().push(r.in_use);
 //!     }
 //! });
 //! let pool = idxpool::PoolBuilder::<u64>::with_default(8).name("doc-leaky").build()?;
@@ -31,36 +31,9 @@
 
 use std::sync::RwLock;
 
-/// What a pool dropped with objects still out reports.
-///
-/// ```
-/// use std::sync::Mutex;
-/// use idxpool::{leaks::LeakReport, PoolBuilder};
-/// static SEEN: Mutex<Option<(usize, u32)>> = Mutex::new(None);
-/// idxpool::leaks::set_leak_hook(|r: &LeakReport<'_>| {
-///     if r.pool == "doc-leak-report" {
-///         *SEEN.lock().unwrap() = Some((r.outstanding, r.capacity));
-///     }
-/// });
-/// let pool = PoolBuilder::<u64>::with_default(8).name("doc-leak-report").build()?;
-/// let _kept = pool.get()?;
-/// drop(pool);
-/// assert_eq!(*SEEN.lock().unwrap(), Some((1, 8)));
-/// idxpool::leaks::clear_leak_hook();
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeakReport<'a> {
-    /// The pool's name ([`PoolBuilder::name`](crate::PoolBuilder::name)).
-    pub pool: &'a str,
-    /// Objects not back in the pool (held by handles, or leaked by dropped handles).
-    pub outstanding: usize,
-    /// The pool's capacity.
-    pub capacity: u32,
-}
+use crate::AuditReport;
 
-type Hook = std::sync::Arc<dyn Fn(&LeakReport<'_>) + Send + Sync>;
+type Hook = std::sync::Arc<dyn Fn(&AuditReport) + Send + Sync>;
 
 static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
 
@@ -73,7 +46,7 @@ static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
 /// brand retired, then the hook's panic propagates out of the drop. When the pool is dropped
 /// while the thread is already unwinding from another panic, the hook's panic is contained
 /// (a second panic escaping a destructor would abort the process).
-pub fn set_leak_hook(hook: impl Fn(&LeakReport<'_>) + Send + Sync + 'static) {
+pub fn set_leak_hook(hook: impl Fn(&AuditReport) + Send + Sync + 'static) {
     *HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(hook));
 }
 
@@ -90,12 +63,8 @@ pub(crate) type HookPanic = Box<dyn std::any::Any + Send + 'static>;
 /// or retired the brand (issue 25 item 6: a panicking hook left `T drops: 0 of 4` and the brand
 /// claimed by "a live pool" forever).
 #[must_use = "give a hook's panic to leaks::rethrow once the drop is done"]
-pub(crate) fn report(pool: &str, outstanding: usize, capacity: u32) -> Option<HookPanic> {
-    let r = LeakReport {
-        pool,
-        outstanding,
-        capacity,
-    };
+pub(crate) fn report(r: AuditReport) -> Option<HookPanic> {
+    let (pool, outstanding, capacity) = (&r.pool, r.in_use + r.lent_to_kernel, r.capacity);
     // The hook is cloned out and the lock released before the call, so a hook may set or
     // clear the hook itself (a one-shot hook hung on its own lock: found by attack, issue 23).
     let hook = HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();

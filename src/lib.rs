@@ -82,6 +82,8 @@ mod table;
 mod thread;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;
+// AF_XDP's frame map: with the io_uring half of "feeding the kernel" (feature `uring`).
+#[cfg(feature = "uring")]
 pub mod xdp;
 
 pub use audit::AuditReport;

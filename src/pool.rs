@@ -1278,15 +1278,30 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
         // SAFETY: &mut self: no LocalCache of this pool is alive.
         unsafe { self.core.reclaim_forgotten_caches() };
-        let free = self
-            .core
-            .registry
-            .held_by_threads_and(|| self.core.ring.count());
+        let mut in_ring = 0;
+        let free = self.core.registry.held_by_threads_and(|| {
+            in_ring = self.core.ring.count();
+            in_ring
+        });
         let cap = self.geometry.capacity as usize;
         // A panicking leak hook is caught and resumed at the end (leaks::rethrow).
-        let hook_panic = (free < cap)
-            .then(|| crate::leaks::report(&self.name, cap - free, self.geometry.capacity))
-            .flatten();
+        let hook_panic = if free < cap {
+            let lent_to_kernel = self
+                .core
+                .kernel_lent
+                .load(std::sync::atomic::Ordering::Relaxed);
+            crate::leaks::report(crate::AuditReport {
+                pool: self.name.clone(),
+                capacity: cap,
+                in_ring,
+                in_caches: free - in_ring,
+                in_use: cap - free - lent_to_kernel.min(cap - free),
+                lent_to_kernel,
+                caches: Vec::new(),
+            })
+        } else {
+            None
+        };
         if let Some(slot) = self.brand {
             slot.release(free == self.geometry.capacity as usize);
         }

@@ -46,16 +46,8 @@ pub struct RingFlags {
 }
 
 /// Whether a transfer is all-or-nothing (bulk) or best-effort (burst).
-///
-/// ```
-/// use idxpool::ring::{Behavior, Ring, RingFlags};
-/// let ring = Ring::<u32>::new(4, RingFlags { exact_size: true, ..RingFlags::default() })?;
-/// assert_eq!(ring.enqueue(&[1, 2, 3, 4, 5], Behavior::Bulk).n, 0); // all or nothing
-/// assert_eq!(ring.enqueue(&[1, 2, 3, 4, 5], Behavior::Burst).n, 4); // as many as fit
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Behavior {
+pub(crate) enum Behavior {
     /// Move exactly `n` entries or none.
     Bulk,
     /// Move as many as possible, up to `n`.
@@ -72,21 +64,13 @@ enum Side {
 }
 
 /// Result of a ring transfer, with DPDK's out-values.
-///
-/// ```
-/// use idxpool::ring::{Behavior, Ring, RingFlags, Transfer};
-/// let ring = Ring::<u32>::new(4, RingFlags { exact_size: true, ..RingFlags::default() })?;
-/// let t: Transfer = ring.enqueue(&[1, 2, 3], Behavior::Burst);
-/// assert_eq!(t, Transfer { n: 3, remaining: 1 }); // 1 free slot left
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transfer {
+pub(crate) struct Transfer {
     /// Entries moved.
-    pub n: usize,
+    pub(crate) n: usize,
     /// After an enqueue: free slots left (rte_ring's `free_space`). After a dequeue: entries
     /// left (rte_ring's `available`). A snapshot, exact only when no other thread is active.
-    pub remaining: usize,
+    pub(crate) remaining: usize,
 }
 
 #[repr(C)]
@@ -98,31 +82,15 @@ struct HeadTail {
 /// The mutable state of a ring: producer and consumer head/tail counters, each pair on its own
 /// cache line. Plain `#[repr(C)]` atomics with no pointers, so it can live inside a shared
 /// mapping (see [`Ring::from_raw_parts`]).
-///
-/// ```
-/// use std::mem::MaybeUninit;
-/// use std::ptr::NonNull;
-/// use idxpool::ring::{Ring, RingFlags, RingState};
-/// let flags = RingFlags::default();
-/// let mut state = Box::new(RingState::new(0)); // e.g. inside a shared mapping
-/// let mut slots = vec![MaybeUninit::<u32>::uninit(); Ring::<u32>::slot_count(8, flags)?];
-/// let state_ptr = NonNull::from(&mut *state);
-/// let slots_ptr = NonNull::new(slots.as_mut_ptr()).unwrap();
-/// // SAFETY: `state` and `slots` outlive the ring and back no other ring.
-/// let ring = unsafe { Ring::from_raw_parts(state_ptr, slots_ptr, 8, flags)? };
-/// assert!(ring.enqueue_bulk(&[1, 2, 3]));
-/// assert_eq!(ring.count(), 3);
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
 #[repr(C)]
-pub struct RingState {
+pub(crate) struct RingState {
     prod: CachePadded<HeadTail>,
     cons: CachePadded<HeadTail>,
 }
 
 impl RingState {
     /// All four counters at `start`.
-    pub fn new(start: u32) -> Self {
+    pub(crate) fn new(start: u32) -> Self {
         let ht = || {
             CachePadded::new(HeadTail {
                 head: AtomicU32::new(start),
@@ -227,7 +195,8 @@ impl<E: Copy> Ring<E> {
     /// `state` and `slots` must stay valid, and be used only through rings of the same `count`
     /// and `flags`, for the life of the returned value; the slots must hold initialised entries
     /// wherever the state says entries are.
-    pub unsafe fn from_raw_parts(
+    #[allow(dead_code)] // kept for rings placed in caller memory (unit tests)
+    pub(crate) unsafe fn from_raw_parts(
         state: NonNull<RingState>,
         slots: NonNull<MaybeUninit<E>>,
         count: u32,
@@ -252,7 +221,8 @@ impl<E: Copy> Ring<E> {
     ///
     /// # Errors
     /// As [`Ring::new`].
-    pub fn slot_count(count: u32, flags: RingFlags) -> Result<usize, PoolError> {
+    #[allow(dead_code)]
+    pub(crate) fn slot_count(count: u32, flags: RingFlags) -> Result<usize, PoolError> {
         Self::geometry(count, flags).map(|g| g.0)
     }
 
@@ -378,7 +348,7 @@ impl<E: Copy> Ring<E> {
 
     /// Enqueues `src` with the given behavior; reports entries moved and free space left.
     #[inline]
-    pub fn enqueue(&self, src: &[E], behavior: Behavior) -> Transfer {
+    pub(crate) fn enqueue(&self, src: &[E], behavior: Behavior) -> Transfer {
         // SAFETY: src is valid for src.len() reads.
         unsafe { self.enqueue_raw(src.as_ptr(), src.len(), behavior) }
     }

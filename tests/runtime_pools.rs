@@ -366,13 +366,13 @@ fn guards_return_objects_on_drop_and_on_panic() {
 
 #[test]
 fn a_pool_dropped_with_objects_out_is_reported() {
-    let seen: Arc<Mutex<Vec<(String, usize, u32)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<(String, usize, usize)>>> = Arc::default();
     let s = seen.clone();
     idxpool::leaks::set_leak_hook(move |r| {
         if r.pool.starts_with("leaky-") {
             s.lock()
                 .unwrap()
-                .push((r.pool.to_string(), r.outstanding, r.capacity));
+                .push((r.pool.to_string(), r.in_use, r.capacity));
         }
     });
     let p = pool("leaky-dyn", 8, 4);

@@ -314,10 +314,7 @@ fn a_panicking_leak_hook_does_not_stop_the_drop() {
     idxpool::brand!(HookPanicsUnwinding);
     idxpool::leaks::set_leak_hook(|r| {
         if r.pool.starts_with("hook-panics") {
-            panic!(
-                "leak hook: pool {} dropped with {} out",
-                r.pool, r.outstanding
-            );
+            panic!("leak hook: pool {} dropped with {} out", r.pool, r.in_use);
         }
     });
     HOOKED_DROPS.store(0, SeqCst);

@@ -113,14 +113,8 @@ pub(crate) fn idx_line<T: Obj, B: Brand, R: Repr>(
     let hsize = std::mem::size_of_val(&h);
     pool.put(h);
     let size = std::mem::size_of::<T>();
-    let slots = idxpool::ring::Ring::<u32>::slot_count(
-        live,
-        idxpool::ring::RingFlags {
-            exact_size: true,
-            ..Default::default()
-        },
-    )
-    .unwrap_or(0);
+    // The common ring's slots: an exact-size ring of `live` entries has the next power of two.
+    let slots = (live as usize).next_power_of_two();
     let mapped = pool.backing().mapped_bytes;
     let stride = pool.stride();
     let computed = (stride - size) as f64 + (slots * entry) as f64 / live as f64;
