@@ -200,10 +200,12 @@ const CAPACITY: u32 = 4096;
 
 fn options(procs: u32) -> SharedOptions {
     // Slots: the primary, the secondaries, and (with --kill) the creator.
-    SharedOptions::new()
-        .cache_size(32)
-        .channels(2 * procs)
-        .max_processes(procs + 2)
+    SharedOptions {
+        cache_size: Some(32),
+        channels: 2 * procs,
+        max_processes: procs + 2,
+        ..SharedOptions::default()
+    }
 }
 
 /// With `--kill`: creates the pool, takes a few objects (some held, some back in its cache)

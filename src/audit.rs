@@ -39,7 +39,7 @@ pub struct AuditReport {
     /// Objects held by handles (`capacity - in_ring - in_caches - lent_to_kernel`).
     pub in_use: usize,
     /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
-    /// [`crate::uring`]; 0 without one): owned by neither a handle nor the pool.
+    /// `idxpool::uring`; 0 without one): owned by neither a handle nor the pool.
     pub lent_to_kernel: usize,
     /// `(label, objects)` per live cache.
     pub caches: Vec<(String, usize)>,

@@ -101,8 +101,8 @@ pub use handle::Handle;
 pub use handle_ring::HandleRing;
 pub use local::LocalCache;
 pub use owned::PoolRef;
-pub use pool::{ObjectsMut, Pool, Resolver};
-pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
+pub use pool::{Pool, Resolver};
+pub use region::{Backing, BackingPolicy, BackingReport};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use stats::Stats;
 

@@ -6,13 +6,13 @@ use crate::cache::{Cache, CacheMut};
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
-use crate::repr::{Geometry, Repr};
+use crate::repr::{Geometry, ReprImpl};
 use crate::ring::Behavior;
 
 /// The handle type of the pool behind `P`.
 type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// The entry type of the pool behind `P`.
-type E<P> = <<P as PoolRef>::R as Repr>::Entry;
+type E<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 
 /// A cache owned by its holder (DPDK's `rte_mempool_cache_create` + `rte_mempool_generic_get/
 /// put` with an explicit cache): gets and puts through it touch only this cache until it must

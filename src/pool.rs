@@ -490,28 +490,6 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         self.resolver().prefetch(h)
     }
 
-    /// Prefetches the objects of every handle of `hs` (as [`Resolver::prefetch_all`]).
-    #[inline(always)]
-    pub fn prefetch_all(&self, hs: &[H<T, B, R>]) {
-        self.resolver().prefetch_all(hs)
-    }
-
-    /// Converts `min(hs.len(), out.len())` handles to raw object pointers and returns that
-    /// count (as [`Resolver::resolve_bulk`]: VPP's `vlib_get_buffers`). Dereferencing the
-    /// pointers is the caller's `unsafe` responsibility, as for [`Pool::as_ptr`].
-    #[inline]
-    pub fn resolve_bulk(&self, hs: &[H<T, B, R>], out: &mut [NonNull<T>]) -> usize {
-        self.resolver().resolve_bulk(hs, out)
-    }
-
-    /// `&mut T` to the object of each handle of `hs`, in order (as
-    /// [`Resolver::get_mut_all`]; sound because distinct handles own distinct objects). Borrows
-    /// the pool and `hs` (mutably) for `'a`.
-    #[inline(always)]
-    pub fn get_mut_all<'a>(&'a self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R> {
-        self.resolver().get_mut_all(hs)
-    }
-
     /// 0-based index of the object of `h` (`0..capacity`).
     ///
     /// # Panics
@@ -861,7 +839,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 
     /// Objects lent to the kernel now: published in an io_uring provided-buffer ring (feature
-    /// `uring`, [`crate::uring`]) and not yet back in a completion. They are neither free nor
+    /// `uring`, `idxpool::uring`) and not yet back in a completion. They are neither free nor
     /// held by a handle; the lender gives them back to the pool when it is dropped. Always 0
     /// without such a lender. A snapshot while other threads work.
     ///
@@ -1128,7 +1106,10 @@ impl<'p, T: ?Sized + Element, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     /// before anything is yielded); [`Resolver::try_get_mut_all`] returns the error instead.
     #[inline(always)]
     #[track_caller]
-    pub fn get_mut_all<'a>(&self, hs: &'a mut [H<T, B, R>]) -> ObjectsMut<'a, T, B, R>
+    pub fn get_mut_all<'a>(
+        &self,
+        hs: &'a mut [H<T, B, R>],
+    ) -> impl DoubleEndedIterator<Item = &'a mut T> + ExactSizeIterator + std::iter::FusedIterator + 'a
     where
         'p: 'a,
     {
@@ -1148,7 +1129,10 @@ impl<'p, T: ?Sized + Element, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     pub fn try_get_mut_all<'a>(
         &self,
         hs: &'a mut [H<T, B, R>],
-    ) -> Result<ObjectsMut<'a, T, B, R>, PoolError>
+    ) -> Result<
+        impl DoubleEndedIterator<Item = &'a mut T> + ExactSizeIterator + std::iter::FusedIterator + 'a,
+        PoolError,
+    >
     where
         'p: 'a,
     {
@@ -1157,22 +1141,9 @@ impl<'p, T: ?Sized + Element, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     }
 }
 
-/// The objects of a slice of handles as `&'a mut T`, in order; made by
-/// [`Resolver::get_mut_all`] (and the `get_mut_all` of pools and caches). Borrows the handles
-/// mutably and the pool for `'a`.
-///
-/// ```
-/// let pool = idxpool::PoolBuilder::<u32>::with_default(8).build()?;
-/// let mut hs = Vec::new();
-/// pool.get_bulk(&mut hs, 4)?;
-/// for (i, obj) in pool.get_mut_all(&mut hs).enumerate() {
-///     *obj = i as u32; // one `&mut u32` per handle, in order
-/// }
-/// assert_eq!(hs.iter().map(|h| *pool.get_ref(h)).collect::<Vec<_>>(), [0, 1, 2, 3]);
-/// pool.put_bulk(&mut hs);
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-pub struct ObjectsMut<'a, T: ?Sized + Element, B, R: Repr> {
+/// The objects of a slice of handles as `&'a mut T`, in order: what `get_mut_all` returns
+/// (as an `impl Iterator`).
+pub(crate) struct ObjectsMut<'a, T: ?Sized + Element, B, R: Repr> {
     objs: Resolver<'a, T, B, R>,
     hs: std::slice::IterMut<'a, H<T, B, R>>,
 }
@@ -1353,7 +1324,7 @@ mod tests {
                 pool.get_bulk(&mut hs, cap as usize).unwrap();
                 // Prefetch of every object of a full pool: a hint, no fault.
                 objs.prefetch_all(&hs);
-                pool.prefetch_all(&hs);
+                pool.resolver().prefetch_all(&hs);
                 for h in &hs {
                     objs.prefetch(h);
                     pool.prefetch(h);
@@ -1367,7 +1338,7 @@ mod tests {
                 }
                 assert_eq!(out[hs.len()], NonNull::dangling(), "out[n..] untouched");
                 let mut short = vec![NonNull::<[u64; 9]>::dangling(); 5];
-                assert_eq!(pool.resolve_bulk(&hs, &mut short), 5);
+                assert_eq!(pool.resolver().resolve_bulk(&hs, &mut short), 5);
                 assert_eq!(short[4], pool.as_ptr(&hs[4]));
                 assert_eq!(objs.resolve_bulk(&hs[..0], &mut short), 0);
                 // get_mut_all: one &mut per handle, in order; writes reach each object.
@@ -1382,12 +1353,13 @@ mod tests {
                     assert_eq!(pool.get_ref(h)[8], pool.stride() as u64);
                 }
                 // Held all at once, from both ends.
-                let mut refs: Vec<&mut [u64; 9]> = pool.get_mut_all(&mut hs).rev().collect();
+                let mut refs: Vec<&mut [u64; 9]> =
+                    pool.resolver().get_mut_all(&mut hs).rev().collect();
                 refs[0][1] = 7; // the last handle's object
                 drop(refs);
                 assert_eq!(pool.get_ref(hs.last().unwrap())[1], 7);
                 {
-                    let mut it = pool.get_mut_all(&mut hs);
+                    let mut it = pool.resolver().get_mut_all(&mut hs);
                     it.next().unwrap()[2] = 1;
                     it.next_back().unwrap()[2] = 2;
                     assert_eq!(it.len(), cap as usize - 2);
@@ -1438,9 +1410,9 @@ mod tests {
         PoolBuilder::<u64>::with_default(4)
             .scoped(|pool| {
                 let mut none: Vec<H<u64, _, _>> = Vec::new();
-                assert_eq!(pool.get_mut_all(&mut none).len(), 0);
-                assert!(pool.get_mut_all(&mut none).next().is_none());
-                pool.prefetch_all(&none);
+                assert_eq!(pool.resolver().get_mut_all(&mut none).len(), 0);
+                assert!(pool.resolver().get_mut_all(&mut none).next().is_none());
+                pool.resolver().prefetch_all(&none);
             })
             .unwrap();
     }

@@ -94,28 +94,6 @@ pub enum BackingPolicy {
     Require(Backing),
 }
 
-/// A backing that was tried and skipped, and why.
-///
-/// ```
-/// use idxpool::{Backing, PoolBuilder};
-/// let pool = PoolBuilder::<u64>::with_default(64).build()?;
-/// let r = pool.backing();
-/// for fb in &r.fallbacks {
-///     assert!(fb.tried != r.backing && !fb.reason.is_empty());
-///     println!("{} skipped: {}", fb.tried, fb.reason);
-/// }
-/// // Nothing was skipped exactly when the first choice (hugetlb 2 MiB) was had.
-/// assert_eq!(r.fallbacks.is_empty(), r.backing == Backing::Hugetlb2M);
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fallback {
-    /// The backing that could not be had.
-    pub tried: Backing,
-    /// The OS error or the configuration that ruled it out.
-    pub reason: String,
-}
-
 /// What a pool got: the backing, the fallbacks on the way, and the mapping's size.
 ///
 /// ```
@@ -125,15 +103,20 @@ pub struct Fallback {
 /// assert!(r.mapped_bytes >= 1024 * 256);
 /// assert_eq!(r.mapped_bytes % r.backing.page_size(), 0);
 /// println!("{r}"); // e.g. "THP (2097152 bytes mapped); hugetlb 2 MiB unavailable: ..."
+/// for (tried, why) in &r.fallbacks {
+///     assert!(*tried != r.backing && !why.is_empty());
+/// }
+/// // Nothing was skipped exactly when the first choice (hugetlb 2 MiB) was had.
+/// assert_eq!(r.fallbacks.is_empty(), r.backing == idxpool::Backing::Hugetlb2M);
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackingReport {
     /// The backing in use.
     pub backing: Backing,
-    /// The backings tried before it, in order, with the reason each failed. Empty when the first
-    /// choice succeeded.
-    pub fallbacks: Vec<Fallback>,
+    /// The backings tried before it, in order, each with the OS error or the configuration
+    /// that ruled it out. Empty when the first choice succeeded.
+    pub fallbacks: Vec<(Backing, String)>,
     /// Bytes mapped (a multiple of the backing's page size, alignment slack included).
     pub mapped_bytes: usize,
     /// Whether the pages were faulted in at creation.
@@ -147,8 +130,8 @@ impl fmt::Display for BackingReport {
             f.write_str(", prefaulted")?;
         }
         f.write_str(")")?;
-        for fb in &self.fallbacks {
-            write!(f, "; {} unavailable: {}", fb.tried, fb.reason)?;
+        for (tried, why) in &self.fallbacks {
+            write!(f, "; {tried} unavailable: {why}")?;
         }
         Ok(())
     }
@@ -224,10 +207,7 @@ impl Region {
                 }
                 Err(MapError::Fatal(e)) => return Err(e),
                 Err(MapError::Unavailable(err)) => {
-                    fallbacks.push(Fallback {
-                        tried: backing,
-                        reason: err.to_string(),
-                    });
+                    fallbacks.push((backing, err.to_string()));
                     last_err = Some((backing, err));
                 }
             }
@@ -236,7 +216,7 @@ impl Region {
         let source = if fallbacks.len() > 1 {
             let all: Vec<String> = fallbacks
                 .iter()
-                .map(|f| format!("{}: {}", f.tried, f.reason))
+                .map(|(tried, why)| format!("{tried}: {why}"))
                 .collect();
             io::Error::new(source.kind(), all.join("; "))
         } else {
@@ -618,7 +598,7 @@ mod tests {
         let rep = r.report();
         match rep.backing {
             Backing::Hugetlb2M => assert!(rep.fallbacks.is_empty()),
-            Backing::Thp => assert_eq!(rep.fallbacks[0].tried, Backing::Hugetlb2M),
+            Backing::Thp => assert_eq!(rep.fallbacks[0].0, Backing::Hugetlb2M),
             Backing::Pages4K => assert_eq!(rep.fallbacks.len(), 2),
             other => panic!("unexpected backing {other}"),
         }

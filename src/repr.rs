@@ -18,49 +18,112 @@ use std::ptr::NonNull;
 
 use crate::error::PoolError;
 
-/// Where object `i` lives: `base + i * stride`, and which entries name this pool's objects.
-///
-/// A pool owns the raw entry values (`entry - 1`) `lo .. lo + span` of the process's 32-bit
-/// handle space: `lo = 0` for branded pools (the brand keeps pools apart), a range of its own
-/// for run-time pools ([`crate::brand::Runtime`], `space.rs`), so that a run-time pool tells its
-/// handles from another pool's with one range check. `base0` and `obase0` fold `lo` in, so the
-/// conversion entry -> address is the same instruction whatever `lo` is.
-///
-/// ```
-/// // The geometry is the pool's own; it shows through the pool's accessors.
-/// let pool = idxpool::PoolBuilder::<[u64; 3]>::with_default(16).build()?;
-/// let h = pool.get()?;
-/// let i = pool.index_of(&h) as usize;
-/// let addr = pool.base().as_ptr() as usize + i * pool.stride(); // base + i x stride
-/// assert_eq!(pool.as_ptr(&h).as_ptr() as usize, addr);
-/// pool.put(h);
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct Geometry {
-    /// Address of object 0.
-    pub(crate) base: NonNull<u8>,
-    /// `base - (lo + 1) x stride` (wrapping), so that the object of index entry `e` is at
-    /// `base0 + e * stride`.
-    pub(crate) base0: *mut u8,
-    /// `base - (lo + 1) x OFFSET_SCALE` (wrapping), so that the object of offset entry `e` is
-    /// at `obase0 + e * OFFSET_SCALE` (one addressing mode).
-    pub(crate) obase0: *mut u8,
-    /// Bytes between consecutive objects.
-    pub(crate) stride: usize,
-    /// Number of objects.
-    pub(crate) capacity: u32,
-    /// First raw entry value (`entry - 1`) of this pool's range of the handle space.
-    pub(crate) lo: u32,
-    /// `lo + 1` (wrapping): the first entry, against which `entry ^ e0 < span` checks a
-    /// run-time pool's handle (kept apart so the check needs no add).
-    pub(crate) e0: u32,
-    /// Raw entry values this pool's range spans (the range check of run-time pools).
-    pub(crate) span: u32,
-    /// Bytes of one object of a byte-buffer pool (`Pool<[u8]>`: the slice length
-    /// [`crate::Element::from_addr`] gives); the object size for sized types (unused).
-    pub(crate) elem_len: usize,
+/// The parts of a representation only the pool uses (sealed: nameable inside the crate
+/// only, so no other crate implements [`Repr`] or sees the pool's geometry).
+mod hidden {
+    use super::*;
+
+    /// Where object `i` lives: `base + i * stride`, and which entries name this pool's objects.
+    ///
+    /// A pool owns the raw entry values (`entry - 1`) `lo .. lo + span` of the process's 32-bit
+    /// handle space: `lo = 0` for branded pools (the brand keeps pools apart), a range of its own
+    /// for run-time pools ([`crate::brand::Runtime`], `space.rs`), so that a run-time pool tells its
+    /// handles from another pool's with one range check. `base0` and `obase0` fold `lo` in, so the
+    /// conversion entry -> address is the same instruction whatever `lo` is.
+    ///
+    /// ```
+    /// // The geometry is the pool's own; it shows through the pool's accessors.
+    /// let pool = idxpool::PoolBuilder::<[u64; 3]>::with_default(16).build()?;
+    /// let h = pool.get()?;
+    /// let i = pool.index_of(&h) as usize;
+    /// let addr = pool.base().as_ptr() as usize + i * pool.stride(); // base + i x stride
+    /// assert_eq!(pool.as_ptr(&h).as_ptr() as usize, addr);
+    /// pool.put(h);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[derive(Clone, Copy, Debug)]
+    pub struct Geometry {
+        /// Address of object 0.
+        pub(crate) base: NonNull<u8>,
+        /// `base - (lo + 1) x stride` (wrapping), so that the object of index entry `e` is at
+        /// `base0 + e * stride`.
+        pub(crate) base0: *mut u8,
+        /// `base - (lo + 1) x OFFSET_SCALE` (wrapping), so that the object of offset entry `e` is
+        /// at `obase0 + e * OFFSET_SCALE` (one addressing mode).
+        pub(crate) obase0: *mut u8,
+        /// Bytes between consecutive objects.
+        pub(crate) stride: usize,
+        /// Number of objects.
+        pub(crate) capacity: u32,
+        /// First raw entry value (`entry - 1`) of this pool's range of the handle space.
+        pub(crate) lo: u32,
+        /// `lo + 1` (wrapping): the first entry, against which `entry ^ e0 < span` checks a
+        /// run-time pool's handle (kept apart so the check needs no add).
+        pub(crate) e0: u32,
+        /// Raw entry values this pool's range spans (the range check of run-time pools).
+        pub(crate) span: u32,
+        /// Bytes of one object of a byte-buffer pool (`Pool<[u8]>`: the slice length
+        /// [`crate::Element::from_addr`] gives); the object size for sized types (unused).
+        pub(crate) elem_len: usize,
+    }
+
+    /// An object pointer that may cross threads (the pool, not the pointer, owns the object).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    #[repr(transparent)]
+    pub struct ObjPtr(pub(crate) NonNull<u8>);
+
+    /// What a representation does; see [`Repr`].
+    ///
+    /// # Safety
+    /// `encode` must be injective over a pool's indices and `ptr(encode(i))` must be object
+    /// `i`'s address: the pool relies on this to hand out non-aliasing objects.
+    pub unsafe trait ReprImpl: 'static + Sized {
+        /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
+        /// `Option<Handle>` is as small as the handle.
+        type Entry: Copy + Send + Sync + Eq + fmt::Debug + 'static;
+        /// Entry for object `index`.
+        fn encode(g: &Geometry, index: u32) -> Self::Entry;
+        /// Object index of an entry.
+        fn index(g: &Geometry, e: Self::Entry) -> u32;
+        /// Object address of an entry.
+        fn ptr(g: &Geometry, e: Self::Entry) -> *mut u8;
+        /// Strides this representation can name are multiples of this (1: any stride).
+        /// [`crate::StrideMode::Auto`] rounds up to it; other stride modes must already satisfy it.
+        const STRIDE_MULTIPLE: usize = 1;
+        /// Checks that every object of a pool of `capacity` objects at `stride` bytes has an entry.
+        ///
+        /// # Errors
+        /// [`PoolError::ReprLimit`] when the layout exceeds what the entry can name.
+        fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
+            let _ = (stride, capacity);
+            Ok(())
+        }
+        /// The entry named by a raw value as [`crate::Handle::into_raw`] returns it
+        /// (`entry - 1` for 4-byte entries; the object index for [`Pointer`]), or None when no
+        /// entry has that raw value. Used by `check_raw`; no other check.
+        fn entry_from_raw(g: &Geometry, raw: u32) -> Option<Self::Entry>;
+        /// Raw entry values (`entry - 1`) a pool of `capacity` objects at `stride` bytes needs in
+        /// the process's handle space (run-time pools), or None when this representation has no
+        /// such space ([`Pointer`]: run-time pools need 4-byte entries).
+        fn space_needed(stride: usize, capacity: u32) -> Option<u64>;
+        /// True when `e` lies in the pool's range of the handle space (`lo .. lo + span`): the one
+        /// compare of a run-time pool's access. Says nothing for [`Pointer`] (always true).
+        #[inline(always)]
+        fn owns(g: &Geometry, e: Self::Entry) -> bool {
+            Self::rank(g, e) < g.span
+        }
+        /// The place of `e` in the pool's block of the handle space: `entry ^ e0`, where the block
+        /// is `e0 .. e0 + span` with `span` a power of two and `e0` a multiple of it (space.rs),
+        /// so `rank < span` is the range check, and the OR of the ranks of a burst checks the
+        /// whole burst (an OR reduction, which vectorises to two instructions per four entries).
+        /// 0 for [`Pointer`].
+        fn rank(g: &Geometry, e: Self::Entry) -> u32;
+        /// The raw value (`entry - 1`) of a 4-byte entry in the handle space; `u32::MAX` (no
+        /// value of the space) for [`Pointer`]. For messages about foreign handles.
+        fn raw(e: Self::Entry) -> u32;
+    }
 }
+pub(crate) use hidden::{Geometry, ObjPtr, ReprImpl};
 
 // SAFETY: Geometry is address arithmetic only; the memory it describes is owned by the pool.
 unsafe impl Send for Geometry {}
@@ -135,52 +198,9 @@ impl Geometry {
 /// assert_eq!(ptr, 8);
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
-pub unsafe trait Repr: 'static + Sized {
-    /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
-    /// `Option<Handle>` is as small as the handle.
-    type Entry: Copy + Send + Sync + Eq + fmt::Debug + 'static;
+pub trait Repr: 'static + Sized + ReprImpl {
     /// Name used in reports: `"offset"`, `"index"` or `"pointer"`.
     const NAME: &'static str;
-    /// Entry for object `index`.
-    fn encode(g: &Geometry, index: u32) -> Self::Entry;
-    /// Object index of an entry.
-    fn index(g: &Geometry, e: Self::Entry) -> u32;
-    /// Object address of an entry.
-    fn ptr(g: &Geometry, e: Self::Entry) -> *mut u8;
-    /// Strides this representation can name are multiples of this (1: any stride).
-    /// [`crate::StrideMode::Auto`] rounds up to it; other stride modes must already satisfy it.
-    const STRIDE_MULTIPLE: usize = 1;
-    /// Checks that every object of a pool of `capacity` objects at `stride` bytes has an entry.
-    ///
-    /// # Errors
-    /// [`PoolError::ReprLimit`] when the layout exceeds what the entry can name.
-    fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
-        let _ = (stride, capacity);
-        Ok(())
-    }
-    /// The entry named by a raw value as [`crate::Handle::into_raw`] returns it
-    /// (`entry - 1` for 4-byte entries; the object index for [`Pointer`]), or None when no
-    /// entry has that raw value. Used by `check_raw`; no other check.
-    fn entry_from_raw(g: &Geometry, raw: u32) -> Option<Self::Entry>;
-    /// Raw entry values (`entry - 1`) a pool of `capacity` objects at `stride` bytes needs in
-    /// the process's handle space (run-time pools), or None when this representation has no
-    /// such space ([`Pointer`]: run-time pools need 4-byte entries).
-    fn space_needed(stride: usize, capacity: u32) -> Option<u64>;
-    /// True when `e` lies in the pool's range of the handle space (`lo .. lo + span`): the one
-    /// compare of a run-time pool's access. Says nothing for [`Pointer`] (always true).
-    #[inline(always)]
-    fn owns(g: &Geometry, e: Self::Entry) -> bool {
-        Self::rank(g, e) < g.span
-    }
-    /// The place of `e` in the pool's block of the handle space: `entry ^ e0`, where the block
-    /// is `e0 .. e0 + span` with `span` a power of two and `e0` a multiple of it (space.rs),
-    /// so `rank < span` is the range check, and the OR of the ranks of a burst checks the
-    /// whole burst (an OR reduction, which vectorises to two instructions per four entries).
-    /// 0 for [`Pointer`].
-    fn rank(g: &Geometry, e: Self::Entry) -> u32;
-    /// The raw value (`entry - 1`) of a 4-byte entry in the handle space; `u32::MAX` (no
-    /// value of the space) for [`Pointer`]. For messages about foreign handles.
-    fn raw(e: Self::Entry) -> u32;
 }
 
 /// The default representation of [`crate::Pool`], [`crate::Handle`] and
@@ -206,15 +226,9 @@ pub type DefaultRepr = Offset;
 /// assert_eq!(pool.in_use(), 0);
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
-pub trait CompactRepr: Repr<Entry = NonZeroU32> + sealed::Sealed {}
+pub trait CompactRepr: Repr + ReprImpl<Entry = NonZeroU32> {}
 impl CompactRepr for Index {}
 impl CompactRepr for Offset {}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Index {}
-    impl Sealed for super::Offset {}
-}
 
 /// Offset entries store byte offsets divided by this (`1 << OFFSET_SHIFT`).
 pub const OFFSET_SCALE: usize = 1 << OFFSET_SHIFT;
@@ -255,13 +269,16 @@ pub const OFFSET_MAX_OBJECT_OFFSET: u64 = (u32::MAX as u64 - 1) * OFFSET_SCALE a
 #[derive(Debug, Clone, Copy)]
 pub enum Offset {}
 
+impl Repr for Offset {
+    const NAME: &'static str = "offset";
+}
+
 // SAFETY: encode(i) = i * stride / 8 + 1 is injective for stride a multiple of 8 (the builder
 // checks it: STRIDE_MULTIPLE) and fits in u32 for every object (check_layout);
 // ptr(encode(i)) = base - 8 + (i * stride / 8 + 1) * 8 = base + i * stride, and
 // index(encode(i)) = i * stride / stride = i.
-unsafe impl Repr for Offset {
+unsafe impl ReprImpl for Offset {
     type Entry = NonZeroU32;
-    const NAME: &'static str = "offset";
     const STRIDE_MULTIPLE: usize = OFFSET_SCALE;
     #[inline(always)]
     fn encode(g: &Geometry, index: u32) -> NonZeroU32 {
@@ -339,10 +356,13 @@ unsafe impl Repr for Offset {
 #[derive(Debug, Clone, Copy)]
 pub enum Index {}
 
-// SAFETY: encode is injective (index + 1) and ptr(encode(i)) = base - stride + (i+1) * stride.
-unsafe impl Repr for Index {
-    type Entry = NonZeroU32;
+impl Repr for Index {
     const NAME: &'static str = "index";
+}
+
+// SAFETY: encode is injective (index + 1) and ptr(encode(i)) = base - stride + (i+1) * stride.
+unsafe impl ReprImpl for Index {
+    type Entry = NonZeroU32;
     #[inline(always)]
     fn encode(g: &Geometry, index: u32) -> NonZeroU32 {
         // capacity <= u32::MAX, so index <= u32::MAX - 1 and index + 1 does not wrap; a
@@ -390,23 +410,6 @@ unsafe impl Repr for Index {
 #[derive(Debug, Clone, Copy)]
 pub enum Pointer {}
 
-/// An object pointer that may cross threads (the pool, not the pointer, owns the object).
-///
-/// ```
-/// use idxpool::{repr::{ObjPtr, Repr}, Pointer, PoolBuilder};
-/// assert_eq!(std::mem::size_of::<<Pointer as Repr>::Entry>(), 8);
-/// assert_eq!(std::mem::size_of::<Option<ObjPtr>>(), 8); // never null: a niche
-/// PoolBuilder::<u64>::with_default(8).repr::<Pointer>().scoped(|pool| {
-///     let h = pool.get().unwrap(); // holds an `ObjPtr`: the object's address
-///     assert_eq!(std::mem::size_of_val(&h), 8);
-///     pool.put(h);
-/// })?;
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(transparent)]
-pub struct ObjPtr(NonNull<u8>);
-
 impl fmt::Debug for ObjPtr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:p}", self.0)
@@ -419,11 +422,14 @@ unsafe impl Send for ObjPtr {}
 // SAFETY: as above.
 unsafe impl Sync for ObjPtr {}
 
+impl Repr for Pointer {
+    const NAME: &'static str = "pointer";
+}
+
 // SAFETY: encode computes base + index * stride, which is injective for stride > 0, and ptr
 // returns it unchanged.
-unsafe impl Repr for Pointer {
+unsafe impl ReprImpl for Pointer {
     type Entry = ObjPtr;
-    const NAME: &'static str = "pointer";
     #[inline(always)]
     fn encode(g: &Geometry, index: u32) -> ObjPtr {
         ObjPtr(NonNull::new(g.ptr_of_index(index)).expect("object pointer is non-null"))

@@ -72,7 +72,7 @@ use crate::handle::Handle;
 use crate::local::LocalCache;
 use crate::owned::PoolRef;
 use crate::pool::Pool;
-use crate::repr::Repr;
+use crate::repr::{Repr, ReprImpl};
 
 pub use crate::xdp::FrameMap;
 
@@ -763,7 +763,7 @@ where
                     self.lent -= 1;
                     returned += 1;
                     let index = g.first + u32::from(bid);
-                    let handle = Handle::from_entry(<P::R as Repr>::encode(&geometry, index));
+                    let handle = Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
                     if res > 0 {
                         let len = res as u32;
                         if stamp {
@@ -941,7 +941,7 @@ where
         for g in &mut self.groups {
             for bid in g.lent_bids().collect::<Vec<_>>() {
                 g.take(bid);
-                back.push(Handle::from_entry(<P::R as Repr>::encode(
+                back.push(Handle::from_entry(<P::R as ReprImpl>::encode(
                     &geometry,
                     g.first + u32::from(bid),
                 )));

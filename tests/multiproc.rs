@@ -135,10 +135,12 @@ fn recv_timeout<T: Pod>(pool: &SharedPool<T>, chan: u32) -> SharedHandle<T> {
 }
 
 fn opts() -> SharedOptions {
-    SharedOptions::new()
-        .cache_size(8)
-        .channels(2)
-        .max_processes(8)
+    SharedOptions {
+        cache_size: Some(8),
+        channels: 2,
+        max_processes: 8,
+        ..SharedOptions::default()
+    }
 }
 
 /// Entry point of child processes; a no-op in the normal test run.
@@ -373,10 +375,31 @@ fn child_victim(name: &str) {
 /// killed (by the parent, or by an armed kill point). Prints whether `create` replaced a stale
 /// region of the same name.
 fn child_creator(name: &str) {
-    let o = SharedOptions::new().channels(2).max_processes(6);
-    let pool = SharedPool::<Obj>::create(name, JOIN_CAP, fp(), o.clone().cache_size(8)).unwrap();
-    let flat = SharedPool::<Obj>::create(&format!("{name}-flat"), JOIN_CAP, fp(), o.cache_size(0))
-        .unwrap();
+    let o = SharedOptions {
+        channels: 2,
+        max_processes: 6,
+        ..SharedOptions::default()
+    };
+    let pool = SharedPool::<Obj>::create(
+        name,
+        JOIN_CAP,
+        fp(),
+        SharedOptions {
+            cache_size: Some(8),
+            ..o.clone()
+        },
+    )
+    .unwrap();
+    let flat = SharedPool::<Obj>::create(
+        &format!("{name}-flat"),
+        JOIN_CAP,
+        fp(),
+        SharedOptions {
+            cache_size: Some(0),
+            ..o
+        },
+    )
+    .unwrap();
     let var = |k: &str| -> u32 { std::env::var(k).unwrap().parse().unwrap() };
     let (point, op, nth) = (
         var("IDXPOOL_MP_POINT"),
@@ -649,8 +672,24 @@ fn layout_and_fingerprint_mismatches_are_typed_errors() {
     );
     for bad in [
         SharedPool::<[u64; 4]>::create(&missing, 0, 1, opts()),
-        SharedPool::<[u64; 4]>::create(&missing, 4, 1, opts().cache_size(8)),
-        SharedPool::<[u64; 4]>::create(&missing, 32, 1, opts().max_processes(0)),
+        SharedPool::<[u64; 4]>::create(
+            &missing,
+            4,
+            1,
+            SharedOptions {
+                cache_size: Some(8),
+                ..opts()
+            },
+        ),
+        SharedPool::<[u64; 4]>::create(
+            &missing,
+            32,
+            1,
+            SharedOptions {
+                max_processes: 0,
+                ..opts()
+            },
+        ),
         SharedPool::<[u64; 4]>::create("a/b", 32, 1, opts()),
         SharedPool::<[u64; 4]>::create("", 32, 1, opts()),
     ] {
@@ -666,7 +705,16 @@ fn layout_and_fingerprint_mismatches_are_typed_errors() {
 fn concurrent_attach_and_detach() {
     let g = Names::new("churn");
     let cap = 256;
-    let primary = SharedPool::<Obj>::create(&g.name, cap, fp(), opts().max_processes(5)).unwrap();
+    let primary = SharedPool::<Obj>::create(
+        &g.name,
+        cap,
+        fp(),
+        SharedOptions {
+            max_processes: 5,
+            ..opts()
+        },
+    )
+    .unwrap();
     let mut children: Vec<ChildGuard> = (0..2)
         .map(|_| ChildGuard::spawn("churn", &[(NAME, g.name.clone())]))
         .collect();
@@ -719,8 +767,17 @@ fn concurrent_attach_and_detach() {
 fn kill9_recovery_conserves_every_object() {
     let g = Names::new("kill");
     let cap = 256u32;
-    let pool =
-        SharedPool::<Obj>::create(&g.name, cap, fp(), opts().cache_size(16).channels(1)).unwrap();
+    let pool = SharedPool::<Obj>::create(
+        &g.name,
+        cap,
+        fp(),
+        SharedOptions {
+            cache_size: Some(16),
+            channels: 1,
+            ..opts()
+        },
+    )
+    .unwrap();
     let mut child = ChildGuard::spawn("hold", &[(NAME, g.name.clone())]);
     let ready = child.line();
     let nums: Vec<u32> = ready
@@ -849,7 +906,16 @@ fn unlink_on_drop_and_explicit_unlink() {
     drop(secondary);
 
     // Explicit unlink while attached; and a name kept on drop.
-    let p = SharedPool::<Obj>::create(&g.name, 32, fp(), opts().unlink_on_drop(false)).unwrap();
+    let p = SharedPool::<Obj>::create(
+        &g.name,
+        32,
+        fp(),
+        SharedOptions {
+            unlink_on_drop: false,
+            ..opts()
+        },
+    )
+    .unwrap();
     let path = p.path().to_path_buf();
     drop(p);
     assert!(path.exists(), "unlink_on_drop(false) keeps the name");
@@ -916,7 +982,16 @@ fn permission_and_path_errors() {
     assert_eq!(refused, "ERR open PermissionDenied");
     // With mode 0666 the same user may attach.
     let g2 = Names::new("perm666");
-    let _p2 = SharedPool::<Obj>::create(&g2.name, 8, fp(), opts().mode(0o666)).unwrap();
+    let _p2 = SharedPool::<Obj>::create(
+        &g2.name,
+        8,
+        fp(),
+        SharedOptions {
+            mode: 0o666,
+            ..opts()
+        },
+    )
+    .unwrap();
     assert!(run_as_nobody(&g2.name).unwrap().starts_with("OK"));
 }
 
@@ -934,7 +1009,10 @@ fn backing_is_hugetlbfs_when_mounted_else_shm() {
             &g2.name,
             1000,
             fp(),
-            opts().backing(SharedBackingPolicy::Require(SharedBacking::Shm)),
+            SharedOptions {
+                backing: SharedBackingPolicy::Require(SharedBacking::Shm),
+                ..opts()
+            },
         )
         .unwrap();
         assert_eq!(p.backing(), SharedBacking::Shm);
@@ -947,7 +1025,10 @@ fn backing_is_hugetlbfs_when_mounted_else_shm() {
         &format!("{}-req", g.name),
         16,
         fp(),
-        opts().backing(SharedBackingPolicy::Require(SharedBacking::Hugetlbfs)),
+        SharedOptions {
+            backing: SharedBackingPolicy::Require(SharedBacking::Hugetlbfs),
+            ..opts()
+        },
     );
     let _cleanup = Names {
         name: format!("{}-req", g.name),
@@ -978,7 +1059,16 @@ fn exhaustion_and_cache_conservation() {
     let g = Names::new("exhaust");
     for cache in [0u32, 1, 8] {
         let _ = SharedPool::<u8>::remove(&g.name);
-        let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), opts().cache_size(cache)).unwrap();
+        let pool = SharedPool::<Obj>::create(
+            &g.name,
+            64,
+            fp(),
+            SharedOptions {
+                cache_size: Some(cache),
+                ..opts()
+            },
+        )
+        .unwrap();
         let mut v = Vec::new();
         pool.get_bulk(&mut v, 64).unwrap();
         assert!(matches!(pool.get(), Err(PoolError::Exhausted { .. })));
@@ -1013,7 +1103,11 @@ fn every_policy_runs_the_core_cache_algorithm() {
     for policy in FlushPolicy::ALL {
         for cache in [0u32, 1, 2, 8, 32] {
             let _ = SharedPool::<u8>::remove(&g.name);
-            let o = opts().cache_size(cache).policy(policy);
+            let o = SharedOptions {
+                cache_size: Some(cache),
+                policy,
+                ..opts()
+            };
             let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), o).unwrap();
             let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
             assert_eq!((pool.policy(), other.policy()), (policy, policy));
@@ -1073,7 +1167,11 @@ fn every_policy_runs_the_core_cache_algorithm() {
     // 8 + 3 - 0 = 11 at once and serves 3 from its top; a put crossing the threshold (12)
     // flushes the whole cache, then appends.
     let _ = SharedPool::<u8>::remove(&g.name);
-    let o = opts().cache_size(8).policy(FlushPolicy::Classic);
+    let o = SharedOptions {
+        cache_size: Some(8),
+        policy: FlushPolicy::Classic,
+        ..opts()
+    };
     let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), o).unwrap();
     let mut v = Vec::new();
     pool.get_bulk(&mut v, 3).unwrap();
@@ -1109,7 +1207,10 @@ fn every_policy_runs_the_core_cache_algorithm() {
 fn handle_of_another_region_is_refused() {
     let ga = Names::new("foreign-a");
     let gb = Names::new("foreign-b");
-    let o = SharedOptions::new().cache_size(0);
+    let o = SharedOptions {
+        cache_size: Some(0),
+        ..SharedOptions::default()
+    };
     let a = SharedPool::<Obj>::create(&ga.name, 4, fp(), o.clone()).unwrap();
     let b = SharedPool::<Obj>::create(&gb.name, 4, fp(), o).unwrap();
     let mut ha = a.get().unwrap();
@@ -1139,7 +1240,10 @@ fn handle_of_another_region_is_refused() {
 #[test]
 fn stale_handle_after_reclaim_in_use_is_refused() {
     let g = Names::new("stale");
-    let o = SharedOptions::new().cache_size(0);
+    let o = SharedOptions {
+        cache_size: Some(0),
+        ..SharedOptions::default()
+    };
     let primary = SharedPool::<Obj>::create(&g.name, 1, fp(), o).unwrap();
     let a = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
     let mut old = a.get().unwrap();
@@ -1167,7 +1271,16 @@ fn impossible_bulk_gets_are_exhausted_with_true_counts() {
     let g = Names::new("bulkerr");
     for cache in [0u32, 4, 8] {
         let _ = SharedPool::<u8>::remove(&g.name);
-        let pool = SharedPool::<Obj>::create(&g.name, 8, fp(), opts().cache_size(cache)).unwrap();
+        let pool = SharedPool::<Obj>::create(
+            &g.name,
+            8,
+            fp(),
+            SharedOptions {
+                cache_size: Some(cache),
+                ..opts()
+            },
+        )
+        .unwrap();
         let mut v = Vec::new();
         match pool.get_bulk(&mut v, usize::MAX) {
             Err(PoolError::Exhausted {
@@ -1207,7 +1320,7 @@ fn default_cache_size_fits_small_pools() {
     let g = Names::new("smalldefault");
     for cap in [1u32, 2, 8, 31, 32, 33] {
         let _ = SharedPool::<u8>::remove(&g.name);
-        let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), SharedOptions::new())
+        let pool = SharedPool::<Obj>::create(&g.name, cap, fp(), SharedOptions::default())
             .unwrap_or_else(|e| panic!("capacity {cap}: {e}"));
         assert_eq!(pool.cache_size(), cap.min(32));
         let mut v = Vec::new();
@@ -1216,7 +1329,15 @@ fn default_cache_size_fits_small_pools() {
         drop(pool);
     }
     let _ = SharedPool::<u8>::remove(&g.name);
-    let r = SharedPool::<Obj>::create(&g.name, 8, fp(), SharedOptions::new().cache_size(32));
+    let r = SharedPool::<Obj>::create(
+        &g.name,
+        8,
+        fp(),
+        SharedOptions {
+            cache_size: Some(32),
+            ..SharedOptions::default()
+        },
+    );
     assert!(matches!(r, Err(PoolError::InvalidConfig { .. })), "{r:?}");
 }
 
@@ -1267,7 +1388,11 @@ fn kill9_at_any_point_never_wedges_or_loses() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if cfg!(debug_assertions) { 1 } else { 30 } * cases.len() as u32);
     let cap = 96u32;
-    let o = SharedOptions::new().channels(2).max_processes(6);
+    let o = SharedOptions {
+        channels: 2,
+        max_processes: 6,
+        ..SharedOptions::default()
+    };
     // One pool pair (cached, cache-less) per flush policy (issue 14: the shared pool runs the
     // core's cache algorithm under every policy).
     let sets: Vec<_> = FlushPolicy::ALL
@@ -1278,10 +1403,30 @@ fn kill9_at_any_point_never_wedges_or_loses() {
                 name: format!("{}-flat", g.name),
                 extra: Vec::new(),
             };
-            let o = o.clone().policy(policy);
-            let pool =
-                SharedPool::<Obj>::create(&g.name, cap, fp(), o.clone().cache_size(8)).unwrap();
-            let flat = SharedPool::<Obj>::create(&gf.name, cap, fp(), o.cache_size(0)).unwrap();
+            let o = SharedOptions {
+                policy,
+                ..o.clone()
+            };
+            let pool = SharedPool::<Obj>::create(
+                &g.name,
+                cap,
+                fp(),
+                SharedOptions {
+                    cache_size: Some(8),
+                    ..o.clone()
+                },
+            )
+            .unwrap();
+            let flat = SharedPool::<Obj>::create(
+                &gf.name,
+                cap,
+                fp(),
+                SharedOptions {
+                    cache_size: Some(0),
+                    ..o
+                },
+            )
+            .unwrap();
             assert_eq!(pool.policy(), policy);
             (g, gf, pool, flat)
         })
@@ -1401,7 +1546,10 @@ fn kill9_at_any_point_never_wedges_or_loses() {
 #[test]
 fn truncation_by_a_peer_cannot_crash_the_others() {
     let g = Names::new("truncate");
-    let o = opts().backing(SharedBackingPolicy::Require(SharedBacking::Shm));
+    let o = SharedOptions {
+        backing: SharedBackingPolicy::Require(SharedBacking::Shm),
+        ..opts()
+    };
     let pool = SharedPool::<Obj>::create(&g.name, 64, fp(), o).unwrap();
     assert!(pool.is_sealed());
     let other = SharedPool::<Obj>::attach(&g.name, fp()).unwrap();
@@ -1669,8 +1817,20 @@ fn pool_names_have_one_length_limit() {
     // Sealed memfd (default), regular file for other users, regular file kept on drop.
     for (mode, o) in [
         ("sealed", opts()),
-        ("file 0644", opts().mode(0o644)),
-        ("file kept", opts().unlink_on_drop(false)),
+        (
+            "file 0644",
+            SharedOptions {
+                mode: 0o644,
+                ..opts()
+            },
+        ),
+        (
+            "file kept",
+            SharedOptions {
+                unlink_on_drop: false,
+                ..opts()
+            },
+        ),
     ] {
         let name = named(MAX_NAME_LEN);
         let _g = Names {

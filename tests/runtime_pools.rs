@@ -592,7 +592,7 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     a.get_bulk(&mut hs, 8).unwrap();
 
     // Own handles: writes through get_mut_all reach each object; pointers match.
-    for (k, o) in a.get_mut_all(&mut hs).enumerate() {
+    for (k, o) in a.resolver().get_mut_all(&mut hs).enumerate() {
         o[0] = k as u64 + 100;
     }
     for (k, h) in hs.iter().enumerate() {
@@ -600,9 +600,9 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     }
     let mut ptrs = vec![std::ptr::NonNull::dangling(); 3];
     assert_eq!(a.resolver().try_resolve_bulk(&hs, &mut ptrs).unwrap(), 3);
-    assert_eq!(a.resolve_bulk(&hs, &mut ptrs), 3);
+    assert_eq!(a.resolver().resolve_bulk(&hs, &mut ptrs), 3);
     assert_eq!(ptrs[2], std::ptr::NonNull::from(a.get_ref(&hs[2])));
-    a.prefetch_all(&hs);
+    a.resolver().prefetch_all(&hs);
     a.resolver().prefetch(&hs[0]);
 
     // A foreign handle in the middle of the batch.
@@ -629,14 +629,14 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     let mut four = [std::ptr::NonNull::dangling(); 4];
     assert_eq!(a.resolver().try_resolve_bulk(&hs, &mut four).unwrap(), 4);
     // Prefetch skips the foreign handle (a hint has nothing to report).
-    a.prefetch_all(&hs);
+    a.resolver().prefetch_all(&hs);
     a.prefetch(&hs[4]);
     let mut cache = a.local_cache();
-    a.prefetch_all(&hs);
+    a.resolver().prefetch_all(&hs);
     // The panicking forms name both pools and write nothing.
     let msg = panic_message(
         catch_unwind(AssertUnwindSafe(|| {
-            for o in a.get_mut_all(&mut hs) {
+            for o in a.resolver().get_mut_all(&mut hs) {
                 o[0] = 0;
             }
         }))
@@ -648,7 +648,8 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     );
     let msg = panic_message(
         catch_unwind(AssertUnwindSafe(|| {
-            a.resolve_bulk(&hs, &mut [std::ptr::NonNull::dangling(); 16])
+            a.resolver()
+                .resolve_bulk(&hs, &mut [std::ptr::NonNull::dangling(); 16])
         }))
         .unwrap_err(),
     );
@@ -686,16 +687,16 @@ fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
     let objs = pool.resolver();
     let mut hs = Vec::new();
     cache.get_bulk(&mut hs, 8).unwrap();
-    pool.prefetch_all(&hs);
+    pool.resolver().prefetch_all(&hs);
     objs.prefetch_all(&hs);
     pool.prefetch(&hs[0]);
     objs.prefetch(&hs[0]);
     let mut p1 = [std::ptr::NonNull::dangling(); 8];
     let mut p2 = [std::ptr::NonNull::dangling(); 8];
-    assert_eq!(pool.resolve_bulk(&hs, &mut p1), 8);
+    assert_eq!(pool.resolver().resolve_bulk(&hs, &mut p1), 8);
     assert_eq!(objs.resolve_bulk(&hs, &mut p2), 8);
     assert_eq!(p1, p2);
-    for (k, o) in pool.get_mut_all(&mut hs).enumerate() {
+    for (k, o) in pool.resolver().get_mut_all(&mut hs).enumerate() {
         o[0] = k as u64;
     }
     for o in objs.get_mut_all(&mut hs).rev() {

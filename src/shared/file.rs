@@ -20,7 +20,7 @@ use crate::error::PoolError;
 /// ```
 /// use idxpool::shared::{fingerprint, SharedBacking, SharedOptions, SharedPool};
 /// let name = format!("idxpool-doc-{}-backing", std::process::id());
-/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::default())?;
 /// let b: SharedBacking = pool.backing(); // `File` only for regions at an explicit path
 /// assert!(matches!(b, SharedBacking::Hugetlbfs | SharedBacking::Shm));
 /// println!("{b}: {} byte pages", pool.page_size());
@@ -53,7 +53,7 @@ impl fmt::Display for SharedBacking {
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
 /// use idxpool::shared::{SharedBacking, SharedBackingPolicy};
 /// let name = format!("idxpool-doc-{}-policy", std::process::id());
-/// let opts = SharedOptions::new().backing(SharedBackingPolicy::Require(SharedBacking::Shm));
+/// let opts = SharedOptions { backing: SharedBackingPolicy::Require(SharedBacking::Shm), ..SharedOptions::default() };
 /// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), opts)?;
 /// assert_eq!(pool.backing(), SharedBacking::Shm);
 /// # Ok::<(), idxpool::PoolError>(())

@@ -15,7 +15,7 @@
 //! # fn main() -> Result<(), idxpool::PoolError> {
 //! let fp = fingerprint("myapp::Msg v1");
 //! // Primary:
-//! let pool = SharedPool::<[u64; 8]>::create("myapp-pool", 4096, fp, SharedOptions::new())?;
+//! let pool = SharedPool::<[u64; 8]>::create("myapp-pool", 4096, fp, SharedOptions::default())?;
 //! let mut h = pool.get()?;
 //! pool.get_mut(&mut h)[0] = 42;
 //! pool.send(0, h);                          // to whoever receives on channel 0
@@ -129,7 +129,7 @@ use crate::repr::Index;
 /// use idxpool::shared::{fingerprint, SharedHandle, SharedOptions, SharedPool};
 /// let name = format!("idxpool-doc-{}-handle", std::process::id());
 /// let fp = fingerprint("[u8; 32]");
-/// let pool = SharedPool::<[u8; 32]>::create(&name, 16, fp, SharedOptions::new())?;
+/// let pool = SharedPool::<[u8; 32]>::create(&name, 16, fp, SharedOptions::default())?;
 /// let mut h: SharedHandle<[u8; 32]> = pool.get()?;
 /// assert!(h.index() < 16); // the same index in every process
 /// pool.get_mut(&mut h)[0] = 1;
@@ -214,11 +214,7 @@ impl<T> Eq for SharedHandle<T> {}
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
 /// let name = format!("idxpool-doc-{}-options", std::process::id());
-/// let opts = SharedOptions::new()
-///     .cache_size(16)
-///     .channels(2)
-///     .max_processes(4)
-///     .policy(idxpool::FlushPolicy::Classic);
+/// let opts = SharedOptions { cache_size: Some(16), channels: 2, max_processes: 4, policy: idxpool::FlushPolicy::Classic, ..SharedOptions::default() };
 /// let pool = SharedPool::<[u32; 4]>::create(&name, 256, fingerprint("[u32; 4]"), opts)?;
 /// assert_eq!((pool.cache_size(), pool.channels(), pool.max_processes()), (16, 2, 4));
 /// assert_eq!(pool.policy(), idxpool::FlushPolicy::Classic);
@@ -226,15 +222,32 @@ impl<T> Eq for SharedHandle<T> {}
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedOptions {
-    /// `None`: the default, `min(32, capacity)`.
-    pub(crate) cache_size: Option<u32>,
-    pub(crate) max_processes: u32,
-    pub(crate) channels: u32,
-    pub(crate) backing: SharedBackingPolicy,
-    pub(crate) mode: u32,
-    pub(crate) unlink_on_drop: bool,
-    pub(crate) stride: StrideMode,
-    pub(crate) policy: FlushPolicy,
+    /// Per-process cache size in objects (0..=512; 0 = no cache). The cache runs the core
+    /// pool's cache algorithm under [`SharedOptions::policy`] (by default DPDK 26.07: a full
+    /// cache flushes its coldest half to the common ring, an empty one refills half); the
+    /// policy's limit applies (`1.5 x size <= capacity` for Classic, `size <= capacity` for
+    /// the others). `None` (the default): `min(32, capacity)`; a size the capacity cannot take
+    /// is an error of [`SharedPool::create`].
+    pub cache_size: Option<u32>,
+    /// Process slots (1..=128): how many attachments may exist at once (default 16).
+    pub max_processes: u32,
+    /// Number of handle channels (0..=64), each an MPMC ring that can hold every object
+    /// (default 1).
+    pub channels: u32,
+    /// Filesystem of the region. Default: [`SharedBackingPolicy::Auto`].
+    pub backing: SharedBackingPolicy,
+    /// File mode of the backing file (default 0o600: only the creating user may attach).
+    pub mode: u32,
+    /// Whether dropping the creator's pool removes the name (default true). Attached processes
+    /// keep their mappings either way.
+    pub unlink_on_drop: bool,
+    /// Object placement, as in [`crate::PoolBuilder::stride`] (default
+    /// [`StrideMode::Auto`]).
+    pub stride: StrideMode,
+    /// The caches' flush policy, as in [`crate::PoolBuilder::policy`] (default
+    /// [`FlushPolicy::DEFAULT`]). Recorded in the region header: every attachment runs the
+    /// creator's policy.
+    pub policy: FlushPolicy,
 }
 
 impl Default for SharedOptions {
@@ -249,72 +262,6 @@ impl Default for SharedOptions {
             stride: StrideMode::Auto,
             policy: FlushPolicy::DEFAULT,
         }
-    }
-}
-
-impl SharedOptions {
-    /// Defaults: cache `min(32, capacity)` per process, 16 process slots, 1 channel, automatic backing, mode
-    /// 0600, unlink when the creator drops the pool, automatic stride.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Per-process cache size in objects (0..=512; 0 = no cache). The cache runs the core
-    /// pool's cache algorithm under [`SharedOptions::policy`] (by default DPDK 26.07: a full
-    /// cache flushes its coldest half to the common ring, an empty one refills half); the
-    /// policy's limit applies (`1.5 x size <= capacity` for Classic, `size <= capacity` for
-    /// the others).
-    ///
-    /// Unset, the cache holds `min(32, capacity)` objects; a size set here that the capacity
-    /// cannot take is an error of [`SharedPool::create`].
-    pub fn cache_size(mut self, n: u32) -> Self {
-        self.cache_size = Some(n);
-        self
-    }
-
-    /// Process slots (1..=128): how many attachments may exist at once.
-    pub fn max_processes(mut self, n: u32) -> Self {
-        self.max_processes = n;
-        self
-    }
-
-    /// Number of handle channels (0..=64), each an MPMC ring that can hold every object.
-    pub fn channels(mut self, n: u32) -> Self {
-        self.channels = n;
-        self
-    }
-
-    /// Filesystem of the region. Default: [`SharedBackingPolicy::Auto`].
-    pub fn backing(mut self, b: SharedBackingPolicy) -> Self {
-        self.backing = b;
-        self
-    }
-
-    /// File mode of the backing file (default 0o600: only the creating user may attach).
-    pub fn mode(mut self, mode: u32) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Whether dropping the creator's pool removes the name (default true). Attached processes
-    /// keep their mappings either way.
-    pub fn unlink_on_drop(mut self, yes: bool) -> Self {
-        self.unlink_on_drop = yes;
-        self
-    }
-
-    /// The caches' flush policy, as in [`crate::PoolBuilder::policy`] (default
-    /// [`FlushPolicy::DEFAULT`]). Recorded in the region header: every attachment runs the
-    /// creator's policy.
-    pub fn policy(mut self, p: FlushPolicy) -> Self {
-        self.policy = p;
-        self
-    }
-
-    /// Object placement, as in [`crate::PoolBuilder::stride`].
-    pub fn stride(mut self, s: StrideMode) -> Self {
-        self.stride = s;
-        self
     }
 }
 

@@ -40,7 +40,7 @@ use crate::stats::Counter;
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
 /// let name = format!("idxpool-doc-{}-pool", std::process::id());
 /// let fp = fingerprint("[u64; 8] v1");
-/// let pool = SharedPool::<[u64; 8]>::create(&name, 64, fp, SharedOptions::new())?;
+/// let pool = SharedPool::<[u64; 8]>::create(&name, 64, fp, SharedOptions::default())?;
 /// let other = SharedPool::<[u64; 8]>::attach(&name, fp)?; // as another process would
 /// let mut h = pool.get()?;
 /// pool.get_mut(&mut h)[0] = 42;

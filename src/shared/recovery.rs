@@ -15,7 +15,7 @@ use super::{file, SharedPool};
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
 /// let name = format!("idxpool-doc-{}-slots", std::process::id());
-/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::default())?;
 /// let me = pool.processes().into_iter().find(|p| p.is_self).expect("our slot");
 /// assert!(me.alive && !me.reclaiming);
 /// assert_eq!((me.slot, me.process), (pool.slot(), pool.process_id()));
@@ -45,7 +45,7 @@ pub struct ProcessSlotInfo {
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, ReclaimReport, SharedPool};
 /// let name = format!("idxpool-doc-{}-reclaim", std::process::id());
-/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::default())?;
 /// let r: ReclaimReport = pool.reclaim_dead(); // e.g. after a peer was killed
 /// assert_eq!(r, ReclaimReport::default()); // no process of this region died
 /// println!("{r}");
@@ -81,7 +81,7 @@ impl fmt::Display for ReclaimReport {
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
 /// let name = format!("idxpool-doc-{}-audit", std::process::id());
-/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::new())?;
+/// let pool = SharedPool::<u64>::create(&name, 64, fingerprint("u64"), SharedOptions::default())?;
 /// let h = pool.get()?;
 /// let a = pool.audit(); // a `SharedAudit`
 /// assert!(a.is_consistent());

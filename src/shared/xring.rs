@@ -544,8 +544,16 @@ mod tests {
     #[test]
     fn corrupt_lock_and_record_are_contained() {
         let name = format!("idxpool-unit-{}-xcorrupt", std::process::id());
-        let pool =
-            SharedPool::<u64>::create(&name, 32, 1, SharedOptions::new().cache_size(4)).unwrap();
+        let pool = SharedPool::<u64>::create(
+            &name,
+            32,
+            1,
+            SharedOptions {
+                cache_size: Some(4),
+                ..SharedOptions::default()
+            },
+        )
+        .unwrap();
         // A lock id naming slot 200 of 16, and slot 3's record prepared for the common ring
         // with a kind that does not exist and absurd sizes.
         pool.ring.st().lock.store(0xdead_00c9, Ordering::SeqCst);
@@ -581,8 +589,16 @@ mod tests {
     #[test]
     fn duplicate_of_a_held_object_in_a_channel_is_dropped() {
         let name = format!("idxpool-unit-{}-xdup", std::process::id());
-        let pool =
-            SharedPool::<u64>::create(&name, 8, 1, SharedOptions::new().cache_size(0)).unwrap();
+        let pool = SharedPool::<u64>::create(
+            &name,
+            8,
+            1,
+            SharedOptions {
+                cache_size: Some(0),
+                ..SharedOptions::default()
+            },
+        )
+        .unwrap();
         let mut h = pool.get().unwrap();
         let i = h.index();
         let ch = &pool.chans[0];
@@ -616,9 +632,16 @@ mod tests {
     fn forged_free_of_a_held_object_mints_no_second_handle() {
         for cache in [0u32, 4] {
             let name = format!("idxpool-unit-{}-xforge{cache}", std::process::id());
-            let pool =
-                SharedPool::<u64>::create(&name, 16, 1, SharedOptions::new().cache_size(cache))
-                    .unwrap();
+            let pool = SharedPool::<u64>::create(
+                &name,
+                16,
+                1,
+                SharedOptions {
+                    cache_size: Some(cache),
+                    ..SharedOptions::default()
+                },
+            )
+            .unwrap();
             let mut h = pool.get().unwrap();
             let i = h.index();
             *pool.get_mut(&mut h) = 7;
@@ -684,8 +707,16 @@ mod tests {
     fn punched_hole_is_counted_not_a_panic() {
         use std::os::unix::io::AsRawFd;
         let name = format!("idxpool-unit-{}-xpunch", std::process::id());
-        let pool =
-            SharedPool::<u64>::create(&name, 32, 1, SharedOptions::new().cache_size(4)).unwrap();
+        let pool = SharedPool::<u64>::create(
+            &name,
+            32,
+            1,
+            SharedOptions {
+                cache_size: Some(4),
+                ..SharedOptions::default()
+            },
+        )
+        .unwrap();
         let other = SharedPool::<u64>::attach(&name, 1).unwrap();
         assert!(pool.is_sealed());
         let mut held = Vec::new();

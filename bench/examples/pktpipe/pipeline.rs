@@ -649,7 +649,7 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                     wait(&mut spins, cfg.pin.is_some());
                 }
                 if cfg.prefetch == Prefetch::Burst {
-                    pool.prefetch_all(&burst);
+                    pool.resolver().prefetch_all(&burst);
                 }
                 for h in burst.iter_mut() {
                     let f = &frames[fi];
@@ -702,8 +702,8 @@ pub fn run_pipeline<B: Brand, R: SlotRepr>(
                 match cfg.prefetch {
                     Prefetch::Burst => {
                         // VPP: the frame's headers in flight at once, then process them.
-                        pool.prefetch_all(&burst);
-                        for m in pool.get_mut_all(&mut burst) {
+                        pool.resolver().prefetch_all(&burst);
+                        for m in pool.resolver().get_mut_all(&mut burst) {
                             process(m, &mut sum, cfg.parse);
                         }
                     }
