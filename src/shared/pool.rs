@@ -20,6 +20,7 @@ use super::xring::{
 use super::{SharedHandle, SharedOptions};
 use crate::cache::{self, CacheOps, CachePlan, FlushPolicy};
 use crate::error::PoolError;
+use crate::repr::Geometry;
 use crate::ring::Behavior;
 use crate::stats::Counter;
 
@@ -58,6 +59,9 @@ pub struct SharedPool<T> {
     /// The cache algorithm's decisions for this region (`params.plan()`).
     pub(crate) plan: CachePlan,
     pub(crate) sections: Sections,
+    /// Where object `i` lives in this process's mapping (`objects + i x stride`): the core
+    /// pool's geometry, so the address arithmetic is the core's (`Geometry::ptr_of_index`).
+    geometry: Geometry,
     pub(crate) ring: XRing,
     pub(crate) chans: Vec<XRing>,
     /// Our process slot (`u32::MAX` until claimed).
@@ -473,9 +477,15 @@ impl<T: Pod> SharedPool<T> {
                 )
             })
             .collect();
+        let geometry = Geometry::new(
+            nn(sections.objects),
+            params.stride as usize,
+            params.capacity,
+        );
         Ok(SharedPool {
             map,
             base,
+            geometry,
             header,
             params,
             plan: params.plan(),
@@ -1238,7 +1248,7 @@ impl<T: Pod> SharedPool<T> {
 
     #[inline(always)]
     fn obj_ptr(&self, i: u32) -> *mut T {
-        self.at::<T>(self.sections.objects + i as u64 * self.params.stride)
+        self.geometry.ptr_of_index(i).cast()
     }
 }
 
