@@ -9,7 +9,6 @@ use crate::element::Element;
 use crate::error::PoolError;
 use crate::pool::Pool;
 use crate::repr::Repr;
-use crate::ring::Behavior;
 
 /// Where every object of a quiescent pool is, as found by
 /// [`Pool::audit`](crate::Pool::audit), and what a pool dropped with objects still out
@@ -82,9 +81,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         &mut self,
         lent: Option<&[u32]>,
     ) -> Result<crate::AuditReport, PoolError> {
-        // SAFETY: &mut self: no LocalCache of this pool is alive, so any still registered was
-        // forgotten; its objects go back to the ring (issue 25).
-        unsafe { self.core.reclaim_forgotten_caches() };
+        // Forgotten LocalCaches' objects go back to the ring first (issue 25).
+        self.reclaim_forgotten_caches();
         let cap = self.capacity() as usize;
         let mut seen = vec![false; cap];
         let mut in_caches = 0usize;
@@ -125,15 +123,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 cache_lens.push((label, c.len()));
             });
             // Drain the ring and put everything back in order (nobody else can reach it now).
-            let n = ring.count();
-            let mut buf: Vec<R::Entry> = Vec::with_capacity(n);
-            // SAFETY: buf has capacity n.
-            let got = unsafe { ring.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
-            // SAFETY: `got` entries were written.
-            unsafe { buf.set_len(got) };
-            let back = ring.enqueue(&buf, Behavior::Bulk).n;
-            if back != got {
-                problem.get_or_insert(format!("ring: could not restore {got} entries"));
+            let (buf, restored) = ring.drain_and_restore();
+            if !restored {
+                problem.get_or_insert(format!("ring: could not restore {} entries", buf.len()));
             }
             buf
         });

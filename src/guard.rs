@@ -1,7 +1,6 @@
 //! RAII guards: an object that goes back to its pool when the guard is dropped.
 
 use std::fmt;
-use std::mem::ManuallyDrop;
 
 use crate::brand::Brand;
 use crate::element::Element;
@@ -42,7 +41,9 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// ```
 #[must_use = "dropping the guard at once puts the object straight back"]
 pub struct Pooled<P: PoolRef> {
-    h: ManuallyDrop<H<P>>,
+    /// Some for the guard's whole life; taken only by `into_handle` and `drop` (a niche: as
+    /// small as the handle).
+    h: Option<H<P>>,
     pool: P,
 }
 
@@ -53,10 +54,7 @@ impl<P: PoolRef> Pooled<P> {
     /// [`PoolError::Exhausted`], as [`Pool::get`].
     pub fn get(pool: P) -> Result<Self, PoolError> {
         let h = pool.pool().get()?;
-        Ok(Pooled {
-            h: ManuallyDrop::new(h),
-            pool,
-        })
+        Ok(Pooled { h: Some(h), pool })
     }
 
     /// Wraps a handle of the pool.
@@ -68,27 +66,27 @@ impl<P: PoolRef> Pooled<P> {
         if let Err(e) = pool.pool().check(&h) {
             panic!("idxpool: {e}");
         }
-        Pooled {
-            h: ManuallyDrop::new(h),
-            pool,
-        }
+        Pooled { h: Some(h), pool }
     }
 
     /// Gives up the guard and returns the plain handle (to be put back by hand).
-    pub fn into_handle(self) -> H<P> {
-        let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so the handle is taken out exactly once; the pool
-        // reference is dropped here in its place.
-        unsafe {
-            let h = ManuallyDrop::take(&mut me.h);
-            std::ptr::drop_in_place(&mut me.pool);
-            h
-        }
+    pub fn into_handle(mut self) -> H<P> {
+        // The drop that follows finds None and puts nothing back.
+        self.h
+            .take()
+            .expect("a guard holds its handle until into_handle or drop")
     }
 
     /// The handle, by reference.
     pub fn handle(&self) -> &H<P> {
-        &self.h
+        self.h()
+    }
+
+    #[inline(always)]
+    fn h(&self) -> &H<P> {
+        self.h
+            .as_ref()
+            .expect("a guard holds its handle until into_handle or drop")
     }
 
     /// The pool the object goes back to (as held).
@@ -111,22 +109,26 @@ impl<P: PoolRef> std::ops::Deref for Pooled<P> {
     type Target = P::T;
     #[inline(always)]
     fn deref(&self) -> &P::T {
-        self.pool.pool().get_ref(&self.h)
+        self.pool.pool().get_ref(self.h())
     }
 }
 
 impl<P: PoolRef> std::ops::DerefMut for Pooled<P> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut P::T {
-        self.pool.pool().get_mut(&mut self.h)
+        let h = self
+            .h
+            .as_mut()
+            .expect("a guard holds its handle until into_handle or drop");
+        self.pool.pool().get_mut(h)
     }
 }
 
 impl<P: PoolRef> Drop for Pooled<P> {
     fn drop(&mut self) {
-        // SAFETY: drop runs once; the handle is not used afterwards.
-        let h = unsafe { ManuallyDrop::take(&mut self.h) };
-        self.pool.pool().put(h);
+        if let Some(h) = self.h.take() {
+            self.pool.pool().put(h);
+        }
     }
 }
 

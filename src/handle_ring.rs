@@ -202,16 +202,12 @@ impl SlotRepr for Pointer {
     }
     #[inline(always)]
     fn load(slot: &AtomicPtr<u8>, order: Ordering) -> Option<ObjPtr> {
-        let p = NonNull::new(slot.load(order))?;
-        // SAFETY: ObjPtr is a #[repr(transparent)] wrapper of NonNull<u8>, and every non-null
-        // value in a slot was stored from an ObjPtr by `store` below.
-        Some(unsafe { std::mem::transmute::<NonNull<u8>, ObjPtr>(p) })
+        // Every non-null value in a slot was stored from an ObjPtr by `store` below.
+        NonNull::new(slot.load(order)).map(ObjPtr)
     }
     #[inline(always)]
     fn store(slot: &AtomicPtr<u8>, e: ObjPtr, order: Ordering) {
-        // SAFETY: ObjPtr is a #[repr(transparent)] wrapper of NonNull<u8>.
-        let p = unsafe { std::mem::transmute::<ObjPtr, NonNull<u8>>(e) };
-        slot.store(p.as_ptr(), order)
+        slot.store(e.0.as_ptr(), order)
     }
     #[inline(always)]
     fn clear(slot: &AtomicPtr<u8>, order: Ordering) {

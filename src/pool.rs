@@ -304,6 +304,16 @@ unsafe impl<T: ?Sized + Element + Send, B, R: Repr> Sync for Pool<T, B, R> {}
 /// Handle type of a pool.
 pub(crate) type H<T, B, R> = Handle<T, B, R>;
 
+impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
+    /// Gives the entries of forgotten `LocalCache`s back to the ring (see
+    /// `PoolCore::reclaim_forgotten_caches`); returns how many caches there were.
+    pub(crate) fn reclaim_forgotten_caches(&mut self) -> usize {
+        // SAFETY: &mut self: no LocalCache of this pool is alive, so any still registered was
+        // forgotten (its owner is gone).
+        unsafe { self.core.reclaim_forgotten_caches() }
+    }
+}
+
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     pub(crate) fn from_parts(
         geometry: Geometry,
@@ -1247,8 +1257,7 @@ pub(crate) unsafe fn drop_objects<T: ?Sized + Element>(g: &Geometry, from: u32, 
 impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
     fn drop(&mut self) {
         // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
-        // SAFETY: &mut self: no LocalCache of this pool is alive.
-        unsafe { self.core.reclaim_forgotten_caches() };
+        self.reclaim_forgotten_caches();
         let mut in_ring = 0;
         let free = self.core.registry.held_by_threads_and(|| {
             in_ring = self.core.ring.count();

@@ -346,6 +346,20 @@ impl<E: Copy> Ring<E> {
         }
     }
 
+    /// Every entry of a ring nobody else is using, in ring order, put back afterwards (for
+    /// audits: the ring is unchanged); false with the entries when they could not all be put
+    /// back (a ring in use by another thread).
+    pub(crate) fn drain_and_restore(&self) -> (Vec<E>, bool) {
+        let n = self.count();
+        let mut buf: Vec<E> = Vec::with_capacity(n);
+        // SAFETY: buf has capacity n: room for n writes.
+        let got = unsafe { self.dequeue_raw(buf.as_mut_ptr(), n, Behavior::Bulk).n };
+        // SAFETY: `got` entries were written.
+        unsafe { buf.set_len(got) };
+        let back = self.enqueue(&buf, Behavior::Bulk).n;
+        (buf, back == got)
+    }
+
     /// Enqueues `src` with the given behavior; reports entries moved and free space left.
     #[inline]
     pub(crate) fn enqueue(&self, src: &[E], behavior: Behavior) -> Transfer {
