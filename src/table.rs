@@ -178,8 +178,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Fills every slot of `table` (all empty) with a handle through the token `token`
     /// returns, all or nothing.
     ///
-    /// Before the token exists: the slot check and the size check (they only read the
-    /// table; errors are built in cold functions). After it: the copy from the cache (or the
+    /// Before the token exists: the slot check (it only reads the table; its error is built
+    /// in a cold function). After it: the copy from the cache (or the
     /// cache's slow path, which copies from the ring), then the debug hook, as `get_vec_via`.
     #[inline(always)]
     pub(crate) fn get_into_via<'c, C: Token<'c, R::Entry>>(
@@ -192,16 +192,11 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         if any_occupied(table) {
             return Err(occupied_error(table));
         }
-        let cap = self.capacity() as usize;
-        if n > cap {
-            let mut t = token();
-            let cm = t.cm();
-            cm.count_failed_get(n);
-            return Err(PoolError::Exhausted {
-                requested: n,
-                available: cm.reachable().min(cap),
-            });
-        }
+        // No size check here: a table larger than the pool fails in the cache's slow path
+        // (the ring saturates the count at 2^32 - 1, more than any ring holds), counted as a
+        // failed get, with nothing handed out; the hit path (the cache holds `n`) pays
+        // nothing for it (issue 24: the capacity load and compare were 3 of the bulk-1
+        // path's instructions).
         // SAFETY: a slot is an entry (assert_slot_is_entry: same size and alignment, and an
         // entry's bits are the bits of `Some(handle)`); every slot is None, so writing entries
         // into them loses no handle, and what the cache writes is only valid entries (of free
