@@ -194,7 +194,10 @@ impl<P: PoolRef> LocalCache<P> {
     }
 
     /// Takes exactly `N` objects as an array (bulk size known at compile time: DPDK's
-    /// `constant_n`).
+    /// `constant_n`). The array comes back by value inside a `Result`, which costs one copy
+    /// through the stack; a hot loop that stores the handles in its own table should use
+    /// [`LocalCache::get_into`] with a slice of constant length instead (the cache writes
+    /// straight into the slots: BENCHMARKS.md section 14).
     ///
     /// # Errors
     /// [`PoolError::Exhausted`] as [`LocalCache::get_bulk`].
