@@ -656,54 +656,89 @@ mod tests {
     }
 }
 
+/// One operation over a run of `n` elements in the overlapping-halves shape, for the short
+/// runs of the hot paths (1 to 32 entries: a call to `memcpy`/`memset` or a loop with a
+/// remainder costs more than the work there): see [`by_halves`]. The copies of entries
+/// ([`copy_entries`], [`copy_entries_or`]) and the table's slot checks and clears (table.rs)
+/// are its implementations: one dispatch on `n` for all of them.
+pub(crate) trait Halves: Sized {
+    /// What the operation returns.
+    type Out;
+    /// `n == 0`.
+    fn empty(self) -> Self::Out;
+    /// `n == 1`.
+    fn one(self) -> Self::Out;
+    /// `n > 64`: a plain loop or a library call.
+    fn long(self, n: usize) -> Self::Out;
+    /// `2 <= n <= 64`: the first `K` and the last `K` elements, `K` the power of two with
+    /// `K < n <= 2K` (disjoint halves when `n = 2K`, overlapping otherwise). Fixed sizes, so
+    /// the compiler inlines them as a few vector moves.
+    fn halves<const K: usize>(self, n: usize) -> Self::Out;
+}
+
+/// Runs `op` over `n` elements: at most seven compares and no chain of bit tests, as glibc's
+/// small `memcpy` does (`n == 1` first: the bulk-1 path pays one compare).
+#[inline(always)]
+pub(crate) fn by_halves<H: Halves>(n: usize, op: H) -> H::Out {
+    if n == 1 {
+        op.one()
+    } else if n <= 2 {
+        if n == 2 {
+            op.halves::<1>(n)
+        } else {
+            op.empty()
+        }
+    } else if n <= 4 {
+        op.halves::<2>(n)
+    } else if n <= 8 {
+        op.halves::<4>(n)
+    } else if n <= 16 {
+        op.halves::<8>(n)
+    } else if n <= 32 {
+        op.halves::<16>(n)
+    } else if n <= 64 {
+        op.halves::<32>(n)
+    } else {
+        op.long(n)
+    }
+}
+
 /// Copies `n` entries from `src` to `dst` (non-overlapping). Bursts are short (1 to 32 in
 /// the hot paths), where a call to libc's `memcpy` costs more than the copy: short copies are
-/// done with fixed-size moves the compiler inlines (one entry, or two overlapping blocks of 1,
-/// 2, 4, 8, 16 or 32 entries for 2 to 64); long ones (refills and flushes of hundreds) call
-/// `memcpy`.
+/// done with fixed-size moves the compiler inlines ([`by_halves`]); long ones (refills and
+/// flushes of hundreds) call `memcpy`.
 ///
 /// # Safety
 /// `src` valid for `n` reads, `dst` for `n` writes, the ranges do not overlap.
 #[inline(always)]
 pub(crate) unsafe fn copy_entries<E: Copy>(src: *const E, dst: *mut E, n: usize) {
-    use std::ptr::copy_nonoverlapping as cp;
-    // SAFETY: (whole body) every copy stays within [0, n) of both ranges, which the caller
-    // guarantees valid and disjoint.
-    unsafe {
-        if n == 1 {
-            dst.write(src.read());
-            return;
+    struct Copy<E>(*const E, *mut E);
+    impl<E: std::marker::Copy> Halves for Copy<E> {
+        type Out = ();
+        #[inline(always)]
+        fn empty(self) {}
+        #[inline(always)]
+        fn one(self) {
+            // SAFETY: n == 1: one valid read and one valid write (copy_entries' contract).
+            unsafe { self.1.write(self.0.read()) }
         }
-        if n > 64 {
-            cp(src, dst, n);
-            return;
+        #[inline(always)]
+        fn long(self, n: usize) {
+            // SAFETY: copy_entries' contract.
+            unsafe { std::ptr::copy_nonoverlapping(self.0, self.1, n) }
         }
-        // 2..=64 entries: two copies of k entries, the first k and the last k, with k the
-        // power of two such that k < n <= 2k (disjoint halves when n = 2k, overlapping
-        // otherwise), as glibc's small memcpy does: at most seven compares and no chain of
-        // bit tests. Fixed sizes, so no call to memcpy (which costs more than the copy here).
-        macro_rules! halves {
-            ($k:literal) => {{
-                cp(src, dst, $k);
-                cp(src.add(n - $k), dst.add(n - $k), $k);
-            }};
-        }
-        if n <= 2 {
-            if n == 2 {
-                halves!(1)
+        #[inline(always)]
+        fn halves<const K: usize>(self, n: usize) {
+            let Copy(src, dst) = self;
+            // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (copy_entries'
+            // contract: valid and disjoint for n).
+            unsafe {
+                std::ptr::copy_nonoverlapping(src, dst, K);
+                std::ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
             }
-        } else if n <= 4 {
-            halves!(2)
-        } else if n <= 8 {
-            halves!(4)
-        } else if n <= 16 {
-            halves!(8)
-        } else if n <= 32 {
-            halves!(16)
-        } else {
-            halves!(32)
         }
     }
+    by_halves(n, Copy(src, dst))
 }
 
 /// [`copy_entries`] that also returns the OR of `rank(e)` over the copied entries, computed
@@ -719,53 +754,53 @@ pub(crate) unsafe fn copy_entries_or<E: Copy>(
     n: usize,
     rank: impl Fn(E) -> u32,
 ) -> u32 {
-    // SAFETY: (whole body) every read and write stays within [0, n) of both ranges, which the
-    // caller guarantees valid and disjoint; `[E; K]` reads and writes are unaligned-safe.
-    unsafe {
-        if n == 1 {
-            let e = src.read();
-            dst.write(e);
-            return rank(e);
+    struct CopyOr<E, F>(*const E, *mut E, F);
+    impl<E: Copy, F: Fn(E) -> u32> Halves for CopyOr<E, F> {
+        type Out = u32;
+        #[inline(always)]
+        fn empty(self) -> u32 {
+            0
         }
-        if n > 64 {
-            std::ptr::copy_nonoverlapping(src, dst, n);
+        #[inline(always)]
+        fn one(self) -> u32 {
+            // SAFETY: n == 1: one valid read and one valid write (copy_entries' contract).
+            let e = unsafe { self.0.read() };
+            // SAFETY: as above.
+            unsafe { self.1.write(e) };
+            (self.2)(e)
+        }
+        #[inline(always)]
+        fn long(self, n: usize) -> u32 {
+            let CopyOr(src, dst, rank) = self;
+            // SAFETY: copy_entries' contract.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
             let mut acc = 0;
             for i in 0..n {
-                acc |= rank(src.add(i).read());
+                // SAFETY: i < n: a valid read.
+                acc |= rank(unsafe { src.add(i).read() });
             }
-            return acc;
+            acc
         }
-        macro_rules! halves {
-            ($k:literal) => {{
-                let a = src.cast::<[E; $k]>().read_unaligned();
-                let b = src.add(n - $k).cast::<[E; $k]>().read_unaligned();
-                dst.cast::<[E; $k]>().write_unaligned(a);
-                dst.add(n - $k).cast::<[E; $k]>().write_unaligned(b);
-                let mut acc = 0;
-                for i in 0..$k {
-                    acc |= rank(a[i]) | rank(b[i]);
-                }
-                acc
-            }};
-        }
-        if n <= 2 {
-            if n == 2 {
-                halves!(1)
-            } else {
-                0
+        #[inline(always)]
+        fn halves<const K: usize>(self, n: usize) -> u32 {
+            let CopyOr(src, dst, rank) = self;
+            // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (copy_entries'
+            // contract); `[E; K]` reads and writes are unaligned-safe.
+            let (a, b) = unsafe {
+                let a = src.cast::<[E; K]>().read_unaligned();
+                let b = src.add(n - K).cast::<[E; K]>().read_unaligned();
+                dst.cast::<[E; K]>().write_unaligned(a);
+                dst.add(n - K).cast::<[E; K]>().write_unaligned(b);
+                (a, b)
+            };
+            let mut acc = 0;
+            for i in 0..K {
+                acc |= rank(a[i]) | rank(b[i]);
             }
-        } else if n <= 4 {
-            halves!(2)
-        } else if n <= 8 {
-            halves!(4)
-        } else if n <= 16 {
-            halves!(8)
-        } else if n <= 32 {
-            halves!(16)
-        } else {
-            halves!(32)
+            acc
         }
     }
+    by_halves(n, CopyOr(src, dst, rank))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
 use crate::pool::{entries_of, try_check_owned_all, Pool, Token};
-use crate::repr::Repr;
+use crate::repr::{by_halves, Halves, Repr};
 use crate::ring::Behavior;
 
 type H<T, B, R> = Handle<T, B, R>;
@@ -33,59 +33,56 @@ type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R
 
 /// True when some slot of `table` holds a handle (`SOME`) or is empty (`!SOME`).
 ///
-/// The shape of `copy_entries` (repr.rs): for `n <= 64`, two fixed-size windows of `k` slots,
-/// the first `k` and the last `k` with `k` the power of two such that `k < n <= 2k`
-/// (overlapping ones re-test a few slots, which changes nothing for "any"), each tested with
-/// one compare per slot and no branch (fixed-size vector code), then one branch. A plain loop
-/// over a run-time length was a vectorised loop with a scalar remainder: at bulks 1 to 4 the
-/// remainder ran, about 7 instructions per slot, twice per get and put.
+/// The shape of `copy_entries` ([`by_halves`]): for `n <= 64`, two fixed-size windows of `k`
+/// slots, the first `k` and the last `k` (overlapping ones re-test a few slots, which changes
+/// nothing for "any"), each tested with one compare per slot and no branch (fixed-size vector
+/// code), then one branch. A plain loop over a run-time length was a vectorised loop with a
+/// scalar remainder: at bulks 1 to 4 the remainder ran, about 7 instructions per slot, twice
+/// per get and put.
 #[inline(always)]
 fn any_slot<const SOME: bool, T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> bool {
-    #[inline(always)]
-    fn window<const SOME: bool, const K: usize, T: ?Sized, B, R: Repr>(
-        table: &[Slot<T, B, R>],
-    ) -> bool {
-        let n = table.len();
-        debug_assert!(K <= n);
-        let p = table.as_ptr();
-        // SAFETY: K <= n (the caller's dispatch), so [0, K) and [n - K, n) lie inside the
-        // table; read-only views of initialised slots.
-        let (a, b) = unsafe {
-            (
-                &*p.cast::<[Slot<T, B, R>; K]>(),
-                &*p.add(n - K).cast::<[Slot<T, B, R>; K]>(),
-            )
-        };
-        // Two plain loops over arrays (a `chain` of the two is not vectorised).
-        let mut any = false;
-        for s in a {
-            any |= s.is_some() == SOME;
+    struct Any<'t, const SOME: bool, T: ?Sized, B, R: Repr>(&'t [Slot<T, B, R>]);
+    impl<const SOME: bool, T: ?Sized, B, R: Repr> Halves for Any<'_, SOME, T, B, R> {
+        type Out = bool;
+        #[inline(always)]
+        fn empty(self) -> bool {
+            false
         }
-        for s in b {
-            any |= s.is_some() == SOME;
+        #[inline(always)]
+        fn one(self) -> bool {
+            self.0[0].is_some() == SOME
         }
-        any
+        #[inline(always)]
+        fn long(self, _n: usize) -> bool {
+            let mut any = false;
+            for s in self.0 {
+                any |= s.is_some() == SOME;
+            }
+            any
+        }
+        #[inline(always)]
+        fn halves<const K: usize>(self, n: usize) -> bool {
+            let p = self.0.as_ptr();
+            // SAFETY: K < n (by_halves), so [0, K) and [n - K, n) lie inside the table;
+            // read-only views of initialised slots.
+            let (a, b) = unsafe {
+                (
+                    &*p.cast::<[Slot<T, B, R>; K]>(),
+                    &*p.add(n - K).cast::<[Slot<T, B, R>; K]>(),
+                )
+            };
+            // Two plain loops over arrays (a `chain` of the two is not vectorised).
+            let mut any = false;
+            for s in a {
+                any |= s.is_some() == SOME;
+            }
+            for s in b {
+                any |= s.is_some() == SOME;
+            }
+            any
+        }
     }
-    let n = table.len();
-    if n <= 2 {
-        n != 0 && window::<SOME, 1, T, B, R>(table)
-    } else if n <= 4 {
-        window::<SOME, 2, T, B, R>(table)
-    } else if n <= 8 {
-        window::<SOME, 4, T, B, R>(table)
-    } else if n <= 16 {
-        window::<SOME, 8, T, B, R>(table)
-    } else if n <= 32 {
-        window::<SOME, 16, T, B, R>(table)
-    } else if n <= 64 {
-        window::<SOME, 32, T, B, R>(table)
-    } else {
-        let mut any = false;
-        for s in table {
-            any |= s.is_some() == SOME;
-        }
-        any
-    }
+    by_halves(table.len(), Any::<SOME, T, B, R>(table))
 }
 
 /// True when some slot of `table` holds a handle.
@@ -120,47 +117,42 @@ fn empty_error<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> PoolError {
 
 /// Writes `None` into every slot without dropping what was there (callers: the handles were
 /// moved into the cache, or are copies the cache kept). For a run-time length it is the shape
-/// of `copy_entries` (repr.rs): two overlapping fixed-size stores of `k` empty slots, `k` the
-/// power of two with `k < n <= 2k`, so no call to `memset` (a plain loop of `None` stores
-/// became one, which costs more than the stores at bulk 1). With a constant length it is `n`
-/// slots' worth of vector stores.
+/// of `copy_entries` ([`by_halves`]): two overlapping fixed-size stores of `k` empty slots, so
+/// no call to `memset` (a plain loop of `None` stores became one, which costs more than the
+/// stores at bulk 1). With a constant length it is `n` slots' worth of vector stores.
 #[inline(always)]
 fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
-    let n = table.len();
-    let p = table.as_mut_ptr();
-    macro_rules! halves {
-        ($k:literal) => {{
-            // SAFETY: k <= n, so [0, k) and [n - k, n) lie inside the table; the stores
-            // overwrite slots whose handles (if any) have been moved away (handles have no
-            // destructor: nothing is skipped by not dropping).
-            unsafe {
-                p.cast::<[Slot<T, B, R>; $k]>().write([const { None }; $k]);
-                p.add(n - $k)
-                    .cast::<[Slot<T, B, R>; $k]>()
-                    .write([const { None }; $k]);
+    struct Clear<'t, T: ?Sized, B, R: Repr>(&'t mut [Slot<T, B, R>]);
+    impl<T: ?Sized, B, R: Repr> Halves for Clear<'_, T, B, R> {
+        type Out = ();
+        #[inline(always)]
+        fn empty(self) {}
+        #[inline(always)]
+        fn one(self) {
+            // The old value's drop is nothing (handles have no destructor).
+            self.0[0] = None;
+        }
+        #[inline(always)]
+        fn long(self, _n: usize) {
+            for s in self.0.iter_mut() {
+                *s = None;
             }
-        }};
-    }
-    if n <= 2 {
-        if n != 0 {
-            halves!(1)
         }
-    } else if n <= 4 {
-        halves!(2)
-    } else if n <= 8 {
-        halves!(4)
-    } else if n <= 16 {
-        halves!(8)
-    } else if n <= 32 {
-        halves!(16)
-    } else if n <= 64 {
-        halves!(32)
-    } else {
-        for s in table.iter_mut() {
-            // SAFETY: as above, one slot at a time.
-            unsafe { std::ptr::write(s, None) };
+        #[inline(always)]
+        fn halves<const K: usize>(self, n: usize) {
+            let p = self.0.as_mut_ptr();
+            // SAFETY: K < n (by_halves), so [0, K) and [n - K, n) lie inside the table; the
+            // stores overwrite slots whose handles (if any) have been moved away (handles have
+            // no destructor: nothing is skipped by not dropping).
+            unsafe {
+                p.cast::<[Slot<T, B, R>; K]>().write([const { None }; K]);
+                p.add(n - K)
+                    .cast::<[Slot<T, B, R>; K]>()
+                    .write([const { None }; K]);
+            }
         }
     }
+    by_halves(table.len(), Clear(table));
 }
 
 /// Proof, at compile time, that a slot is exactly an entry: `Option<Handle>` has the size of
