@@ -54,6 +54,9 @@
 //! `--prefetch` (issue 12) prefetches each got burst for writing (`Resolver::prefetch_all`)
 //! before the touch=1 writes; those rows end in ` prefetch=1` and their CSV pools in
 //! `+prefetch`. The workers without it are separate instances with no prefetch code.
+//! `--runtime` (issue 23) adds a run-time pool (`Pool<Obj, Runtime, R>`, no brand, the 4-byte
+//! pool's representation) to every cell: the runtime/index column and a summary line give
+//! run-time / branded, side by side with the branded pool's own A/A.
 //! `scripts/compare-dpdk.sh` runs this harness cell by cell next to DPDK's C mempool.
 
 mod matrix;
@@ -181,6 +184,12 @@ struct Args {
     /// run the same code as before (separate monomorphised instances).
     #[arg(long)]
     prefetch: bool,
+    /// Also run each cell through a run-time pool (`idxpool::Pool<Obj, Runtime, R>`: no brand,
+    /// one range check per put entry and per access; the same representation as the 4-byte
+    /// pool), interleaved with the others: the runtime/index column and the summary line give
+    /// run-time / branded (issue 23). Adds one contender per cell.
+    #[arg(long)]
+    runtime: bool,
 }
 
 /// `--repr`.
@@ -221,6 +230,8 @@ struct Ctx {
     /// Contenders per touch=0 cell: 3, or 5 with `--floor`.
     contenders: usize,
     floor: bool,
+    /// `--runtime`.
+    runtime: bool,
     clock: Clock,
     stride: StrideMode,
     repr: ReprArg,
@@ -282,6 +293,7 @@ fn warm_length(run: Duration) -> Duration {
 fn run_group<B1: Brand, B2: Brand, RA: Repr>(
     ip: &Pool<Obj, B1, RA>,
     pp: &Pool<Obj, B2, Pointer>,
+    rp: Option<&Pool<Obj, idxpool::Runtime, RA>>,
     policy: FlushPolicy,
     cells: &[Cell],
     ctx: &mut Ctx,
@@ -289,6 +301,7 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
     let threads = cells[0].cores;
     let mut ic: Vec<_> = (0..threads).map(|_| ip.local_cache()).collect();
     let mut pc: Vec<_> = (0..threads).map(|_| pp.local_cache()).collect();
+    let mut rc: Option<Vec<_>> = rp.map(|rp| (0..threads).map(|_| rp.local_cache()).collect());
     let (clock, pin) = (ctx.clock, ctx.pinning.clone());
     for cell in cells {
         if interrupted() {
@@ -298,6 +311,9 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
         let warm = warm_length(run);
         run_cell(&mut ic, cell, warm, clock, &pin)?;
         run_cell(&mut pc, cell, warm, clock, &pin)?;
+        if let Some(rc) = rc.as_mut() {
+            run_cell(rc, cell, warm, clock, &pin)?;
+        }
         let floor = ctx.floor && !cell.touch;
         if floor {
             run_floor(cell, warm, clock, &pin, floor32);
@@ -308,6 +324,7 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
         let mut a2 = Vec::with_capacity(ctx.reps);
         let mut f32s = Vec::with_capacity(ctx.reps);
         let mut f64s = Vec::with_capacity(ctx.reps);
+        let mut rts = Vec::with_capacity(ctx.reps);
         // A B A' then A' B A: a load drift during the cell hits all three alike.
         for rep in 0..ctx.reps {
             if interrupted() {
@@ -322,6 +339,9 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
                 b.push(run_cell(&mut pc, cell, run, clock, &pin)?);
                 a.push(run_cell(&mut ic, cell, run, clock, &pin)?);
             }
+            if let Some(rc) = rc.as_mut() {
+                rts.push(run_cell(rc, cell, run, clock, &pin)?);
+            }
             if floor {
                 f32s.push(run_floor(cell, run, clock, &pin, floor32));
                 f64s.push(run_floor(cell, run, clock, &pin, floor64));
@@ -335,6 +355,7 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
             index_aa: median(&a2),
             floor32: floor.then(|| median(&f32s)),
             floor64: floor.then(|| median(&f64s)),
+            runtime: rc.is_some().then(|| median(&rts)),
         };
         ctx.budget.unit_done();
         ctx.bar.inc(1);
@@ -357,18 +378,28 @@ fn run_pools(policy: FlushPolicy, cells: &[Cell], ctx: &mut Ctx) -> Result<(), P
             .prefault(true)
     };
     match ctx.repr {
-        ReprArg::Offset => builder()
-            .repr::<Offset>()
-            .scoped(|ip| run_pair(ip, policy, cells, ctx))?,
-        ReprArg::Index => builder()
-            .repr::<Index>()
-            .scoped(|ip| run_pair(ip, policy, cells, ctx))?,
+        ReprArg::Offset => {
+            let rp = ctx.runtime.then(|| builder().build()).transpose()?;
+            builder()
+                .repr::<Offset>()
+                .scoped(|ip| run_pair(ip, rp.as_ref(), policy, cells, ctx))?
+        }
+        ReprArg::Index => {
+            let rp = ctx
+                .runtime
+                .then(|| builder().repr::<Index>().build())
+                .transpose()?;
+            builder()
+                .repr::<Index>()
+                .scoped(|ip| run_pair(ip, rp.as_ref(), policy, cells, ctx))?
+        }
     }
 }
 
 /// Builds the pointer twin of `ip`'s group and runs the group on the pair.
 fn run_pair<B1: Brand, RA: Repr>(
     ip: Pool<Obj, B1, RA>,
+    rp: Option<&Pool<Obj, idxpool::Runtime, RA>>,
     policy: FlushPolicy,
     cells: &[Cell],
     ctx: &mut Ctx,
@@ -392,7 +423,7 @@ fn run_pair<B1: Brand, RA: Repr>(
                     pp.stride()
                 ));
             }
-            run_group(&ip, &pp, policy, cells, ctx)
+            run_group(&ip, &pp, rp, policy, cells, ctx)
         })?
 }
 
@@ -441,7 +472,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     if reps == 0 || args.cell_ms == Some(0) || budget.is_zero() {
         return Err("--reps, --cell-ms and --budget must be at least 1".into());
     }
-    let contenders = if args.floor { 5 } else { 3 };
+    let contenders = if args.floor { 5 } else { 3 } + usize::from(args.runtime);
     let todo = plan(&cells, &policies, args.filter.as_deref());
     if todo.is_empty() {
         return Err(format!(
@@ -495,13 +526,16 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         reps,
         contenders,
         floor: args.floor,
+        runtime: args.runtime,
         clock: args.clock,
         stride: args.stride,
         repr: args.repr,
         pinning,
         length,
         budget: Budget::new(budget, todo.len()),
-        stream: Stream::new(with_policy).with_floor(args.floor),
+        stream: Stream::new(with_policy)
+            .with_floor(args.floor)
+            .with_runtime(args.runtime),
         bar: progress_bar(todo.len() as u64, !args.quick, "cells"),
         backing_printed: false,
     };

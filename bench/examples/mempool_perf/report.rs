@@ -21,6 +21,9 @@ pub struct CellResult {
     /// `--floor`: the same loop on a bare LIFO array of u32 / of u64 (touch=0 cells only).
     pub floor32: Option<f64>,
     pub floor64: Option<f64>,
+    /// `--runtime`: the same loop through a run-time pool (`Pool<Obj, Runtime, R>`, the same
+    /// representation as `index`): one range check per put entry and per access.
+    pub runtime: Option<f64>,
 }
 
 impl CellResult {
@@ -108,6 +111,7 @@ pub fn csv_rows(results: &[CellResult]) -> Vec<String> {
             ("index-aa", Some(r.index_aa)),
             ("floor32", r.floor32),
             ("floor64", r.floor64),
+            ("runtime", r.runtime),
         ] {
             let Some(rate) = rate else { continue };
             let c = &r.cell;
@@ -136,7 +140,7 @@ pub fn csv_rows(results: &[CellResult]) -> Vec<String> {
 }
 
 /// The table's column header (`floor`: with the index/floor column).
-pub fn table_header(floor: bool) -> String {
+pub fn table_header(floor: bool, runtime: bool) -> String {
     let h = format!(
         "{:>5} {:>5} {:>10} {:>10} {:>6} {:>10} {:>5} {:>12} {:>14} {:>8} {:>7}",
         "cache",
@@ -151,8 +155,13 @@ pub fn table_header(floor: bool) -> String {
         "change",
         "A/A"
     );
-    if floor {
+    let h = if floor {
         format!("{h} {:>11}", "index/floor")
+    } else {
+        h
+    };
+    if runtime {
+        format!("{h} {:>13}", "runtime/index")
     } else {
         h
     }
@@ -170,7 +179,7 @@ fn bulk(c: &Cell, n: usize) -> String {
 /// One row of the table: rates in millions of objects per second, change = index vs pointer,
 /// A/A = the index pool's second measurement vs its first; with `floor`, the index pool's rate
 /// over the u32 floor's (`-` where no floor was measured).
-pub fn table_row(r: &CellResult, floor: bool) -> String {
+pub fn table_row(r: &CellResult, floor: bool, runtime: bool) -> String {
     let c = &r.cell;
     let row = format!(
         "{:>5} {:>5} {:>10} {:>10} {:>6} {:>10} {:>5} {:>12.2} {:>14.2} {:>+7.1}% {:>+6.1}%",
@@ -187,12 +196,20 @@ pub fn table_row(r: &CellResult, floor: bool) -> String {
         (r.aa() - 1.0) * 100.0
     );
     let prefetch = if c.prefetch { " prefetch=1" } else { "" };
-    if !floor {
+    let row = if !floor {
+        row
+    } else {
+        match r.floor32 {
+            Some(f) => format!("{row} {:>11.3}", r.index / f),
+            None => format!("{row} {:>11}", "-"),
+        }
+    };
+    if !runtime {
         return format!("{row}{prefetch}");
     }
-    match r.floor32 {
-        Some(f) => format!("{row} {:>11.3}{prefetch}", r.index / f),
-        None => format!("{row} {:>11}{prefetch}", "-"),
+    match r.runtime {
+        Some(rt) => format!("{row} {:>13.3}{prefetch}", rt / r.index),
+        None => format!("{row} {:>13}{prefetch}", "-"),
     }
 }
 
@@ -203,6 +220,7 @@ pub fn table_row(r: &CellResult, floor: bool) -> String {
 pub struct Stream {
     with_policy: bool,
     floor: bool,
+    runtime: bool,
     results: Vec<CellResult>,
 }
 
@@ -212,6 +230,7 @@ impl Stream {
         Stream {
             with_policy,
             floor: false,
+            runtime: false,
             results: Vec::new(),
         }
     }
@@ -222,14 +241,20 @@ impl Stream {
         self
     }
 
+    /// With the runtime/index column and summary line (`--runtime`).
+    pub fn with_runtime(mut self, runtime: bool) -> Self {
+        self.runtime = runtime;
+        self
+    }
+
     /// Records `r` and returns the text to print now (ends with a newline).
     pub fn push(&mut self, r: CellResult) -> String {
         let mut out = String::new();
         if self.results.last().map(|p| p.policy) != Some(r.policy) {
             let _ = writeln!(out, "policy {}:", r.policy);
-            let _ = writeln!(out, "{}", table_header(self.floor));
+            let _ = writeln!(out, "{}", table_header(self.floor, self.runtime));
         }
-        let _ = writeln!(out, "{}", table_row(&r, self.floor));
+        let _ = writeln!(out, "{}", table_row(&r, self.floor, self.runtime));
         self.results.push(r);
         out
     }
@@ -276,6 +301,35 @@ impl Stream {
                 let _ = writeln!(out, "geomean index/pointer = n/a over 0 cells");
             }
         }
+        let rt: Vec<(String, f64)> = self
+            .results
+            .iter()
+            .filter_map(|r| Some((r.label(self.with_policy), r.runtime? / r.index)))
+            .collect();
+        if let Some(s) = summarize(&rt) {
+            let aa: Vec<(String, f64)> = self
+                .results
+                .iter()
+                .filter(|r| r.runtime.is_some())
+                .map(|r| (r.label(self.with_policy), r.aa()))
+                .collect();
+            let widest = aa
+                .iter()
+                .map(|(_, a)| (a - 1.0).abs())
+                .fold(0.0f64, f64::max);
+            let _ = writeln!(
+                out,
+                "run-time pool / branded (same representation): geomean {:.3} over {} cells \
+                 (min {:.3} at {}, max {:.3} at {}); the branded pool's A/A widest {:.1}%",
+                s.geomean,
+                s.n,
+                s.min.0,
+                s.min.1,
+                s.max.0,
+                s.max.1,
+                widest * 100.0
+            );
+        }
         match Verdict::of(&self.compared()) {
             Some(v) => {
                 let _ = writeln!(out, "verdict: {}", v.line("index pool"));
@@ -320,6 +374,7 @@ mod tests {
             index_aa: aa,
             floor32: None,
             floor64: None,
+            runtime: None,
         }
     }
 
@@ -351,7 +406,7 @@ mod tests {
         let lines: Vec<&str> = first.lines().collect();
         assert_eq!(lines.len(), 3, "{first}");
         assert_eq!(lines[0], "policy dpdk2607:");
-        assert_eq!(lines[1], table_header(false));
+        assert_eq!(lines[1], table_header(false, false));
         assert!(lines[2].ends_with("+10.0%   +0.9%"), "{}", lines[2]);
         // Same policy: only the row.
         let second = s.push(res(FlushPolicy::Dpdk2607, 4, true, 90e6, 100e6, 90e6));
@@ -425,13 +480,13 @@ mod tests {
         assert_eq!(rows.len(), 5);
         assert_eq!(rows[3], "floor32,dpdk2607,512,1,0,0,2048,0,0,64,400000000");
         assert_eq!(rows[4], "floor64,dpdk2607,512,1,0,0,2048,0,0,64,300000000");
-        let row = table_row(&r, true);
+        let row = table_row(&r, true, false);
         assert!(row.contains("1..64"), "{row}");
         assert!(row.ends_with("0.250"), "{row}");
-        assert!(table_header(true).ends_with("index/floor"));
+        assert!(table_header(true, false).ends_with("index/floor"));
         r.floor32 = None;
-        assert!(table_row(&r, true).ends_with(" -"));
-        assert!(!table_row(&r, false).ends_with(" -"));
+        assert!(table_row(&r, true, false).ends_with(" -"));
+        assert!(!table_row(&r, false, false).ends_with(" -"));
         let mut s = Stream::new(false).with_floor(true);
         assert!(s.push(r).contains("index/floor"));
     }
@@ -448,9 +503,25 @@ mod tests {
         );
         assert!(rows[1].starts_with("pointer+prefetch,"));
         assert!(rows[2].starts_with("index-aa+prefetch,"));
-        assert!(table_row(&r, false).ends_with(" prefetch=1"));
+        assert!(table_row(&r, false, false).ends_with(" prefetch=1"));
         assert!(r.label(false).ends_with("touch=1 prefetch=1"));
         r.cell.prefetch = false;
-        assert!(!table_row(&r, false).contains("prefetch"));
+        assert!(!table_row(&r, false, false).contains("prefetch"));
+    }
+
+    #[test]
+    fn runtime_column_and_summary() {
+        let mut r = res(FlushPolicy::Classic, 4, false, 1.0e8, 0.8e8, 1.0e8);
+        r.runtime = Some(0.9e8);
+        assert!(table_header(false, true).ends_with("runtime/index"));
+        assert!(table_row(&r, false, true).ends_with("0.900"));
+        let mut st = Stream::new(false).with_runtime(true);
+        st.push(r.clone());
+        let sum = st.summary(1);
+        assert!(
+            sum.contains("run-time pool / branded (same representation): geomean 0.900"),
+            "{sum}"
+        );
+        assert!(csv_rows(&[r]).iter().any(|row| row.starts_with("runtime,")));
     }
 }
