@@ -457,7 +457,9 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// ```
     /// use idxpool::{Index, PoolBuilder};
     /// let pool = PoolBuilder::<[u8; 2048]>::zeroed(64).repr::<Index>().build()?;
-    /// assert_eq!(pool.repr_name(), "index");
+    /// let h = pool.get()?; // its entry is the index + 1
+    /// assert!(pool.index_of(&h) < 64);
+    /// pool.put(h);
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
     pub fn repr<R2: Repr>(self) -> PoolBuilder<'a, T, R2> {
@@ -497,7 +499,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// # Errors
     /// [`PoolError::HandleSpaceExhausted`] when the handle space has no free range for the
     /// pool (`capacity x stride / 8` entries with offset entries, `capacity` with index
-    /// entries; about 32 GiB of live run-time regions in all); [`PoolError::InvalidConfig`]
+    /// entries, in an aligned power-of-two block: at most 16 GiB of offset-entry region per
+    /// pool, 32 GiB in all, less when live pools fragment the space); [`PoolError::InvalidConfig`]
     /// for the pointer representation (run-time pools need 4-byte entries); configuration,
     /// size and backing errors as listed on [`PoolError`].
     pub fn build(self) -> Result<Pool<T, Runtime, R>, PoolError> {
@@ -619,13 +622,19 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         }
         // After the size checks: a size overflow is reported as such first.
         R::check_layout(stride, self.capacity)?;
-        let ring = crate::ring::Ring::<R::Entry>::new(
-            self.capacity,
-            RingFlags {
-                exact_size: true,
-                ..self.ring_flags
-            },
-        )?;
+        // SAFETY: single-thread modes only come from `ring_modes`, whose caller promised that
+        // one thread at a time enqueues (dequeues); the default is multi-producer and
+        // multi-consumer.
+        let ring = unsafe {
+            crate::ring::Ring::<R::Entry>::with_start_counter(
+                self.capacity,
+                RingFlags {
+                    exact_size: true,
+                    ..self.ring_flags
+                },
+                0,
+            )
+        }?;
         let core = PoolCore::new(ring, self.max_threads, cache_size, self.policy)?;
         let name = self.name.take().unwrap_or_else(|| {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

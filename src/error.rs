@@ -134,14 +134,19 @@ pub enum PoolError {
         pool: String,
     },
     /// The process-wide handle space of run-time pools (`u32::MAX` raw entries, DESIGN.md
-    /// "Handle soundness") has no free range of `requested` entries: live run-time pools, and
-    /// pools dropped with objects still out (their ranges are quarantined for good), hold the
-    /// rest. A run-time pool needs `capacity x stride / 8` entries (offset entries) or
-    /// `capacity` (index entries): about 32 GiB of regions in all.
-    #[error("run-time handle space exhausted: {requested} entries requested, largest free range {largest_free}, {quarantined} quarantined by pools dropped with objects out")]
+    /// "Handle soundness") has no free aligned block of `block` entries: live run-time pools,
+    /// and pools dropped with objects still out (their ranges are quarantined for good), hold
+    /// or split the rest. A run-time pool needs `capacity x stride / 8` entries (offset
+    /// entries) or `capacity` (index entries), rounded up to a power of two (`block`, at most
+    /// 2^31: 16 GiB of offset-entry regions per pool); blocks are aligned to their size, so a
+    /// small live pool can leave no large block free although most of the space is
+    /// (`largest_free` says how much is free in one piece).
+    #[error("run-time handle space exhausted: {requested} entries requested (an aligned block of {block}), largest free range {largest_free}, {quarantined} quarantined by pools dropped with objects out")]
     HandleSpaceExhausted {
         /// Raw entries the new pool needs.
         requested: u64,
+        /// The aligned power-of-two block those entries take (more than 2^31: never).
+        block: u64,
         /// The largest free range now.
         largest_free: u64,
         /// Entries held by ranges of pools dropped with objects still out.

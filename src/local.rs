@@ -75,8 +75,9 @@ unsafe impl<P: PoolRef + Send> Send for LocalCache<P> where P::T: Send {}
 
 impl<P: PoolRef> LocalCache<P> {
     /// A new cache of the pool `pool` refers to (`&pool`, or a clone of an `Arc<Pool>`), of
-    /// the pool's cache size and flush policy, registered with the pool (its objects count as
-    /// available, and `stats()` includes its counters).
+    /// the pool's cache size and flush policy, registered with the pool (`stats()` includes
+    /// its counters; its objects count as in use, not available, as DPDK's counts ignore
+    /// user-owned caches: see [`Pool::available`](crate::Pool::available)).
     ///
     /// ```
     /// use std::sync::Arc;

@@ -383,11 +383,6 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         &self.name
     }
 
-    /// The entry representation: `"offset"`, `"index"` or `"pointer"`.
-    pub fn repr_name(&self) -> &'static str {
-        R::NAME
-    }
-
     // ---- handle access --------------------------------------------------------------------
 
     /// Pointer to the object of `h` (valid while the pool lives).

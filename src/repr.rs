@@ -193,7 +193,7 @@ impl Geometry {
 /// let offsets = PoolBuilder::<u64>::with_default(8).build()?; // the default: `Offset`
 /// let indices = PoolBuilder::<u64>::with_default(8).repr::<Index>().build()?;
 /// assert_eq!((entry_bytes(&offsets), entry_bytes(&indices)), (4, 4));
-/// assert_eq!(indices.repr_name(), Index::NAME);
+/// assert_eq!(Index::NAME, "index"); // the name reports use
 /// let ptr = PoolBuilder::<u64>::with_default(8).repr::<Pointer>().scoped(|p| entry_bytes(&p))?;
 /// assert_eq!(ptr, 8);
 /// # Ok::<(), idxpool::PoolError>(())
@@ -258,7 +258,7 @@ pub const OFFSET_MAX_OBJECT_OFFSET: u64 = (u32::MAX as u64 - 1) * OFFSET_SCALE a
 /// ```
 /// use idxpool::{Handle, Offset, Pool, PoolBuilder, Runtime};
 /// let pool: Pool<[u8; 24], Runtime, Offset> = PoolBuilder::zeroed(16).build()?; // the default
-/// assert_eq!(pool.repr_name(), "offset");
+/// assert_eq!(<Offset as idxpool::repr::Repr>::NAME, "offset");
 /// assert_eq!(pool.stride() % 8, 0); // offsets are counted in 8-byte units
 /// let h: Handle<[u8; 24]> = pool.get()?;
 /// assert_eq!(std::mem::size_of_val(&h), 4);
@@ -347,7 +347,7 @@ unsafe impl ReprImpl for Offset {
 /// use idxpool::{Handle, Index, PoolBuilder, Runtime};
 /// let pool = PoolBuilder::<[u8; 100]>::zeroed(16).repr::<Index>().build()?;
 /// let h: Handle<[u8; 100], Runtime, Index> = pool.get()?;
-/// assert_eq!(pool.repr_name(), "index");
+/// assert_eq!(<Index as idxpool::repr::Repr>::NAME, "index");
 /// assert_eq!(std::mem::size_of_val(&h), 4);
 /// assert!(pool.index_of(&h) < 16);
 /// pool.put(h);
@@ -400,7 +400,7 @@ unsafe impl ReprImpl for Index {
 ///     let mut h = pool.get().unwrap();
 ///     pool.get_mut(&mut h)[0] = 9;
 ///     assert_eq!(std::mem::size_of_val(&h), 8); // DPDK's 8-byte entries
-///     assert_eq!(pool.repr_name(), "pointer");
+///     assert_eq!(<Pointer as idxpool::repr::Repr>::NAME, "pointer");
 ///     pool.put(h);
 /// })?;
 /// // Run-time pools need 4-byte entries: pointer pools carry a brand.

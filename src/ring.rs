@@ -31,14 +31,19 @@ use crate::sync::{AtomicU32, Backoff, Ordering};
 /// assert_eq!(Ring::<u32>::new(100, exact)?.capacity(), 100);
 /// assert_eq!(Ring::<u32>::new(100, RingFlags::default())?.capacity(), 127);
 /// let spsc = RingFlags { single_producer: true, single_consumer: true, ..RingFlags::default() };
-/// assert_eq!(Ring::<u32>::new(8, spsc)?.flags(), spsc);
+/// assert!(Ring::<u32>::new(8, spsc).is_err()); // single-thread modes need `unsafe`:
+/// // SAFETY: this ring is only used from this thread.
+/// let r = unsafe { Ring::<u32>::with_start_counter(8, spsc, 0)? };
+/// assert_eq!(r.flags(), spsc);
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingFlags {
-    /// Only one thread ever enqueues: no CAS on the producer head, no wait on its tail.
+    /// Only one thread ever enqueues: no CAS on the producer head, no wait on its tail. Two
+    /// enqueuing threads would write the same slots: only the `unsafe`
+    /// [`Ring::with_start_counter`] accepts it ([`Ring::new`] refuses it).
     pub single_producer: bool,
-    /// Only one thread ever dequeues.
+    /// Only one thread ever dequeues (as `single_producer`, for the consumer side).
     pub single_consumer: bool,
     /// Usable capacity is exactly the requested count (the slot count is the next power of two
     /// at or above it), instead of `size - 1`.
@@ -152,12 +157,35 @@ impl<E: Copy> Ring<E> {
     /// [`PoolError::InvalidConfig`] when `count` is 0 or the slot count would exceed 2^32 (the
     /// counters are 32-bit); [`PoolError::SizeOverflow`] when the slot array cannot be allocated.
     pub fn new(count: u32, flags: RingFlags) -> Result<Self, PoolError> {
-        Self::with_start_counter(count, flags, 0)
+        if flags.single_producer || flags.single_consumer {
+            return Err(PoolError::config(
+                "a single-producer or single-consumer ring is unsound if two threads use that \
+                 side: create it with the unsafe Ring::with_start_counter",
+            ));
+        }
+        Self::create(count, flags, 0)
     }
 
-    /// As [`Ring::new`], with all four head/tail counters starting at `start` instead of 0. Used
-    /// to test the wrap at 2^32 without 4 billion operations.
-    pub fn with_start_counter(count: u32, flags: RingFlags, start: u32) -> Result<Self, PoolError> {
+    /// As [`Ring::new`], with any flags, and with all four head/tail counters starting at
+    /// `start` instead of 0 (to test the wrap at 2^32 without 4 billion operations).
+    ///
+    /// # Errors
+    /// As [`Ring::new`] for a bad `count`.
+    ///
+    /// # Safety
+    /// With `flags.single_producer`, no two threads may enqueue at the same time for the
+    /// ring's life (they would write the same slots and publish slots not yet written); with
+    /// `flags.single_consumer`, likewise for dequeues. Without those flags, nothing.
+    pub unsafe fn with_start_counter(
+        count: u32,
+        flags: RingFlags,
+        start: u32,
+    ) -> Result<Self, PoolError> {
+        Self::create(count, flags, start)
+    }
+
+    /// The one constructor (the single-thread modes' contract is the caller's).
+    fn create(count: u32, flags: RingFlags, start: u32) -> Result<Self, PoolError> {
         let (size, capacity) = Self::geometry(count, flags)?;
         let mut v: Vec<MaybeUninit<E>> = Vec::new();
         v.try_reserve_exact(size).map_err(|e| {
@@ -298,16 +326,6 @@ impl<E: Copy> Ring<E> {
     #[inline]
     pub fn free_count(&self) -> usize {
         self.capacity() - self.count()
-    }
-
-    /// True when the ring holds no entry (snapshot).
-    pub fn is_empty(&self) -> bool {
-        self.count() == 0
-    }
-
-    /// True when the ring is at capacity (snapshot).
-    pub fn is_full(&self) -> bool {
-        self.count() == self.capacity()
     }
 
     /// Enqueues all of `src` or nothing (rte_ring_enqueue_bulk). Returns true on success.
@@ -760,11 +778,11 @@ mod tests {
         assert_eq!(r.count(), 3);
         let t = r.enqueue(&[4, 5, 6], Behavior::Burst);
         assert_eq!(t, Transfer { n: 2, remaining: 0 });
-        assert!(r.is_full());
+        assert_eq!(r.count(), r.capacity());
         assert!(deq(&r, 6, Behavior::Bulk).is_empty());
         assert_eq!(deq(&r, 2, Behavior::Bulk), vec![1, 2]);
         assert_eq!(deq(&r, 10, Behavior::Burst), vec![3, 4, 5]);
-        assert!(r.is_empty());
+        assert_eq!(r.count(), 0);
         assert!(r.enqueue_bulk(&[]));
         assert_eq!(r.enqueue_burst(&[]), 0);
         assert_eq!(deq(&r, 0, Behavior::Bulk).len(), 0);
@@ -780,7 +798,8 @@ mod tests {
                 exact_size: false,
             },
         ] {
-            let r = Ring::<u32>::with_start_counter(7, flags, u32::MAX - 20).unwrap();
+            // SAFETY: one thread.
+            let r = unsafe { Ring::<u32>::with_start_counter(7, flags, u32::MAX - 20) }.unwrap();
             let mut next_in = 0u32;
             let mut next_out = 0u32;
             for round in 0..50 {
@@ -794,7 +813,7 @@ mod tests {
                 assert_eq!(out, want);
                 next_out += k as u32;
             }
-            assert!(r.is_empty());
+            assert_eq!(r.count(), 0);
             assert_eq!(r.free_count(), r.capacity());
         }
     }
@@ -837,7 +856,7 @@ mod tests {
                 });
             }
         });
-        assert!(r.is_empty());
+        assert_eq!(r.count(), 0);
         for (i, s) in seen.iter().enumerate() {
             assert_eq!(s.load(std::sync::atomic::Ordering::Relaxed), 1, "entry {i}");
         }

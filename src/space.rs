@@ -6,10 +6,14 @@
 //! a pool are `e0 .. e0 + 2^k` with `e0` a multiple of `2^k`, so `e ^ e0 < 2^k` is the check of
 //! one handle and the OR of `e ^ e0` over a burst checks the whole burst (an OR reduction:
 //! two vector instructions per four entries, against a max reduction that SSE2 must emulate).
-//! The price is up to half of a block unused: the space (entries `1 .. 2^32`, 32 GiB of
-//! regions at 8 bytes per offset entry) holds at least 16 GiB of live run-time regions, and one
-//! pool at most a block of 2^31 entries (16 GiB with offset entries; index entries need only
-//! `capacity`).
+//! The price is up to half of a block unused, and fragmentation: the space (entries
+//! `1 .. 2^32`, 32 GiB of regions at 8 bytes per offset entry) gives one pool at most a block
+//! of 2^31 entries (16 GiB with offset entries; index entries need only `capacity`), and that
+//! block exists only as the upper half (entry 0 does not exist); a small pool living in a half
+//! (or quarter, ...) keeps every larger block there unavailable although most entries are
+//! free. `HandleSpaceExhausted` reports the block needed and the largest free range. (Found by
+//! attack, session 7: one 64-byte pool placed at 2^31 while the lower half was full kept an
+//! 8 GiB pool out after the others were dropped.)
 //!
 //! This is VPP's buffer-index space: one index space over every buffer pool of the process,
 //! each pool a disjoint part of it. Here the space is only the numbering, not the addresses:
@@ -98,6 +102,7 @@ pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
         let quarantined = t.quarantined.values().map(|(l, _)| *l).sum();
         return Err(PoolError::HandleSpaceExhausted {
             requested: need,
+            block,
             largest_free,
             quarantined,
         });

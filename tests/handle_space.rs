@@ -53,9 +53,11 @@ fn exhausting_the_handle_space_is_a_typed_error_and_never_aliases() {
     match err {
         PoolError::HandleSpaceExhausted {
             requested,
+            block,
             largest_free,
             quarantined,
         } => {
+            assert_eq!(block, requested.next_power_of_two());
             // 4096 objects x stride / 8 (the stride is 512 KiB rounded to an odd number of
             // cache lines by StrideMode::Auto), in a block of the next power of two, 2^29.
             assert!((1 << 28..1 << 29).contains(&requested), "{requested}");

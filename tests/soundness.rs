@@ -541,3 +541,41 @@ fn owned_companions_may_be_the_last_owner_of_their_pool() {
     .join()
     .unwrap();
 }
+
+/// Found by attack (session 7): `Ring::new` accepted `single_producer` from safe code, and a
+/// `Ring` is `Sync`, so two threads could enqueue into one single-producer ring: a data race
+/// on the slots (Miri) and lost entries (natively). The single-thread modes now need the
+/// `unsafe` constructor; the safe one refuses them with a typed error.
+#[test]
+fn single_thread_ring_modes_need_unsafe() {
+    use idxpool::ring::{Ring, RingFlags};
+    for (sp, sc) in [(true, false), (false, true), (true, true)] {
+        let flags = RingFlags {
+            single_producer: sp,
+            single_consumer: sc,
+            ..RingFlags::default()
+        };
+        assert!(
+            matches!(
+                Ring::<u64>::new(1024, flags),
+                Err(idxpool::PoolError::InvalidConfig { .. })
+            ),
+            "sp={sp} sc={sc}"
+        );
+    }
+    // The safe ring is multi-producer: two threads enqueueing lose nothing.
+    let ring = Ring::<u64>::new(1024, RingFlags::default()).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let r = &ring;
+            s.spawn(move || {
+                for _ in 0..if cfg!(miri) { 10 } else { 100 } {
+                    assert!(r.enqueue_bulk(&[7u64; 4]));
+                    let mut out = [std::mem::MaybeUninit::uninit(); 4];
+                    assert!(r.dequeue_bulk(&mut out));
+                }
+            });
+        }
+    });
+    assert_eq!(ring.count(), 0);
+}

@@ -250,14 +250,18 @@ fn measure(q: Queue, regime: Regime, n: u64, cap: usize, pool: &Pool<u8, Uncheck
         }
         Queue::RingMpmc | Queue::RingSpsc => {
             let spsc = q == Queue::RingSpsc;
-            let r = Ring::<u32>::new(
-                cap as u32,
-                RingFlags {
-                    single_producer: spsc,
-                    single_consumer: spsc,
-                    exact_size: true,
-                },
-            )
+            // SAFETY: run_pair has one producer thread and one consumer thread.
+            let r = unsafe {
+                Ring::<u32>::with_start_counter(
+                    cap as u32,
+                    RingFlags {
+                        single_producer: spsc,
+                        single_consumer: spsc,
+                        exact_size: true,
+                    },
+                    0,
+                )
+            }
             .expect("ring");
             run_pair(
                 n,

@@ -416,7 +416,7 @@ fn run_pair<B1: Brand, RA: Repr>(
                 ctx.backing_printed = true;
                 ctx.print(&format!(
                     "backing: 4-byte pool ({} entries) {}, stride {} B; pointer pool {}, stride {} B\n",
-                    ip.repr_name(),
+                    <RA as Repr>::NAME,
                     ip.backing(),
                     ip.stride(),
                     pp.backing(),
