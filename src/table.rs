@@ -192,7 +192,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         if any_occupied(table) {
             return Err(occupied_error(table));
         }
-        let cap = self.capacity() as usize;
+        // The maximum (a constant, as get_vec_via: no atomic read on the fast path).
+        let cap = self.geometry.capacity as usize;
         if n > cap {
             let mut t = token();
             let cm = t.cm();
