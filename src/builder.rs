@@ -671,7 +671,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             )));
         }
         let len = stride * self.capacity as usize; // <= max_len
-        // After the size checks: a size overflow is reported as such first.
+                                                   // After the size checks: a size overflow is reported as such first.
         R::check_layout(stride, max)?;
         let ring = crate::ring::Ring::<R::Entry>::new(
             max,

@@ -142,13 +142,14 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     pub fn check_raw(&self, raw: u32) -> Result<(), PoolError> {
         match R::entry_from_raw(&self.geometry, raw) {
             // Below the live capacity: objects beyond it (reserved for growth) are not made.
-            Some(e) => match self.check_entry(e) {
-                Ok(i) if i >= self.capacity() => Err(PoolError::IndexOutOfRange {
-                    index: i,
-                    capacity: self.capacity(),
-                }),
-                r => r.map(|_| ()),
-            },
+            Some(e) => {
+                let i = index_in_range::<R>(&self.geometry, e)?;
+                let capacity = self.capacity();
+                if i >= capacity {
+                    return Err(PoolError::IndexOutOfRange { index: i, capacity });
+                }
+                self.check_entry(e).map(|_| ())
+            }
             None => Err(PoolError::IndexOutOfRange {
                 index: raw,
                 capacity: self.capacity(),

@@ -162,7 +162,10 @@ enum Mapping {
     Heap(std::alloc::Layout),
     /// An address-space reservation (`PROT_NONE`, `MAP_NORESERVE`) of `len` bytes at `addr`,
     /// made usable from its start by [`Region::commit`] (growable pools); unmapped on drop.
-    Reserved { addr: *mut u8, len: usize },
+    Reserved {
+        addr: *mut u8,
+        len: usize,
+    },
 }
 
 /// The growth state of a region reserved for more objects than it holds at build.
@@ -479,20 +482,12 @@ impl Region {
             .ok_or_else(|| MapError::Fatal(PoolError::overflow("reservation alignment slack")))?;
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         if huge {
-            flags |= libc::MAP_HUGETLB | ((page.trailing_zeros() as libc::c_int) << libc::MAP_HUGE_SHIFT);
+            flags |= libc::MAP_HUGETLB
+                | ((page.trailing_zeros() as libc::c_int) << libc::MAP_HUGE_SHIFT);
         }
         // SAFETY: a new anonymous mapping at an address of the kernel's choice: it touches no
         // memory of ours. PROT_NONE: nothing can be read or written there until `commit`.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total,
-                libc::PROT_NONE,
-                flags,
-                -1,
-                0,
-            )
-        };
+        let raw = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
         if raw == libc::MAP_FAILED {
             return Err(MapError::Unavailable(io::Error::last_os_error()));
         }
@@ -504,7 +499,10 @@ impl Region {
         let mut region = Region {
             base,
             len,
-            mapping: Mapping::Reserved { addr: raw, len: total },
+            mapping: Mapping::Reserved {
+                addr: raw,
+                len: total,
+            },
             report: BackingReport {
                 backing,
                 fallbacks: Vec::new(),
@@ -595,7 +593,9 @@ impl Region {
         if g.populate {
             // SAFETY: as above; populating writes nothing visible (the pages read as zero).
             if unsafe { libc::madvise(p.cast(), len, libc::MADV_POPULATE_WRITE) } != 0 {
-                let err = os_err("MADV_POPULATE_WRITE (hugetlb pages short? echo N > /proc/sys/vm/nr_hugepages)");
+                let err = os_err(
+                    "MADV_POPULATE_WRITE (hugetlb pages short? echo N > /proc/sys/vm/nr_hugepages)",
+                );
                 // Give back what was populated and close the range again (best effort: on
                 // failure the pages stay with the reservation until the pool is dropped).
                 // SAFETY: as above: nothing of ours lives in [p, p + len).
