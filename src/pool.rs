@@ -307,6 +307,7 @@ unsafe impl<T: ?Sized + Element + Send, B, R: Repr> Sync for Pool<T, B, R> {}
 pub(crate) type H<T, B, R> = Handle<T, B, R>;
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
+    #[allow(clippy::too_many_arguments)] // the parts of a pool, named once, by the builder
     pub(crate) fn from_parts(
         geometry: Geometry,
         region: Region,
