@@ -10,8 +10,11 @@
 //! paths never read it (their bulk check compares with the constant maximum).
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
+
+// The capacity is a loom atomic under `--cfg loom` (tests/loom.rs models its publication).
+use crate::sync::AtomicU32;
 
 use crate::brand::Brand;
 use crate::builder::InitFn;
@@ -56,7 +59,7 @@ fn thread_key() -> usize {
     thread_local! {
         static KEY: u8 = const { 0 };
     }
-    KEY.with(|k| k as *const u8 as usize)
+    KEY.with(|k| std::ptr::from_ref(k).addr())
 }
 
 /// Clears `Growth::owner` when `grow` returns or unwinds.
