@@ -775,6 +775,51 @@ mod tests {
         assert!(r.report().prefaulted);
     }
 
+    /// A growable 4 KiB region: the prefix is usable at once, commits are whole pages and
+    /// idempotent, contents survive later commits, and a commit past the reservation is a
+    /// typed error.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "PROT_NONE reservations and mprotect are not interpreted by Miri"
+    )]
+    fn growable_region_commits_whole_pages_in_place() {
+        let r = Region::map_growable(
+            5000,
+            100_000,
+            64,
+            BackingPolicy::Require(Backing::Pages4K),
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.report().mapped_bytes, 8192);
+        assert_eq!(r.committed(), 8192);
+        let base = r.base();
+        // SAFETY: the first 5000 bytes are committed.
+        unsafe { base.as_ptr().add(4999).write(9) };
+        r.commit(8192).unwrap();
+        assert_eq!(r.committed(), 8192, "already usable: nothing to do");
+        r.commit(50_001).unwrap();
+        assert_eq!(r.committed(), 53_248);
+        assert_eq!(r.base(), base);
+        // SAFETY: committed now; and byte 4999 was written above.
+        unsafe {
+            assert_eq!(base.as_ptr().add(4999).read(), 9);
+            assert_eq!(base.as_ptr().add(50_000).read(), 0);
+        }
+        r.commit(100_000).unwrap();
+        assert!(matches!(
+            r.commit(102_401),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+        let fixed = Region::map(100, 64, BackingPolicy::Require(Backing::Pages4K), false).unwrap();
+        assert!(fixed.commit(100).is_ok());
+        assert!(matches!(
+            fixed.commit(101),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+    }
+
     #[test]
     fn heap_backing_works() {
         let r = Region::map(100, 128, BackingPolicy::Require(Backing::Heap), false).unwrap();

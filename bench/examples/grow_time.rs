@@ -107,7 +107,11 @@ fn main() {
                     .filter_map(|_| run(backing, args.cap, n, mode))
                     .collect();
                 if ts.is_empty() {
-                    println!("{:<14} {n:>8} {label:>11} {:>12}", backing.to_string(), "n/a");
+                    println!(
+                        "{:<14} {n:>8} {label:>11} {:>12}",
+                        backing.to_string(),
+                        "n/a"
+                    );
                     continue;
                 }
                 ts.sort();
