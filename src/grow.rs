@@ -53,13 +53,14 @@ impl Growth {
     }
 }
 
-/// A key of the calling thread, distinct among live threads and never 0: the address of a
-/// thread-local byte (no destructor, so readable even during thread exit).
+/// A key of the calling thread, never 0 and never reused: a process-wide counter taken on the
+/// thread's first `grow` (a thread-local without destructor, so readable during thread exit).
 fn thread_key() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
     thread_local! {
-        static KEY: u8 = const { 0 };
+        static KEY: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    KEY.with(|k| std::ptr::from_ref(k).addr())
+    KEY.with(|k| *k)
 }
 
 /// Clears `Growth::owner` when `grow` returns or unwinds.
