@@ -591,6 +591,26 @@ impl Region {
             return Err(os_err("mprotect"));
         }
         if g.populate {
+            // A reserve known to be short fails here, without populating (and so without
+            // holding, for the time of a failed population, huge pages other users need).
+            if let Some(have) = hugepages_available(g.unit) {
+                let need = len / g.unit;
+                if have < need {
+                    // SAFETY: as above: nothing of ours lives in [p, p + len).
+                    unsafe { libc::mprotect(p.cast(), len, libc::PROT_NONE) };
+                    return Err(PoolError::BackingUnavailable {
+                        backing,
+                        source: io::Error::new(
+                            io::ErrorKind::OutOfMemory,
+                            format!(
+                                "{need} hugetlb pages of {} bytes needed, {have} available \
+                                 (echo N > /proc/sys/vm/nr_hugepages)",
+                                g.unit
+                            ),
+                        ),
+                    });
+                }
+            }
             // SAFETY: as above; populating writes nothing visible (the pages read as zero).
             if unsafe { libc::madvise(p.cast(), len, libc::MADV_POPULATE_WRITE) } != 0 {
                 let err = os_err(
@@ -733,6 +753,26 @@ pub fn free_hugepages(page_size: usize) -> Option<usize> {
 /// Free 2 MiB hugetlb pages: [`free_hugepages`]`(HUGE_2M)`.
 pub fn free_hugepages_2m() -> Option<usize> {
     free_hugepages(HUGE_2M)
+}
+
+/// Huge pages of `page_size` bytes a mapping could get now: the free ones plus those the
+/// kernel may still add as surplus (`nr_overcommit_hugepages - surplus_hugepages`); `None`
+/// when unreadable. A hint (other processes take pages too), used to fail a growth early.
+fn hugepages_available(page_size: usize) -> Option<usize> {
+    let dir =
+        std::path::Path::new(SYSFS_HUGEPAGES).join(format!("hugepages-{}kB", page_size / 1024));
+    let read = |f: &str| -> Option<usize> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let free = read("free_hugepages")?;
+    let extra = read("nr_overcommit_hugepages")
+        .zip(read("surplus_hugepages"))
+        .map_or(0, |(o, s)| o.saturating_sub(s));
+    Some(free + extra)
 }
 
 /// [`free_hugepages`] under another sysfs root (for tests).

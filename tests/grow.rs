@@ -443,6 +443,10 @@ fn concurrent_grow_calls_take_turns() {
     pool.put_bulk(&mut hs);
 }
 
+/// The tests that take hugetlb pages run one at a time (the shortage test must not take
+/// the pages the other one is about to grow into).
+static HUGETLB: Mutex<()> = Mutex::new(());
+
 /// Each backing grows (those this machine has; hugetlb only with free 2 MiB pages).
 #[test]
 #[cfg_attr(
@@ -450,6 +454,7 @@ fn concurrent_grow_calls_take_turns() {
     ignore = "mmap reservations (PROT_NONE, mprotect) are not interpreted by Miri"
 )]
 fn every_backing_grows() {
+    let _one = HUGETLB.lock().unwrap_or_else(|e| e.into_inner());
     let mut backings = vec![Backing::Pages4K, Backing::Thp, Backing::Heap];
     if idxpool::region::free_hugepages_2m().unwrap_or(0) >= 4 {
         backings.push(Backing::Hugetlb2M);
@@ -490,6 +495,7 @@ fn every_backing_grows() {
 #[test]
 #[cfg_attr(miri, ignore = "hugetlb")]
 fn hugetlb_shortage_is_a_typed_error() {
+    let _one = HUGETLB.lock().unwrap_or_else(|e| e.into_inner());
     let Some(free) = idxpool::region::free_hugepages_2m() else {
         eprintln!("skip: no hugetlb support");
         return;
