@@ -1,6 +1,6 @@
 //! Loom models of the lock-free core: the common ring (MPMC, SP/SC, bulk and burst, counter
-//! wrap) and user-owned caches flushing to and refilling from the ring while another thread
-//! does the same.
+//! wrap), user-owned caches flushing to and refilling from the ring while another thread
+//! does the same, and `Pool::grow` publishing new objects while another thread gets them.
 //!
 //! Run with `scripts/loom.sh`, or:
 //!
