@@ -317,7 +317,8 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// A pool of `capacity` objects, object `i` made by `make(i)` at creation, in index order.
     /// The value is moved into place (for objects of many KiB, [`PoolBuilder::with_init`]
     /// writes in place without a stack temporary). If `make` panics, the objects already made are dropped, the region is unmapped and the
-    /// panic propagates.
+    /// panic propagates. `make` is `Send`: a pool with a [`PoolBuilder::max_capacity`] keeps
+    /// it and calls it from the thread that calls [`Pool::grow`].
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<u64>::with_fn(4, |i| u64::from(i) * 10);
@@ -342,7 +343,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// already made are dropped (including the one of the panicking call if
     /// [`InitSlot::write`] ran for it; one written through [`InitSlot::as_mut_ptr`] without
     /// [`InitSlot::assume_init`] is not known to be whole and is not dropped), the region is
-    /// unmapped and the panic propagates.
+    /// unmapped and the panic propagates. `init` is `Send`, as for [`PoolBuilder::with_fn`].
     ///
     /// ```
     /// struct Packet { len: u16, data: [u8; 2046] }
@@ -404,8 +405,9 @@ impl<T: ?Sized + Element, R: Repr> PoolBuilder<'static, T, R> {
     /// the handle space for `max` objects, and debug builds keep a state byte per object.
     /// The representation's limits apply to `max` ([`PoolError::ReprLimit`]). The
     /// initialiser is kept in the pool to make the objects `grow` adds, so it must be
-    /// `'static` (this method exists only for builders whose initialiser is); it was
-    /// already `Send`. A `max` below the capacity is [`PoolError::InvalidConfig`] at build.
+    /// `'static` (this method exists only for builders whose initialiser is) and `Send` (as
+    /// every initialiser is: `grow` may run on any thread). A `max` below the capacity is
+    /// [`PoolError::InvalidConfig`] at build.
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<u64>::with_fn(1000, |i| u64::from(i))
