@@ -27,10 +27,10 @@ if [ "${MIRI_QUICK:-0}" = 1 ]; then
   # CI subset: the multi-threaded stress (data races), the debug checks, the soundness
   # regressions of issue 10 and the run-time pools of issue 11, ~1.5 min warm.
   cargo +nightly miri test "$@" --test stress --test debug_checks --test soundness \
-    --test runtime_pools --test reentrant_alloc
+    --test runtime_pools --test reentrant_alloc --test grow
 else
   cargo +nightly miri test "$@" \
     --test model --test table --test stress --test bad_input --test debug_checks --test pool_basics \
-    --test soundness --test runtime_pools --test reentrant_alloc
+    --test soundness --test runtime_pools --test reentrant_alloc --test grow
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

@@ -197,12 +197,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let _ = writeln!(s, "  object type={}", std::any::type_name::<T>());
         let _ = writeln!(
             s,
-            "  repr={} entry_size={} object_size={} stride={} capacity={}",
+            "  repr={} entry_size={} object_size={} stride={} capacity={} max_capacity={}",
             R::NAME,
             std::mem::size_of::<R::Entry>(),
             self.object_size(),
             self.stride(),
-            self.capacity()
+            self.capacity(),
+            self.geometry.capacity
         );
         let _ = writeln!(s, "  backing: {}", self.backing());
         let _ = writeln!(

@@ -172,13 +172,17 @@ impl<'s, T> InitSlot<'s, T> {
 /// whole object is there. Made only by the builder's constructors, which know `T`; called only
 /// by `build_generic`, with `p` the address of object `i`: inside the region, aligned for `T`,
 /// uninitialised and seen by nobody else.
-type InitFn<'a> = Box<dyn FnMut(u32, *mut u8, &AtomicBool) + 'a>;
+/// `Send`: a growable pool keeps it and calls it from the thread that calls `grow`.
+pub(crate) type InitFn<'a> = Box<dyn FnMut(u32, *mut u8, &AtomicBool) + Send + 'a>;
 
 pub(crate) enum Init<'a> {
     /// Fresh anonymous memory is already zero: no pass over the region.
     Zeroed,
     /// One call per object, in index order.
     Each(InitFn<'a>),
+    /// As `Each`, with the initialiser moved to `PoolBuilder::grow_init` (growable pools
+    /// keep it for `grow`).
+    Kept,
 }
 
 /// `slot.write(make(i))`, out of line: the temporary `T` lives in this frame only, so that
@@ -226,6 +230,10 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
     pub(crate) name: Option<String>,
     pub(crate) ring_flags: RingFlags,
     pub(crate) init: Init<'a>,
+    /// [`PoolBuilder::max_capacity`]: `None` is the capacity (no growth).
+    pub(crate) max_capacity: Option<u32>,
+    /// The initialiser of a pool with a maximum (`Init::Kept`), moved into the pool.
+    pub(crate) grow_init: Option<InitFn<'static>>,
     /// Size and alignment of one object: `T`'s, or those [`PoolBuilder::bytes`] was given.
     pub(crate) layout: Layout,
     /// A `(len, align)` that [`PoolBuilder::bytes`] could not make a layout of (reported at
@@ -262,6 +270,8 @@ impl<'a, T: ?Sized + Element> PoolBuilder<'a, T> {
             name: None,
             ring_flags: RingFlags::default(),
             init,
+            max_capacity: None,
+            grow_init: None,
             layout,
             bad_bytes: None,
             _repr: PhantomData,
@@ -307,13 +317,14 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// A pool of `capacity` objects, object `i` made by `make(i)` at creation, in index order.
     /// The value is moved into place (for objects of many KiB, [`PoolBuilder::with_init`]
     /// writes in place without a stack temporary). If `make` panics, the objects already made are dropped, the region is unmapped and the
-    /// panic propagates.
+    /// panic propagates. `make` is `Send`: a pool with a [`PoolBuilder::max_capacity`] keeps
+    /// it and calls it from the thread that calls [`Pool::grow`].
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<u64>::with_fn(4, |i| u64::from(i) * 10);
     /// # let _ = pool;
     /// ```
-    pub fn with_fn(capacity: u32, mut make: impl FnMut(u32) -> T + 'a) -> Self {
+    pub fn with_fn(capacity: u32, mut make: impl FnMut(u32) -> T + Send + 'a) -> Self {
         Self::new(
             capacity,
             Init::Each(Box::new(move |i, p, written| {
@@ -332,7 +343,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// already made are dropped (including the one of the panicking call if
     /// [`InitSlot::write`] ran for it; one written through [`InitSlot::as_mut_ptr`] without
     /// [`InitSlot::assume_init`] is not known to be whole and is not dropped), the region is
-    /// unmapped and the panic propagates.
+    /// unmapped and the panic propagates. `init` is `Send`, as for [`PoolBuilder::with_fn`].
     ///
     /// ```
     /// struct Packet { len: u16, data: [u8; 2046] }
@@ -343,7 +354,7 @@ impl<'a, T> PoolBuilder<'a, T> {
     /// ```
     pub fn with_init(
         capacity: u32,
-        init: impl for<'s> FnMut(u32, InitSlot<'s, T>) -> Written<'s> + 'a,
+        init: impl for<'s> FnMut(u32, InitSlot<'s, T>) -> Written<'s> + Send + 'a,
     ) -> Self {
         let mut init = init;
         Self::new(
@@ -381,6 +392,41 @@ impl<'a, T> PoolBuilder<'a, T> {
         T: bytemuck::Zeroable,
     {
         Self::new(capacity, Init::Zeroed)
+    }
+}
+
+impl<T: ?Sized + Element, R: Repr> PoolBuilder<'static, T, R> {
+    /// Reserves room for up to `max` objects (default: the capacity, no growth), of which
+    /// the pool holds `capacity` at build; [`Pool::grow`] adds more at run time. Everything
+    /// that names an object is sized for `max` at build, so growth moves nothing already
+    /// handed out: the region reserves address space for `max` objects (a `PROT_NONE`
+    /// mapping, no memory until `grow` maps it; the heap backing allocates it all), the
+    /// common ring has `max` slots (4 or 8 bytes each), a run-time pool takes its block of
+    /// the handle space for `max` objects, and debug builds keep a state byte per object.
+    /// The representation's limits apply to `max` ([`PoolError::ReprLimit`]). The
+    /// initialiser is kept in the pool to make the objects `grow` adds, so it must be
+    /// `'static` (this method exists only for builders whose initialiser is) and `Send` (as
+    /// every initialiser is: `grow` may run on any thread). A `max` below the capacity is
+    /// [`PoolError::InvalidConfig`] at build.
+    ///
+    /// ```
+    /// let pool = idxpool::PoolBuilder::<u64>::with_fn(1000, |i| u64::from(i))
+    ///     .max_capacity(100_000)
+    ///     .build()?;
+    /// assert_eq!(pool.capacity(), 1000);
+    /// assert_eq!(pool.grow(500)?, 1500); // objects 1000..1500, made by the same closure
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn max_capacity(mut self, max: u32) -> Self {
+        self.max_capacity = Some(max);
+        self.init = match std::mem::replace(&mut self.init, Init::Zeroed) {
+            Init::Each(f) => {
+                self.grow_init = Some(f);
+                Init::Kept
+            }
+            other => other,
+        };
+        self
     }
 }
 
@@ -442,8 +488,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// promise holds, so this setter is `unsafe`.
     ///
     /// # Safety
-    /// With `single_producer`, at most one thread may put into the ring at a time (flushes and
-    /// bypassing puts); likewise `single_consumer` for gets.
+    /// With `single_producer`, at most one thread may put into the ring at a time (flushes,
+    /// bypassing puts and [`Pool::grow`]); likewise `single_consumer` for gets.
     pub unsafe fn ring_modes(mut self, single_producer: bool, single_consumer: bool) -> Self {
         self.ring_flags.single_producer = single_producer;
         self.ring_flags.single_consumer = single_consumer;
@@ -474,6 +520,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             name: self.name,
             ring_flags: self.ring_flags,
             init: self.init,
+            max_capacity: self.max_capacity,
+            grow_init: self.grow_init,
             layout: self.layout,
             bad_bytes: self.bad_bytes,
             _repr: PhantomData,
@@ -591,6 +639,13 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
                 self.max_threads
             )));
         }
+        let max = self.max_capacity.unwrap_or(self.capacity);
+        if max < self.capacity {
+            return Err(PoolError::config(format!(
+                "max_capacity {max} is below the capacity {}",
+                self.capacity
+            )));
+        }
         let cache_size = match self.cache_size {
             Some(n) => n,
             None => DEFAULT_CACHE_SIZE.min(max_cache_size(self.policy, self.capacity)),
@@ -611,23 +666,24 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
                 .checked_next_multiple_of(R::STRIDE_MULTIPLE)
                 .ok_or_else(|| PoolError::overflow("stride rounding"))?;
         }
-        let len = stride.checked_mul(self.capacity as usize).ok_or_else(|| {
-            PoolError::overflow(format!("{} objects x stride {stride}", self.capacity))
-        })?;
-        if len > isize::MAX as usize {
+        // Everything that names an object is sized for the maximum (growth moves nothing).
+        let max_len = stride
+            .checked_mul(max as usize)
+            .ok_or_else(|| PoolError::overflow(format!("{max} objects x stride {stride}")))?;
+        if max_len > isize::MAX as usize {
             return Err(PoolError::overflow(format!(
-                "{} objects x stride {stride} = {len} bytes exceeds isize::MAX",
-                self.capacity
+                "{max} objects x stride {stride} = {max_len} bytes exceeds isize::MAX"
             )));
         }
-        // After the size checks: a size overflow is reported as such first.
-        R::check_layout(stride, self.capacity)?;
+        let len = stride * self.capacity as usize; // <= max_len
+                                                   // After the size checks: a size overflow is reported as such first.
+        R::check_layout(stride, max)?;
         // SAFETY: single-thread modes only come from `ring_modes`, whose caller promised that
         // one thread at a time enqueues (dequeues); the default is multi-producer and
         // multi-consumer.
         let ring = unsafe {
             crate::ring::Ring::<R::Entry>::with_start_counter(
-                self.capacity,
+                max,
                 RingFlags {
                     exact_size: true,
                     ..self.ring_flags
@@ -648,7 +704,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         }
         // A run-time pool's range of the handle space (space.rs); none for brands.
         let space = if B::CHECKED {
-            let need = R::space_needed(stride, self.capacity).ok_or_else(|| {
+            let need = R::space_needed(stride, max).ok_or_else(|| {
                 PoolError::config(format!(
                     "run-time pools need 4-byte entries (offset or index), not {}",
                     R::NAME
@@ -668,14 +724,20 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             }
             e
         };
-        let region = Region::map(len, align.max(CACHE_LINE), self.backing, self.prefault)
-            .map_err(release)?;
+        let region = Region::map_growable(
+            len,
+            max_len,
+            align.max(CACHE_LINE),
+            self.backing,
+            self.prefault,
+        )
+        .map_err(release)?;
         // After the mapping (issue 23): a pool far too large fails there at once, instead of
         // first filling a state byte per object (debug builds: 264 MB, 4.7 s at 2^28 objects).
-        let states = ObjectStates::alloc(self.capacity).map_err(release)?;
+        let states = ObjectStates::alloc(max).map_err(release)?;
         let geometry = match space {
-            Some(r) => Geometry::with_range(region.base(), stride, self.capacity, r.lo, r.span),
-            None => Geometry::new(region.base(), stride, self.capacity),
+            Some(r) => Geometry::with_range(region.base(), stride, max, r.lo, r.span),
+            None => Geometry::new(region.base(), stride, max),
         }
         .with_elem_len(size);
         // Initialise objects; on panic release the brand, drop those made so far (the guard)
@@ -723,9 +785,10 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
                 // shared with anyone: the contract of InitFn.
                 let p = geometry.ptr_of_index(i);
                 current_written.store(false, Ordering::Relaxed);
-                match &mut self.init {
-                    Init::Each(init) => init(i, p, &current_written),
-                    Init::Zeroed => unreachable!("checked above"),
+                match (&mut self.init, &mut self.grow_init) {
+                    (Init::Each(init), _) => init(i, p, &current_written),
+                    (Init::Kept, Some(init)) => init(i, p, &current_written),
+                    _ => unreachable!("checked above; Kept has its initialiser"),
                 }
                 guard.done = i + 1;
             }
@@ -742,6 +805,12 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             debug_assert!(ok, "ring sized for every object");
             i = end;
         }
+        // The initialiser is kept only by a pool that can grow.
+        let grow_init = if max > self.capacity {
+            self.grow_init.take()
+        } else {
+            None
+        };
         Ok(Pool::from_parts(
             geometry,
             region,
@@ -750,6 +819,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             brand.map(|b| b.0),
             space,
             states,
+            crate::grow::Growth::new(self.capacity, grow_init),
         ))
     }
 }

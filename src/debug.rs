@@ -141,7 +141,15 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// itself when it names no entry) or [`PoolError::DoubleFree`] (the object is free).
     pub fn check_raw(&self, raw: u32) -> Result<(), PoolError> {
         match R::entry_from_raw(&self.geometry, raw) {
-            Some(e) => self.check_entry(e).map(|_| ()),
+            // Below the live capacity: objects beyond it (reserved for growth) are not made.
+            Some(e) => {
+                let i = index_in_range::<R>(&self.geometry, e)?;
+                let capacity = self.capacity();
+                if i >= capacity {
+                    return Err(PoolError::IndexOutOfRange { index: i, capacity });
+                }
+                self.check_entry(e).map(|_| ())
+            }
             None => Err(PoolError::IndexOutOfRange {
                 index: raw,
                 capacity: self.capacity(),

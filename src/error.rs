@@ -202,6 +202,22 @@ pub enum PoolError {
         /// Length of the table given.
         len: usize,
     },
+    /// [`crate::Pool::grow`] would take the pool past the maximum it reserved at build
+    /// ([`crate::PoolBuilder::max_capacity`]): nothing was mapped or added.
+    #[error("cannot grow to {requested} objects: the pool reserved at most {max}")]
+    GrowBeyondMax {
+        /// The capacity the call asked for (current capacity + n).
+        requested: u64,
+        /// The maximum reserved at build.
+        max: u32,
+    },
+    /// [`crate::Pool::grow`] was called by the pool's own initialiser (from inside a
+    /// `grow` of the same pool, on the same thread): refused instead of deadlocking.
+    #[error("pool {pool}: grow called from inside its own grow (the object initialiser)")]
+    GrowReentered {
+        /// The pool's name.
+        pool: String,
+    },
 }
 
 impl PoolError {

@@ -284,7 +284,9 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     brand: Option<&'static BrandSlot>,
     /// The pool's range of the handle space (run-time pools), released or quarantined at drop.
     space: Option<crate::space::Range>,
-    region: Region,
+    /// The live capacity and what `grow` needs (grow.rs).
+    pub(crate) growth: crate::grow::Growth,
+    pub(crate) region: Region,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
     _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
@@ -315,6 +317,7 @@ impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
 }
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
+    #[allow(clippy::too_many_arguments)] // the parts of a pool, named once, by the builder
     pub(crate) fn from_parts(
         geometry: Geometry,
         region: Region,
@@ -323,6 +326,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         brand: Option<&'static BrandSlot>,
         space: Option<crate::space::Range>,
         states: ObjectStates,
+        growth: crate::grow::Growth,
     ) -> Self {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Pool {
@@ -333,6 +337,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             name,
             brand,
             space,
+            growth,
             region,
             _marker: PhantomData,
         }
@@ -340,10 +345,12 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     // ---- geometry and configuration -------------------------------------------------------
 
-    /// Number of objects.
+    /// Number of objects: as built, plus what [`Pool::grow`] added (at most the
+    /// [`crate::PoolBuilder::max_capacity`]). While another thread grows the pool, a
+    /// snapshot: it changes after the new objects are in the ring.
     #[inline]
     pub fn capacity(&self) -> u32 {
-        self.geometry.capacity
+        self.growth.capacity()
     }
 
     /// Bytes of one object: `size_of::<T>()`, or the length a byte-buffer pool was built
@@ -510,7 +517,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// inspect objects. Takes `&mut self`, so no handle can be resolved meanwhile.
     pub fn obj_iter(&mut self) -> impl Iterator<Item = (u32, &mut T)> + '_ {
         let g = self.geometry;
-        (0..g.capacity).map(move |i| {
+        (0..self.capacity()).map(move |i| {
             let p = T::from_addr(g.ptr_of_index(i), g.elem_len);
             // SAFETY: &mut self excludes every other access to the objects for the iterator's
             // life; distinct indices are distinct, initialised, aligned objects.
@@ -644,8 +651,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     // it already holds.
 
     /// Gets `n` handles appended to `out` through the token `token` returns (bulk: all or
-    /// none; burst: up to `n`). A bulk request larger than the pool fails, and a burst is
-    /// clamped to it, before anything is allocated.
+    /// none; burst: up to `n`). A bulk request larger than the pool's maximum fails, and a
+    /// burst is clamped to it, before anything is allocated (the maximum: a constant, so the
+    /// fast path reads no atomic capacity; one above the capacity fails in the cache's slow
+    /// path, as any bulk larger than what is free).
     ///
     /// The hit (the cache holds `n`) returns on its own; the rest reaches the cache's
     /// out-of-line slow path (see `CacheMut::cold`), so that a loop of hits keeps the cache's
@@ -658,7 +667,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         n: usize,
         behavior: Behavior,
     ) -> Result<usize, PoolError> {
-        let cap = self.capacity() as usize;
+        let cap = self.geometry.capacity as usize;
         let n = match behavior {
             Behavior::Bulk if n > cap => {
                 let mut t = token();
@@ -832,15 +841,22 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// they count as in use until `audit()` or the pool's drop takes them back. A snapshot
     /// while other threads work; exact when quiescent.
     pub fn available(&self) -> usize {
+        self.available_of(self.capacity() as usize)
+    }
+
+    /// [`Pool::available`] clamped to `cap`, a capacity read before (under concurrent growth
+    /// the ring may already hold objects of a capacity not yet published).
+    fn available_of(&self, cap: usize) -> usize {
         let n = self.core.ring.count() + self.core.registry.thread_cached();
-        n.min(self.capacity() as usize)
+        n.min(cap)
     }
 
     /// Objects held by handles and by [`crate::LocalCache`]s (rte_mempool_in_use_count).
     /// Objects lent to the kernel are not among them ([`Pool::lent_to_kernel`]), so
     /// `available() + in_use() + lent_to_kernel() == capacity()` when quiescent.
     pub fn in_use(&self) -> usize {
-        (self.capacity() as usize - self.available()).saturating_sub(self.lent_to_kernel())
+        let cap = self.capacity() as usize;
+        (cap - self.available_of(cap)).saturating_sub(self.lent_to_kernel())
     }
 
     /// Objects lent to the kernel now: published in an io_uring provided-buffer ring (feature
@@ -862,7 +878,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     /// True when every object is free (rte_mempool_full).
     pub fn is_full(&self) -> bool {
-        self.available() == self.capacity() as usize
+        let cap = self.capacity() as usize;
+        self.available_of(cap) == cap
     }
 
     /// True when no object is free (rte_mempool_empty).
@@ -1258,7 +1275,9 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
             in_ring = self.core.ring.count();
             in_ring
         });
-        let cap = self.geometry.capacity as usize;
+        // The live capacity: &mut self, so no grow runs (it takes &self).
+        let capacity = self.growth.capacity();
+        let cap = capacity as usize;
         // A panicking leak hook is caught and resumed at the end (leaks::rethrow).
         let hook_panic = if free < cap {
             let lent_to_kernel = self
@@ -1278,16 +1297,17 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
             None
         };
         if let Some(slot) = self.brand {
-            slot.release(free == self.geometry.capacity as usize);
+            slot.release(free == cap);
         }
         if let Some(range) = self.space {
             // Objects still out: their handles must never meet a later pool (quarantine).
-            crate::space::release(range, free == self.geometry.capacity as usize);
+            crate::space::release(range, free == cap);
         }
         if T::needs_drop() {
-            // SAFETY: every object was initialised at creation and is dropped once here; no
-            // reference to it can outlive the pool (all borrow &self).
-            unsafe { drop_objects::<T>(&self.geometry, 0, self.geometry.capacity) };
+            // SAFETY: every object below the live capacity was initialised (at creation or
+            // by grow) and is dropped once here; no reference to it can outlive the pool (all
+            // borrow &self). Objects beyond it were never made.
+            unsafe { drop_objects::<T>(&self.geometry, 0, capacity) };
         }
         crate::leaks::rethrow(hook_panic);
         // The region unmaps after this (field drop order).

@@ -11,6 +11,7 @@
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use crate::error::PoolError;
 
@@ -117,7 +118,9 @@ pub struct BackingReport {
     /// The backings tried before it, in order, each with the OS error or the configuration
     /// that ruled it out. Empty when the first choice succeeded.
     pub fallbacks: Vec<(Backing, String)>,
-    /// Bytes mapped (a multiple of the backing's page size, alignment slack included).
+    /// Bytes mapped (a multiple of the backing's page size, alignment slack included). For a
+    /// pool with a larger [`crate::PoolBuilder::max_capacity`]: the bytes made usable at
+    /// build (the rest of the reservation is address space only; `grow` maps more).
     pub mapped_bytes: usize,
     /// Whether the pages were faulted in at creation.
     pub prefaulted: bool,
@@ -140,6 +143,28 @@ impl fmt::Display for BackingReport {
 enum Mapping {
     Mmap(#[allow(dead_code)] memmap2::MmapMut),
     Heap(std::alloc::Layout),
+    /// An address-space reservation (`PROT_NONE`, `MAP_NORESERVE`) of `len` bytes at `addr`,
+    /// made usable from its start by [`Region::commit`] (growable pools); unmapped on drop.
+    Reserved {
+        addr: *mut u8,
+        len: usize,
+    },
+}
+
+/// The growth state of a region reserved for more objects than it holds at build.
+struct Reservation {
+    /// Bytes from the base that may ever be committed (the reservation, page-rounded).
+    reserved: usize,
+    /// Bytes from the base committed so far (a multiple of `unit`, at most `reserved`).
+    /// Written only by `commit`, which its callers serialise (the pool's grow lock).
+    committed: AtomicUsize,
+    /// The page size of the backing: commits are whole pages.
+    unit: usize,
+    /// hugetlb: populate each commit with `MADV_POPULATE_WRITE`, which fails (instead of a
+    /// SIGBUS on first touch) when the huge page reserve is short.
+    populate: bool,
+    /// THP / 4 KiB with prefault: write one byte per 4 KiB of each commit.
+    touch: bool,
 }
 
 /// One contiguous, zero-filled, writable mapping of at least `len` bytes starting at an address
@@ -149,6 +174,8 @@ pub(crate) struct Region {
     len: usize,
     mapping: Mapping,
     report: BackingReport,
+    /// `Some` for a region reserved for growth ([`Region::map_growable`]).
+    grow: Option<Reservation>,
 }
 
 // SAFETY: a Region is plain memory owned by the pool; the raw base pointer does not tie it to a
@@ -165,12 +192,39 @@ impl Region {
     /// [`PoolError::InvalidConfig`] for `len == 0` or a non-power-of-two `align`;
     /// [`PoolError::BackingUnavailable`] when the demanded backing (or, with `Auto`, every backing)
     /// fails, carrying the OS error.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn map(
         len: usize,
         align: usize,
         policy: BackingPolicy,
         prefault: bool,
     ) -> Result<Region, PoolError> {
+        Self::map_growable(len, len, align, policy, prefault)
+    }
+
+    /// As [`Region::map`], but reserves address space for `max_len` bytes (>= `len`) at the
+    /// same base, of which the first `len` are usable now and the rest are made usable by
+    /// [`Region::commit`]: an anonymous `PROT_NONE`, `MAP_NORESERVE` mapping (hugetlb ones
+    /// with `MAP_HUGETLB`, so that the reservation is in huge pages and 2 MiB aligned), whose
+    /// prefix is opened with `mprotect` (and, for hugetlb, populated at once). `max_len ==
+    /// len` is exactly [`Region::map`].
+    ///
+    /// # Errors
+    /// As [`Region::map`]; also [`PoolError::SizeOverflow`] for `max_len` beyond
+    /// `isize::MAX`.
+    pub fn map_growable(
+        len: usize,
+        max_len: usize,
+        align: usize,
+        policy: BackingPolicy,
+        prefault: bool,
+    ) -> Result<Region, PoolError> {
+        let max_len = max_len.max(len);
+        if max_len > isize::MAX as usize {
+            return Err(PoolError::overflow(format!(
+                "region reservation of {max_len} bytes exceeds isize::MAX"
+            )));
+        }
         if len == 0 {
             return Err(PoolError::config("region length is 0"));
         }
@@ -200,7 +254,12 @@ impl Region {
         let mut fallbacks = Vec::new();
         let mut last_err = None;
         for backing in order {
-            match Self::try_map(len, align, backing, prefault) {
+            let got = if max_len > len {
+                Self::try_reserve(len, max_len, align, backing, prefault)
+            } else {
+                Self::try_map(len, align, backing, prefault)
+            };
+            match got {
                 Ok(mut region) => {
                     region.report.fallbacks = fallbacks;
                     return Ok(region);
@@ -255,6 +314,7 @@ impl Region {
                         mapped_bytes: size,
                         prefaulted: false,
                     },
+                    grow: None,
                 })
             }
             Backing::Hugetlb2M | Backing::Hugetlb1G => {
@@ -284,20 +344,7 @@ impl Region {
                 Ok(Region::from_map(base, len, map, backing, size, prefault))
             }
             Backing::Thp => {
-                let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-                    .unwrap_or_default();
-                if mode.contains("[never]") {
-                    return Err(MapError::Unavailable(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "transparent_hugepage/enabled is [never]",
-                    )));
-                }
-                if mode.is_empty() {
-                    return Err(MapError::Unavailable(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "kernel has no transparent hugepage support",
-                    )));
-                }
+                thp_available().map_err(MapError::Unavailable)?;
                 let size = round_up(len, page)?;
                 let slack = page.max(align);
                 let total = size
@@ -357,7 +404,213 @@ impl Region {
                 mapped_bytes,
                 prefaulted,
             },
+            grow: None,
         }
+    }
+
+    /// [`Region::map_growable`] with one backing: reserve `max_len` bytes, commit `len`.
+    fn try_reserve(
+        len: usize,
+        max_len: usize,
+        align: usize,
+        backing: Backing,
+        prefault: bool,
+    ) -> Result<Region, MapError> {
+        if backing == Backing::Heap {
+            // The heap cannot reserve without allocating: the whole maximum is allocated (and
+            // zeroed) now, and commits are no-ops. What Miri runs.
+            let mut r = Self::try_map(max_len, align, backing, prefault)?;
+            r.len = len;
+            r.grow = Some(Reservation {
+                reserved: max_len,
+                committed: AtomicUsize::new(max_len),
+                unit: 1,
+                populate: false,
+                touch: false,
+            });
+            return Ok(r);
+        }
+        if cfg!(miri) {
+            return Err(MapError::Unavailable(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "Miri interprets no PROT_NONE reservation",
+            )));
+        }
+        let page = backing.page_size();
+        let huge = matches!(backing, Backing::Hugetlb2M | Backing::Hugetlb1G);
+        if huge && align > page {
+            return Err(MapError::Unavailable(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("alignment {align} exceeds the {page}-byte page"),
+            )));
+        }
+        if backing == Backing::Thp {
+            thp_available().map_err(MapError::Unavailable)?;
+        }
+        let size = round_up(max_len, page)?;
+        // Base alignment: hugetlb mappings start on a huge page; THP wants 2 MiB-aligned
+        // ranges; 4 KiB pages need slack only for alignments above the page.
+        let base_align = match backing {
+            Backing::Thp => page.max(align),
+            _ if align > page => align,
+            _ => 1,
+        };
+        let slack = if base_align > 1 { base_align } else { 0 };
+        let total = size
+            .checked_add(slack)
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or_else(|| MapError::Fatal(PoolError::overflow("reservation alignment slack")))?;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        if huge {
+            flags |= libc::MAP_HUGETLB
+                | ((page.trailing_zeros() as libc::c_int) << libc::MAP_HUGE_SHIFT);
+        }
+        // SAFETY: a new anonymous mapping at an address of the kernel's choice: it touches no
+        // memory of ours. PROT_NONE: nothing can be read or written there until `commit`.
+        let raw = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
+        if raw == libc::MAP_FAILED {
+            return Err(MapError::Unavailable(io::Error::last_os_error()));
+        }
+        let raw = raw.cast::<u8>();
+        let offset = raw.align_offset(base_align);
+        // SAFETY: offset < slack (or 0), so raw + offset lies inside the total-byte mapping.
+        let base = NonNull::new(unsafe { raw.add(offset) }).expect("mmap never returns null");
+        // From here the region owns the mapping: an error below unmaps it (Region's drop).
+        let mut region = Region {
+            base,
+            len,
+            mapping: Mapping::Reserved {
+                addr: raw,
+                len: total,
+            },
+            report: BackingReport {
+                backing,
+                fallbacks: Vec::new(),
+                mapped_bytes: 0,
+                prefaulted: prefault || huge,
+            },
+            grow: Some(Reservation {
+                reserved: size,
+                committed: AtomicUsize::new(0),
+                unit: page,
+                populate: huge,
+                touch: prefault && !huge,
+            }),
+        };
+        if backing == Backing::Thp {
+            // SAFETY: [base, base + size) lies inside the mapping; advice changes no contents.
+            let rc = unsafe { libc::madvise(base.as_ptr().cast(), size, libc::MADV_HUGEPAGE) };
+            if rc != 0 {
+                return Err(MapError::Unavailable(io::Error::last_os_error()));
+            }
+        }
+        region.commit(len).map_err(|e| match e {
+            PoolError::BackingUnavailable { source, .. } => MapError::Unavailable(source),
+            other => MapError::Fatal(other),
+        })?;
+        region.report.mapped_bytes = region.committed();
+        Ok(region)
+    }
+
+    /// Bytes from the base that are usable (readable and writable).
+    fn committed(&self) -> usize {
+        match &self.grow {
+            Some(g) => g.committed.load(Relaxed),
+            None => self.len,
+        }
+    }
+
+    /// Makes the first `upto` bytes of the region usable (zero-filled, readable, writable),
+    /// in whole pages of the backing: `mprotect` of the reservation, and for hugetlb
+    /// `MADV_POPULATE_WRITE`, so that a short huge page reserve is an error here rather than
+    /// a SIGBUS on first touch (the range is then closed again). Bytes already usable are
+    /// left as they are. Callers serialise calls (the pool's grow lock).
+    ///
+    /// # Errors
+    /// [`PoolError::BackingUnavailable`] with the OS error when the pages cannot be had;
+    /// [`PoolError::InvalidConfig`] when `upto` exceeds the reservation.
+    pub fn commit(&self, upto: usize) -> Result<(), PoolError> {
+        let backing = self.report.backing;
+        let Some(g) = &self.grow else {
+            return if upto <= self.len {
+                Ok(())
+            } else {
+                Err(PoolError::config(format!(
+                    "{upto} bytes exceed the region's {} (nothing reserved)",
+                    self.len
+                )))
+            };
+        };
+        if upto > g.reserved {
+            return Err(PoolError::config(format!(
+                "{upto} bytes exceed the region's reservation of {}",
+                g.reserved
+            )));
+        }
+        let from = g.committed.load(Relaxed);
+        if upto <= from {
+            return Ok(());
+        }
+        // `reserved` is a multiple of `unit` for mappings (and `unit` is 1 for the heap).
+        let to = upto
+            .checked_next_multiple_of(g.unit)
+            .map_or(g.reserved, |t| t.min(g.reserved));
+        let len = to - from;
+        // SAFETY: from < to <= reserved: inside the reservation, which the region owns.
+        let p = unsafe { self.base.as_ptr().add(from) };
+        let os_err = |what: &str| {
+            let e = io::Error::last_os_error();
+            PoolError::BackingUnavailable {
+                backing,
+                source: io::Error::new(e.kind(), format!("{what} of {len} bytes: {e}")),
+            }
+        };
+        // SAFETY: [p, p + len) is part of our own PROT_NONE reservation past every usable
+        // byte: no object lives there and no reference to it exists.
+        if unsafe { libc::mprotect(p.cast(), len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            return Err(os_err("mprotect"));
+        }
+        if g.populate {
+            // A reserve known to be short fails here, without populating (and so without
+            // holding, for the time of a failed population, huge pages other users need).
+            if let Some(have) = hugepages_available(g.unit) {
+                let need = len / g.unit;
+                if have < need {
+                    // SAFETY: as above: nothing of ours lives in [p, p + len).
+                    unsafe { libc::mprotect(p.cast(), len, libc::PROT_NONE) };
+                    return Err(PoolError::BackingUnavailable {
+                        backing,
+                        source: io::Error::new(
+                            io::ErrorKind::OutOfMemory,
+                            format!(
+                                "{need} hugetlb pages of {} bytes needed, {have} available \
+                                 (echo N > /proc/sys/vm/nr_hugepages)",
+                                g.unit
+                            ),
+                        ),
+                    });
+                }
+            }
+            // SAFETY: as above; populating writes nothing visible (the pages read as zero).
+            if unsafe { libc::madvise(p.cast(), len, libc::MADV_POPULATE_WRITE) } != 0 {
+                let err = os_err(
+                    "MADV_POPULATE_WRITE (hugetlb pages short? echo N > /proc/sys/vm/nr_hugepages)",
+                );
+                // Give back what was populated and close the range again (best effort: on
+                // failure the pages stay with the reservation until the pool is dropped).
+                // SAFETY: as above: nothing of ours lives in [p, p + len).
+                unsafe {
+                    libc::madvise(p.cast(), len, libc::MADV_DONTNEED);
+                    libc::mprotect(p.cast(), len, libc::PROT_NONE);
+                }
+                return Err(err);
+            }
+        } else if g.touch {
+            // SAFETY: p is non-null and [p, p + len) was just made writable.
+            touch_pages(unsafe { NonNull::new_unchecked(p) }, len, 4096);
+        }
+        g.committed.store(to, Relaxed);
+        Ok(())
     }
 
     /// First byte of the region, aligned as requested.
@@ -380,9 +633,17 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        if let Mapping::Heap(layout) = self.mapping {
-            // SAFETY: base was returned by alloc_zeroed with this layout and is freed once.
-            unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
+        match self.mapping {
+            Mapping::Heap(layout) => {
+                // SAFETY: base was returned by alloc_zeroed with this layout and is freed once.
+                unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
+            }
+            Mapping::Reserved { addr, len } => {
+                // SAFETY: the reservation made by try_reserve, unmapped once, after every
+                // object in it was dropped (the pool's drop runs before its fields').
+                unsafe { libc::munmap(addr.cast(), len) };
+            }
+            Mapping::Mmap(_) => {}
         }
         // An Mmap unmaps itself with the exact length it mapped.
     }
@@ -403,6 +664,25 @@ enum MapError {
     Unavailable(io::Error),
     /// The request itself is bad; no backing can serve it.
     Fatal(PoolError),
+}
+
+/// `Ok` when the kernel may back memory with transparent huge pages.
+fn thp_available() -> Result<(), io::Error> {
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if mode.contains("[never]") {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "transparent_hugepage/enabled is [never]",
+        ));
+    }
+    if mode.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "kernel has no transparent hugepage support",
+        ));
+    }
+    Ok(())
 }
 
 fn round_up(len: usize, to: usize) -> Result<usize, MapError> {
@@ -455,6 +735,26 @@ pub fn free_hugepages_2m() -> Option<usize> {
     free_hugepages(HUGE_2M)
 }
 
+/// Huge pages of `page_size` bytes a mapping could get now: the free ones plus those the
+/// kernel may still add as surplus (`nr_overcommit_hugepages - surplus_hugepages`); `None`
+/// when unreadable. A hint (other processes take pages too), used to fail a growth early.
+fn hugepages_available(page_size: usize) -> Option<usize> {
+    let dir =
+        std::path::Path::new(SYSFS_HUGEPAGES).join(format!("hugepages-{}kB", page_size / 1024));
+    let read = |f: &str| -> Option<usize> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let free = read("free_hugepages")?;
+    let extra = read("nr_overcommit_hugepages")
+        .zip(read("surplus_hugepages"))
+        .map_or(0, |(o, s)| o.saturating_sub(s));
+    Some(free + extra)
+}
+
 /// [`free_hugepages`] under another sysfs root (for tests).
 fn free_hugepages_in(root: &std::path::Path, page_size: usize) -> Option<usize> {
     if page_size < 1024 {
@@ -493,6 +793,51 @@ mod tests {
         let r = Region::map(100, 1 << 16, BackingPolicy::Require(Backing::Pages4K), true).unwrap();
         assert_eq!(r.base().as_ptr() as usize % (1 << 16), 0);
         assert!(r.report().prefaulted);
+    }
+
+    /// A growable 4 KiB region: the prefix is usable at once, commits are whole pages and
+    /// idempotent, contents survive later commits, and a commit past the reservation is a
+    /// typed error.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "PROT_NONE reservations and mprotect are not interpreted by Miri"
+    )]
+    fn growable_region_commits_whole_pages_in_place() {
+        let r = Region::map_growable(
+            5000,
+            100_000,
+            64,
+            BackingPolicy::Require(Backing::Pages4K),
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.report().mapped_bytes, 8192);
+        assert_eq!(r.committed(), 8192);
+        let base = r.base();
+        // SAFETY: the first 5000 bytes are committed.
+        unsafe { base.as_ptr().add(4999).write(9) };
+        r.commit(8192).unwrap();
+        assert_eq!(r.committed(), 8192, "already usable: nothing to do");
+        r.commit(50_001).unwrap();
+        assert_eq!(r.committed(), 53_248);
+        assert_eq!(r.base(), base);
+        // SAFETY: committed now; and byte 4999 was written above.
+        unsafe {
+            assert_eq!(base.as_ptr().add(4999).read(), 9);
+            assert_eq!(base.as_ptr().add(50_000).read(), 0);
+        }
+        r.commit(100_000).unwrap();
+        assert!(matches!(
+            r.commit(102_401),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+        let fixed = Region::map(100, 64, BackingPolicy::Require(Backing::Pages4K), false).unwrap();
+        assert!(fixed.commit(100).is_ok());
+        assert!(matches!(
+            fixed.commit(101),
+            Err(PoolError::InvalidConfig { .. })
+        ));
     }
 
     #[test]

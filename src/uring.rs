@@ -474,6 +474,8 @@ where
     pub fn new(pool: P, cfg: RxConfig) -> Result<Self, PoolError> {
         let p = pool.pool();
         let cap = p.capacity();
+        // The maximum: objects a later `grow` adds have their group and bid already.
+        let max = p.geometry.capacity;
         let size = std::mem::size_of::<P::T>();
         if size > u32::MAX as usize || cfg.headroom as usize >= size {
             return Err(PoolError::config(format!(
@@ -482,10 +484,10 @@ where
             )));
         }
         let group_size = match cfg.group_size {
-            0 => cap.max(1).next_power_of_two().min(MAX_GROUP_SIZE),
+            0 => max.max(1).next_power_of_two().min(MAX_GROUP_SIZE),
             g => g,
         };
-        let map = BidMap::new(cap, group_size, cfg.bgid_base)?;
+        let map = BidMap::new(max, group_size, cfg.bgid_base)?;
         let cq = (cfg.ring_entries.max(1).saturating_mul(8)).max(4096);
         let ring = IoUring::builder()
             .setup_cqsize(cq)

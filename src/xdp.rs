@@ -70,7 +70,9 @@ impl FrameMap {
         })
     }
 
-    /// The mapping of a pool's region (`pool.stride()`, `pool.capacity()`).
+    /// The mapping of a pool's region (`pool.stride()`, `pool.capacity()`): the objects the
+    /// pool has now. After [`crate::Pool::grow`], make a new map (and register the grown
+    /// region with the kernel again).
     ///
     /// # Errors
     /// As [`FrameMap::new`].

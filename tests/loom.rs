@@ -1,6 +1,6 @@
 //! Loom models of the lock-free core: the common ring (MPMC, SP/SC, bulk and burst, counter
-//! wrap) and user-owned caches flushing to and refilling from the ring while another thread
-//! does the same.
+//! wrap), user-owned caches flushing to and refilling from the ring while another thread
+//! does the same, and `Pool::grow` publishing new objects while another thread gets them.
 //!
 //! Run with `scripts/loom.sh`, or:
 //!
@@ -423,5 +423,61 @@ fn cache_burst_and_flush_race() {
         let mut pool = Arc::try_unwrap(pool).unwrap_or_else(|_| panic!("pool still shared"));
         assert_eq!(pool.available(), 2);
         assert_eq!(pool.audit().unwrap().in_ring, 2);
+    });
+}
+
+// ---- growth: publication of new objects (issue 27) ---------------------------------------
+
+idxpool::brand!(LoomGrow);
+
+/// One thread grows a pool of 1 object (maximum 2) while another gets and puts through its
+/// own cache of size 0 (every get from the ring). Objects are loom cells, written by the
+/// initialiser inside `grow`: loom checks that the initialisation happens-before the getter's
+/// read (the ring's release/acquire), and that a reader that sees the new capacity
+/// (`Acquire`) sees the new object in the ring or in its hands (published after enqueued).
+#[test]
+fn grow_publishes_initialised_objects() {
+    model(None, || {
+        type Cell = loom::cell::UnsafeCell<u32>;
+        let pool = Arc::new(
+            PoolBuilder::<Cell>::with_fn(1, Cell::new)
+                .max_capacity(2)
+                .cache_size(0)
+                .backing(BackingPolicy::Require(Backing::Heap))
+                .max_threads(1)
+                .build_named::<LoomGrow>()
+                .unwrap(),
+        );
+        let p = pool.clone();
+        let grower = thread::spawn(move || {
+            assert_eq!(p.grow(1).unwrap(), 2);
+        });
+        let p = pool.clone();
+        let getter = thread::spawn(move || {
+            let mut c = p.local_cache();
+            let mut held = Vec::new();
+            for _ in 0..2 {
+                if let Ok(h) = c.get() {
+                    // SAFETY: the handle owns the object; nobody else touches it.
+                    let v = p.get_ref(&h).with(|v| unsafe { *v });
+                    assert_eq!(v, p.index_of(&h), "initialised before it was handed out");
+                    held.push(h);
+                }
+            }
+            // The capacity is published after the new entry is in the ring: a reader that
+            // sees it sees the entry counted (in the ring, or held here).
+            if p.capacity() == 2 {
+                assert_eq!(p.ring_count() + held.len(), 2, "published before enqueued");
+            }
+            for h in held {
+                c.put(h);
+            }
+        });
+        grower.join().unwrap();
+        getter.join().unwrap();
+        let mut pool = Arc::try_unwrap(pool).unwrap_or_else(|_| panic!("pool still shared"));
+        assert_eq!(pool.capacity(), 2);
+        assert_eq!(pool.available(), 2);
+        assert_eq!(pool.audit().unwrap().in_use, 0);
     });
 }

@@ -1,0 +1,216 @@
+//! Growth to a reserved maximum (issue 27): [`Pool::grow`].
+//!
+//! A pool built with [`crate::PoolBuilder::max_capacity`]`(max)` reserves everything that
+//! names an object for `max` objects at build: the region's address space (a `PROT_NONE`
+//! reservation, region.rs), the common ring's slots, the run-time pool's block of the handle
+//! space, the geometry and the debug states. `grow(n)` then only maps more of the region,
+//! initialises the new objects as the build did and enqueues them in the ring, so nothing
+//! already handed out (handles, entries, addresses, the ring) moves. The live capacity is an
+//! atomic published after the objects are in the ring (DESIGN.md, "Growth"); the get and put
+//! paths never read it (their bulk check compares with the constant maximum).
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+// The capacity is a loom atomic under `--cfg loom` (tests/loom.rs models its publication).
+use crate::sync::AtomicU32;
+
+use crate::brand::Brand;
+use crate::builder::InitFn;
+use crate::element::Element;
+use crate::error::PoolError;
+use crate::pool::Pool;
+use crate::repr::{Geometry, Repr};
+
+/// A pool's live capacity and what growing needs: the initialiser kept from the builder
+/// (`None` for zeroed pools: fresh pages are zero) and the lock that serialises growth.
+pub(crate) struct Growth {
+    /// Objects initialised and in the pool: `0 ..= geometry.capacity` (the maximum).
+    /// Written only under `state`'s lock, with `Release` after the new objects' entries are
+    /// in the ring.
+    cap: AtomicU32,
+    /// The thread inside `grow` now ([`thread_key`]), 0 when none: a `grow` from the
+    /// initialiser it runs is refused instead of deadlocking on `state`.
+    owner: AtomicUsize,
+    state: Mutex<Option<InitFn<'static>>>,
+}
+
+impl Growth {
+    /// A pool of `cap` objects that grows with `init` (kept only when it may grow).
+    pub(crate) fn new(cap: u32, init: Option<InitFn<'static>>) -> Self {
+        Growth {
+            cap: AtomicU32::new(cap),
+            owner: AtomicUsize::new(0),
+            state: Mutex::new(init),
+        }
+    }
+
+    /// The live capacity (`Acquire`: pairs with the `Release` of `grow`).
+    #[inline]
+    pub(crate) fn capacity(&self) -> u32 {
+        self.cap.load(Ordering::Acquire)
+    }
+}
+
+/// A key of the calling thread, never 0 and never reused: a process-wide counter taken on the
+/// thread's first `grow` (a thread-local without destructor, so readable during thread exit).
+fn thread_key() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    thread_local! {
+        static KEY: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    KEY.with(|k| *k)
+}
+
+/// Clears `Growth::owner` when `grow` returns or unwinds.
+struct ClearOwner<'g>(&'g AtomicUsize);
+
+impl Drop for ClearOwner<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Initialises objects `from..to` of `g` with `init`, in index order. If `init` panics, the
+/// objects it made are dropped (those of earlier calls, and that of the panicking call if
+/// `InitSlot::write` ran) and the panic goes on: nothing is published.
+///
+/// # Safety
+/// Objects `from..to` lie in usable memory of the region, are uninitialised (or dropped) and
+/// seen by nobody else.
+unsafe fn init_objects<T: ?Sized + Element>(
+    g: &Geometry,
+    from: u32,
+    to: u32,
+    init: &mut InitFn<'static>,
+) {
+    struct Guard<'g, T: ?Sized + Element> {
+        g: &'g Geometry,
+        from: u32,
+        done: u32,
+        written: &'g AtomicBool,
+        _t: PhantomData<T>,
+    }
+    impl<T: ?Sized + Element> Drop for Guard<'_, T> {
+        fn drop(&mut self) {
+            let written = u32::from(self.written.load(Ordering::Relaxed));
+            // SAFETY: objects from..done were initialised by this thread, `done` too when
+            // its `write` ran; nobody else has seen them (not yet in the ring).
+            unsafe { crate::pool::drop_objects::<T>(self.g, self.from, self.done + written) };
+        }
+    }
+    let written = AtomicBool::new(false);
+    let mut guard = Guard::<T> {
+        g,
+        from,
+        done: from,
+        written: &written,
+        _t: PhantomData,
+    };
+    for i in from..to {
+        written.store(false, Ordering::Relaxed);
+        // The InitFn contract: object i's address, inside usable memory (the caller's
+        // contract), aligned (base and stride are), unshared.
+        init(i, g.ptr_of_index(i), &written);
+        guard.done = i + 1;
+    }
+    std::mem::forget(guard);
+}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
+    /// Adds `n` objects to the pool, up to the maximum reserved at build
+    /// ([`crate::PoolBuilder::max_capacity`]), and returns the new capacity. The new objects
+    /// are made as the build made the first ones (the same initialiser, called with their
+    /// indices `capacity .. capacity + n`; zeroed pools need no pass) in memory mapped now
+    /// (hugetlb pages when the pool got hugetlb, else THP or 4 KiB pages, as
+    /// [`Pool::backing`] says), then given to the common ring, where any thread's next get
+    /// can take them. Nothing already handed out moves: handles, addresses and the ring were
+    /// sized for the maximum at build. `grow(0)` returns the capacity.
+    ///
+    /// May run while other threads get and put; concurrent `grow` calls take turns (a lock:
+    /// growth is rare). Counts read meanwhile are snapshots: [`Pool::capacity`] changes once
+    /// the new objects are in the ring. Cost: one page fault (or, for hugetlb, one
+    /// population) per page mapped plus the initialiser per object (BENCHMARKS.md,
+    /// "Growth").
+    ///
+    /// Pools of the shared region (`idxpool::shared`) do not grow: their builder has no
+    /// maximum.
+    ///
+    /// ```
+    /// use idxpool::{PoolBuilder, PoolError};
+    /// let pool = PoolBuilder::<[u8; 256]>::zeroed(64).max_capacity(1024).build()?;
+    /// let mut hs = Vec::new();
+    /// pool.get_bulk(&mut hs, 64)?; // every object out
+    /// assert!(pool.get().is_err());
+    /// assert_eq!(pool.grow(192)?, 256); // 192 more, mapped and in the ring
+    /// hs.push(pool.get()?);
+    /// assert_eq!((pool.capacity(), pool.in_use()), (256, 65));
+    /// assert!(matches!(pool.grow(1000), Err(PoolError::GrowBeyondMax { requested: 1256, max: 1024 })));
+    /// pool.put_bulk(&mut hs);
+    /// # Ok::<(), PoolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PoolError::GrowBeyondMax`] when `capacity + n` exceeds the maximum (nothing done);
+    /// [`PoolError::BackingUnavailable`] when the pages cannot be mapped (e.g. the hugetlb
+    /// reserve is short: the error comes here, never as a SIGBUS later); nothing is added;
+    /// [`PoolError::GrowReentered`] when called from the pool's own initialiser during a
+    /// `grow`.
+    ///
+    /// # Panics
+    /// When the initialiser panics: the objects it made in this call are dropped, none is
+    /// added, and the panic propagates (the pool stays usable at its old capacity).
+    pub fn grow(&self, n: u32) -> Result<u32, PoolError> {
+        let g = &self.growth;
+        let me = thread_key();
+        if g.owner.load(Ordering::Relaxed) == me {
+            return Err(PoolError::GrowReentered {
+                pool: self.name().to_string(),
+            });
+        }
+        // A panicking initialiser poisons the lock after its guard dropped what it made:
+        // the state (capacity, ring, region) is consistent, so the poison is ignored.
+        let mut init = g.state.lock().unwrap_or_else(PoisonError::into_inner);
+        g.owner.store(me, Ordering::Relaxed);
+        let _clear = ClearOwner(&g.owner);
+        // Written only under this lock.
+        let old = g.cap.load(Ordering::Relaxed);
+        let max = self.geometry.capacity;
+        let want = u64::from(old) + u64::from(n);
+        if want > u64::from(max) {
+            return Err(PoolError::GrowBeyondMax {
+                requested: want,
+                max,
+            });
+        }
+        if n == 0 {
+            return Ok(old);
+        }
+        let new = want as u32;
+        // new x stride <= max x stride, which the build checked (and reserved).
+        self.region.commit(new as usize * self.geometry.stride)?;
+        if let Some(init) = init.as_mut() {
+            // SAFETY: objects old..new lie in memory just committed (or committed by an
+            // earlier grow whose initialiser panicked: those objects were dropped), below the
+            // capacity no object is named beyond, so nobody else sees them.
+            unsafe { init_objects::<T>(&self.geometry, old, new, init) };
+        }
+        // Publish: the entries go to the ring (its release orders the initialisation before
+        // any consumer's access), then the capacity (Release), so that a reader that sees the
+        // new capacity sees the new objects counted in the ring.
+        let mut chunk: Vec<R::Entry> = Vec::with_capacity(4096.min(n as usize));
+        let mut i = old;
+        while i < new {
+            chunk.clear();
+            let end = new.min(i.saturating_add(4096));
+            chunk.extend((i..end).map(|j| R::encode(&self.geometry, j)));
+            let ok = self.core.ring.enqueue_bulk(&chunk);
+            // The ring holds `max` entries and at most `new <= max` objects exist.
+            assert!(ok, "idxpool: ring sized for the maximum");
+            i = end;
+        }
+        g.cap.store(new, Ordering::Release);
+        Ok(new)
+    }
+}
