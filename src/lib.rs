@@ -67,6 +67,7 @@ pub mod handle;
 pub mod handle_ring;
 pub mod leaks;
 mod local;
+mod on_put;
 pub mod owned;
 mod pool;
 mod prefetch;

@@ -285,6 +285,9 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     /// The pool's range of the handle space (run-time pools), released or quarantined at drop.
     space: Option<crate::space::Range>,
     region: Region,
+    /// The reset hook run on every object put back ([`crate::PoolBuilder::on_put`];
+    /// `geometry.put_hook` says whether there is one). See on_put.rs.
+    pub(crate) on_put: Option<crate::on_put::PutHook<T>>,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
     _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
@@ -324,6 +327,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             brand,
             space,
             region,
+            on_put: None,
             _marker: PhantomData,
         }
     }
@@ -799,6 +803,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         token: impl FnOnce() -> C,
         hs: &[H<T, B, R>],
     ) {
+        if g.put_hook {
+            // The reset hook (user code) first, then the put: out of line (on_put.rs).
+            return self.put_hooked(g, token, hs);
+        }
         let src = entries_of(hs);
         if B::CHECKED {
             if debug::DEBUG_CHECKS {
@@ -830,6 +838,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         v: &mut Vec<H<T, B, R>>,
         n: usize,
     ) {
+        if g.put_hook {
+            // The hook may unwind after the burst is put: `v` must be truncated then too.
+            return self.put_vec_tail_hooked(g, token, v, n);
+        }
         let len = v.len();
         let n = n.min(len);
         // SAFETY: v[len - n .. len] are n initialised handles (n <= len). A raw slice, not

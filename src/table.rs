@@ -27,7 +27,7 @@ use crate::ring::Behavior;
 
 type H<T, B, R> = Handle<T, B, R>;
 /// A slot of a caller's table.
-type Slot<T, B, R> = Option<Handle<T, B, R>>;
+pub(crate) type Slot<T, B, R> = Option<Handle<T, B, R>>;
 /// A slot of a table for the pool behind `P`.
 type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
@@ -125,7 +125,7 @@ fn empty_error<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> PoolError {
 /// became one, which costs more than the stores at bulk 1). With a constant length it is `n`
 /// slots' worth of vector stores.
 #[inline(always)]
-fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
+pub(crate) fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
     let n = table.len();
     let p = table.as_mut_ptr();
     macro_rules! halves {
@@ -264,6 +264,11 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let src = entries_of(hs);
         try_check_owned_all::<B, R>(&self.geometry, src)?;
         self.debug_put(hs);
+        if self.geometry.put_hook {
+            // The reset hook (user code) first, then the put and the clear (on_put.rs).
+            self.put_from_hooked(token, table);
+            return Ok(());
+        }
         token().cm().put(src);
         // The cache owns those objects now: empty the slots (the handles moved).
         clear(table);
