@@ -105,28 +105,37 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[inline(never)]
     pub(crate) fn put_from_hooked<'c, C: Token<'c, R::Entry>>(
         &self,
+        g: &Geometry,
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
     ) {
+        // Raw pointers only, no reference to the table held across the hook (the put below
+        // writes the table while `reset_then`'s view of it must not be live: Miri).
         let p: *mut [Slot<T, B, R>] = table;
-        // SAFETY: every slot is Some (the caller checked), and Some(h) has h's bits
-        // (table.rs, assert_slot_is_entry); the view is read-only and its last use is the
-        // put, before the table is cleared through `p`.
-        let hs = unsafe { &*(p as *const [Handle<T, B, R>]) };
-        self.reset_then(&self.geometry, hs, move || {
-            token().cm().put(entries_of(hs));
-            // SAFETY: `p` is the caller's table, borrowed mutably for this call; `hs` is not
-            // used after the put above. The cache owns those objects now: empty the slots.
+        // Every slot is Some (the caller checked), and Some(h) has h's bits (table.rs,
+        // assert_slot_is_entry): the table read as handles.
+        let hs = p as *const [Handle<T, B, R>];
+        self.reset_then(g, hs, move || {
+            // SAFETY: as above; a read-only view whose last use is the put, before the table
+            // is cleared through `p`.
+            token().cm().put(entries_of(unsafe { &*hs }));
+            // SAFETY: `p` is the caller's table, borrowed mutably for this call. The cache
+            // owns those objects now: empty the slots.
             clear(unsafe { &mut *p });
         });
     }
 
     /// Runs the hook on the object of each handle of `hs` (this pool's, checked), then `put`;
-    /// `put` also runs if the hook unwinds, and the panic then goes on.
+    /// `put` also runs if the hook unwinds, and the panic then goes on. `hs` is a raw pointer
+    /// to initialised handles that stay readable until `put` runs, which may write their
+    /// memory (`put_from` clears its table): a reference argument would be protected for the
+    /// whole call and forbid that write.
     #[inline(always)]
-    fn reset_then(&self, g: &Geometry, hs: &[Handle<T, B, R>], put: impl FnOnce()) {
+    fn reset_then(&self, g: &Geometry, hs: *const [Handle<T, B, R>], put: impl FnOnce()) {
         let _put = Finally(Some(put));
         if let Some(hook) = self.on_put.as_deref() {
+            // SAFETY: the caller's contract; this view ends with the loop, before `put`.
+            let hs = unsafe { &*hs };
             for h in hs {
                 // SAFETY: `h` is this pool's (brand, or the identity check the caller made)
                 // and is being given back by its owner, so nothing else borrows its object;

@@ -914,23 +914,26 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// or `cargo test --features stats`): without it every counter is 0, the counting code
     /// compiles away, and [`Stats::COUNTING`] (`stats().is_counting()`) is false.
     pub fn stats(&self) -> Stats {
+        let base = *self.core.baseline.lock().unwrap_or_else(|e| e.into_inner());
+        self.stats_total().saturating_sub(base)
+    }
+
+    /// The counters since the pool was built ([`Pool::stats`] without the reset's baseline:
+    /// never decreasing, as the metrics export needs).
+    pub(crate) fn stats_total(&self) -> Stats {
         let core = &*self.core;
         let mut s = core.uncached.counters.snapshot();
         core.registry
             .for_each_cache(|_, c| s += c.counters.snapshot());
         s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
-        s.saturating_sub(*core.baseline.lock().unwrap_or_else(|e| e.into_inner()))
+        s
     }
 
     /// Starts the counters of [`Pool::stats`] from 0 again (the current totals are set
     /// aside; the caches' own counters are not written, so this never races their owners).
     pub fn stats_reset(&self) {
-        let core = &*self.core;
-        let mut s = core.uncached.counters.snapshot();
-        core.registry
-            .for_each_cache(|_, c| s += c.counters.snapshot());
-        s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
-        *core.baseline.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        let s = self.stats_total();
+        *self.core.baseline.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 
     /// `(label, objects held)` of every live cache.
