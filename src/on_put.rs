@@ -32,15 +32,27 @@ use crate::table::{clear, Slot};
 /// The stored reset hook of a pool of `T`.
 pub(crate) type PutHook<T> = Box<dyn Fn(&mut T) + Send + Sync>;
 
-/// Runs its closure when dropped: on the normal path at the end of the scope, and while a
-/// panic unwinds through it.
-struct Finally<F: FnOnce()>(Option<F>);
+/// Runs its closure if dropped, which happens only while a panic unwinds through it: the
+/// normal path takes the closure out with [`OnUnwind::disarm`] and calls it in line (a drop
+/// on the normal path cost a call of an out-of-line `drop_in_place` per burst).
+struct OnUnwind<F: FnOnce()>(std::mem::ManuallyDrop<F>);
 
-impl<F: FnOnce()> Drop for Finally<F> {
+impl<F: FnOnce()> OnUnwind<F> {
+    /// The closure, without running it (the guard is gone).
+    #[inline(always)]
+    fn disarm(self) -> F {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so the closure is taken out exactly once.
+        unsafe { std::mem::ManuallyDrop::take(&mut me.0) }
+    }
+}
+
+impl<F: FnOnce()> Drop for OnUnwind<F> {
     fn drop(&mut self) {
-        if let Some(f) = self.0.take() {
-            f()
-        }
+        // SAFETY: drop runs at most once, and `disarm` (the only other taker) forgets the
+        // guard: the closure is still here.
+        let f = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        f()
     }
 }
 
@@ -132,7 +144,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// whole call and forbid that write.
     #[inline(always)]
     fn reset_then(&self, g: &Geometry, hs: *const [Handle<T, B, R>], put: impl FnOnce()) {
-        let _put = Finally(Some(put));
+        let guard = OnUnwind(std::mem::ManuallyDrop::new(put));
         if let Some(hook) = self.on_put.as_deref() {
             // SAFETY: the caller's contract; this view ends with the loop, before `put`.
             let hs = unsafe { &*hs };
@@ -145,6 +157,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 hook(obj);
             }
         }
+        guard.disarm()()
     }
 }
 

@@ -22,7 +22,7 @@ use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
 use crate::pool::{entries_of, try_check_owned_all, Pool, Token};
-use crate::repr::{Geometry, Repr};
+use crate::repr::Repr;
 use crate::ring::Behavior;
 
 type H<T, B, R> = Handle<T, B, R>;
@@ -251,7 +251,6 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[inline(always)]
     pub(crate) fn put_from_via<'c, C: Token<'c, R::Entry>>(
         &self,
-        g: &Geometry,
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
     ) -> Result<(), PoolError> {
@@ -263,6 +262,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // (assert_slot_is_entry); the view is read-only and ends before the slots are cleared.
         let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
         let src = entries_of(hs);
+        let g = &self.geometry;
         try_check_owned_all::<B, R>(g, src)?;
         self.debug_put(hs);
         if g.put_hook {
@@ -327,7 +327,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     #[inline]
     pub fn put_from(&self, table: &mut [Option<H<T, B, R>>]) -> Result<(), PoolError> {
-        self.put_from_via(&self.geometry, || self.thread_cache_mut(), table)
+        self.put_from_via(|| self.thread_cache_mut(), table)
     }
 }
 
@@ -377,9 +377,7 @@ impl<P: PoolRef> crate::LocalCache<P> {
     /// ```
     #[inline(always)]
     pub fn put_from(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
-        self.pool
-            .pool()
-            .put_from_via(&self.geometry, || &mut self.cm, table)
+        self.pool.pool().put_from_via(|| &mut self.cm, table)
     }
 }
 
