@@ -255,7 +255,7 @@ mod tests {
             lc.len(),
             "the LocalCache's objects count as in use"
         );
-        assert!(lc.len() >= 1);
+        assert!(!lc.is_empty());
         // Exactly these nine series, each described.
         assert_eq!(rec.series.lock().unwrap().len(), 9);
         let mut d = rec.described.lock().unwrap().clone();
