@@ -29,7 +29,7 @@ pub(crate) struct PoolCore<E> {
     pub(crate) registry: Registry<E>,
     /// The cache of callers that have none (cache size 0, threads beyond `max_threads`, code
     /// running during thread exit): size 0, so every operation goes to the ring.
-    uncached: Cache<E>,
+    pub(crate) uncached: Cache<E>,
     pub(crate) cache_size: u32,
     pub(crate) policy: FlushPolicy,
     /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
@@ -803,11 +803,16 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         token: impl FnOnce() -> C,
         hs: &[H<T, B, R>],
     ) {
-        if g.put_hook {
-            // The reset hook (user code) first, then the put: out of line (on_put.rs).
-            return self.put_hooked(g, token, hs);
-        }
         let src = entries_of(hs);
+        if g.put_hook {
+            // The reset hook (user code, on_put.rs) after the checks, before the token.
+            check_owned_all::<B, R>(g, src);
+            self.debug_put(hs);
+            // SAFETY: checked above; the caller owns `hs` and they are put right below.
+            unsafe { self.run_on_put(hs, None) };
+            token().cm().put(src);
+            return;
+        }
         if B::CHECKED {
             if debug::DEBUG_CHECKS {
                 // The debug hook marks objects free: check first, so that a foreign handle
@@ -838,16 +843,28 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         v: &mut Vec<H<T, B, R>>,
         n: usize,
     ) {
-        if g.put_hook {
-            // The hook may unwind after the burst is put: `v` must be truncated then too.
-            return self.put_vec_tail_hooked(g, token, v, n);
-        }
         let len = v.len();
         let n = n.min(len);
         // SAFETY: v[len - n .. len] are n initialised handles (n <= len). A raw slice, not
         // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
         // bulk 1 (callgrind, BENCHMARKS.md issue 14).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
+        if g.put_hook {
+            // The reset hook may unwind after its guard gave the burst back: `v` must not keep
+            // those handles, so it is truncated before the hook (a failed check panics first,
+            // leaving `v` whole: nothing moved).
+            let src = entries_of(tail);
+            check_owned_all::<B, R>(g, src);
+            self.debug_put(tail);
+            // SAFETY: the tail's handles move into the pool below (or in the hook's guard);
+            // shortening `v` leaves its buffer in place, unread and unwritten by `Vec`, and `v`
+            // stays borrowed by this call.
+            unsafe { v.set_len(len - n) };
+            // SAFETY: checked above; this call owns the tail, put right below.
+            unsafe { self.run_on_put(tail, None) };
+            token().cm().put(src);
+            return;
+        }
         self.put_via(g, token, tail);
         // SAFETY: the tail's handles were moved into the cache above (handles have no drop).
         unsafe { v.set_len(len - n) };

@@ -262,12 +262,21 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // (assert_slot_is_entry); the view is read-only and ends before the slots are cleared.
         let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
         let src = entries_of(hs);
-        let g = &self.geometry;
-        try_check_owned_all::<B, R>(g, src)?;
+        try_check_owned_all::<B, R>(&self.geometry, src)?;
         self.debug_put(hs);
-        if g.put_hook {
-            // The reset hook (user code) first, then the put and the clear (on_put.rs).
-            self.put_from_hooked(g, token, table);
+        if self.geometry.put_hook {
+            // The reset hook (user code, on_put.rs) after the checks, before the token; its
+            // guard empties the table if it unwinds. Raw pointers: the hook's call must hold no
+            // reference to the table, which that guard writes.
+            let t: *mut [Slot<T, B, R>] = table;
+            // SAFETY: checked above; the table's handles are put right below.
+            unsafe { self.run_on_put(t as *const [H<T, B, R>], Some(t)) };
+            // SAFETY: as `hs` above, read again after the call.
+            token()
+                .cm()
+                .put(entries_of(unsafe { &*(t as *const [H<T, B, R>]) }));
+            // SAFETY: the caller's table; the handles moved into the cache.
+            clear(unsafe { &mut *t });
             return Ok(());
         }
         token().cm().put(src);

@@ -317,7 +317,13 @@ fn a_panicking_hook_loses_no_object_on_put_from_and_local_cache() {
     let r = catch_unwind(AssertUnwindSafe(|| c.put_bulk(&mut hs)));
     assert!(r.is_err());
     assert!(hs.is_empty());
-    assert_eq!(c.len(), 12, "the burst reached the cache");
+    // The burst went back through the pool's zero-size cache (the ring), not this cache:
+    // what this cache holds is what it held before (its refill's rest).
+    assert_eq!(
+        pool.in_use(),
+        c.len(),
+        "only the cache's own objects are out"
+    );
     // The cache goes on working after the panic.
     let h = c.get().unwrap();
     c.put(h);

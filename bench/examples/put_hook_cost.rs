@@ -8,7 +8,9 @@
 //!   `get_into` / `put_from` of `--bulk` slots of a table of `--keep`;
 //! * `vec`: the same with `get_bulk` / `put_bulk_tail` through a `Vec`;
 //! * `thread`: `pool.get()` / `pool.put(h)` of one object through the thread's cache, `--keep`
-//!   at a time.
+//!   at a time;
+//! * `const`: `table` with windows of constant length (`--bulk` 1, 4 or 32: mempool_perf's
+//!   `constant_n = 1`).
 //!
 //! `--fixed N`: run the case once for N objects (no timing), for
 //! `valgrind --tool=callgrind --dump-instr=no`; the instructions of `run_<case>` divided by N
@@ -75,6 +77,27 @@ fn run_table(c: &mut LocalCache<Arc<Pool<Obj>>>, bulk: usize, keep: usize, objs:
     count
 }
 
+/// `constant_n = 1` loop of mempool_perf: the table's windows of constant length `N`.
+#[inline(never)]
+fn run_const<const N: usize>(c: &mut LocalCache<Arc<Pool<Obj>>>, keep: usize, objs: u64) -> u64 {
+    let mut table: Vec<Option<Handle<Obj>>> = (0..keep).map(|_| None).collect();
+    let mut count = 0u64;
+    while count < objs {
+        let mut i = 0;
+        while i < keep {
+            c.get_into(&mut table[i..i + N]).expect("sized");
+            i += N;
+        }
+        let mut i = 0;
+        while i < keep {
+            c.put_from(&mut table[i..i + N]).expect("full");
+            i += N;
+        }
+        count += keep as u64;
+    }
+    count
+}
+
 /// The same through a `Vec`: get_bulk / put_bulk_tail.
 #[inline(never)]
 fn run_vec(c: &mut LocalCache<Arc<Pool<Obj>>>, bulk: usize, keep: usize, objs: u64) -> u64 {
@@ -114,7 +137,16 @@ fn run(case: &str, p: &Arc<Pool<Obj>>, bulk: usize, keep: usize, objs: u64) -> u
         "table" => run_table(&mut LocalCache::new(p.clone()), bulk, keep, objs),
         "vec" => run_vec(&mut LocalCache::new(p.clone()), bulk, keep, objs),
         "thread" => run_thread(p, keep, objs),
-        other => panic!("unknown case {other}: table, vec or thread"),
+        "const" => {
+            let c = &mut LocalCache::new(p.clone());
+            match bulk {
+                1 => run_const::<1>(c, keep, objs),
+                4 => run_const::<4>(c, keep, objs),
+                32 => run_const::<32>(c, keep, objs),
+                _ => panic!("--case const: --bulk 1, 4 or 32"),
+            }
+        }
+        other => panic!("unknown case {other}: table, const, vec or thread"),
     }
 }
 
@@ -129,7 +161,7 @@ fn main() {
     };
     if has("--help") || has("-h") {
         println!(
-            "put_hook_cost --case table|vec|thread [--bulk 1] [--keep 32] [--hook] \
+            "put_hook_cost --case table|const|vec|thread [--bulk 1] [--keep 32] [--hook] \
              [--fixed N | --ms 200 --reps 7]"
         );
         return;
