@@ -31,6 +31,6 @@ if [ "${MIRI_QUICK:-0}" = 1 ]; then
 else
   cargo +nightly miri test "$@" \
     --test model --test table --test stress --test bad_input --test debug_checks --test pool_basics \
-    --test soundness --test runtime_pools --test reentrant_alloc --test grow
+    --test soundness --test runtime_pools --test reentrant_alloc --test grow --test on_put
 fi
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

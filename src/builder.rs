@@ -239,6 +239,8 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
     /// A `(len, align)` that [`PoolBuilder::bytes`] could not make a layout of (reported at
     /// build).
     bad_bytes: Option<(usize, usize)>,
+    /// The reset hook ([`PoolBuilder::on_put`]).
+    on_put: Option<crate::on_put::PutHook<T>>,
     _repr: PhantomData<(R, crate::pool::Invariant<T>)>,
 }
 
@@ -274,6 +276,7 @@ impl<'a, T: ?Sized + Element> PoolBuilder<'a, T> {
             grow_init: None,
             layout,
             bad_bytes: None,
+            on_put: None,
             _repr: PhantomData,
         }
     }
@@ -474,6 +477,59 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         self
     }
 
+    /// A reset hook: `hook(obj)` runs once on every object given back to the pool, on every
+    /// path that gives objects back (`put`, `put_bulk`, `put_array`, `put_from`, the
+    /// [`crate::LocalCache`] puts, a [`crate::Pooled`] guard's drop, a
+    /// [`crate::HandleRing`]'s drop, the io_uring receiver's puts), before the object reaches
+    /// a cache: e.g. zero a header, clear a `Vec` inside `T` (its capacity stays), so that
+    /// every `get` sees a reset object. For a byte-buffer pool ([`PoolBuilder::bytes`]) `obj`
+    /// is the `&mut [u8]` of the buffer. Objects already free are not visited again (a flush,
+    /// a thread's exit and the pool's drop move only objects that were reset when put).
+    /// Default: none, and a pool without a hook pays one test of a byte per put call
+    /// (BENCHMARKS.md, section 16).
+    ///
+    /// On the bulk paths the hook is called for each object of the burst, in order, inside
+    /// one out-of-line call per burst. It runs with no cache of the pool borrowed, so it may
+    /// itself get and put objects of this pool. On a run-time pool the identity of every
+    /// handle is checked before the hook runs: it never sees another pool's object.
+    ///
+    /// # Panics
+    /// A panic of `hook` goes on to the caller of the put after the whole burst is given back
+    /// (the objects whose hook ran and those whose hook did not): nothing is lost or counted
+    /// twice. A panic in a `Pooled` dropped while another panic unwinds aborts the process,
+    /// as any panicking destructor does then.
+    ///
+    /// ```
+    /// let pool = idxpool::PoolBuilder::<Vec<u8>>::with_fn(8, |_| Vec::with_capacity(1500))
+    ///     .on_put(|v: &mut Vec<u8>| v.clear()) // capacity kept, contents gone
+    ///     .build()?;
+    /// let mut h = pool.get()?;
+    /// pool.get_mut(&mut h).extend_from_slice(b"payload");
+    /// pool.put(h);
+    /// let h = pool.get()?;
+    /// assert!(pool.get_ref(&h).is_empty() && pool.get_ref(&h).capacity() >= 1500);
+    /// pool.put(h);
+    ///
+    /// // Byte buffers: zero the first 64 bytes (a header) of every buffer given back.
+    /// let bufs = idxpool::PoolBuilder::bytes(16, 2048, 64)
+    ///     .on_put(|b: &mut [u8]| b[..64].fill(0))
+    ///     .build()?;
+    /// let mut hs = Vec::new();
+    /// bufs.get_bulk(&mut hs, 16)?;
+    /// for h in hs.iter_mut() {
+    ///     bufs.get_mut(h)[0] = 0xff;
+    /// }
+    /// bufs.put_bulk(&mut hs); // one out-of-line call runs the hook 16 times
+    /// bufs.get_bulk(&mut hs, 16)?;
+    /// assert!(hs.iter().all(|h| bufs.get_ref(h)[0] == 0));
+    /// bufs.put_bulk(&mut hs);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn on_put(mut self, hook: impl Fn(&mut T) + Send + Sync + 'static) -> Self {
+        self.on_put = Some(Box::new(hook));
+        self
+    }
+
     /// Name shown by `Debug`, `dump()` and error messages. Default: `idxpool-<n>`.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -524,6 +580,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             grow_init: self.grow_init,
             layout: self.layout,
             bad_bytes: self.bad_bytes,
+            on_put: self.on_put,
             _repr: PhantomData,
         }
     }
@@ -820,6 +877,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             space,
             states,
             crate::grow::Growth::new(self.capacity, grow_init),
-        ))
+        )
+        .with_on_put(self.on_put.take()))
     }
 }

@@ -68,6 +68,9 @@ pub mod handle;
 pub mod handle_ring;
 pub mod leaks;
 mod local;
+#[cfg(feature = "metrics")]
+mod metrics_export;
+mod on_put;
 pub mod owned;
 mod pool;
 mod prefetch;

@@ -60,7 +60,8 @@ pub struct LocalCache<P: PoolRef> {
     /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
     /// used only through `&mut self`.
     pub(crate) cm: CacheMut<'static, E<P>>,
-    /// A copy of the pool's geometry, for the identity check of run-time pools on every put:
+    /// A copy of the pool's geometry, for the identity check of run-time pools on every put
+    /// (and the test of `put_hook`, the reset hook's flag):
     /// held here, the compiler keeps it in registers across a loop of puts instead of
     /// reloading it from the pool after every store (a write through a raw pointer may alias
     /// the pool).

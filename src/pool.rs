@@ -29,7 +29,7 @@ pub(crate) struct PoolCore<E> {
     pub(crate) registry: Registry<E>,
     /// The cache of callers that have none (cache size 0, threads beyond `max_threads`, code
     /// running during thread exit): size 0, so every operation goes to the ring.
-    uncached: Cache<E>,
+    pub(crate) uncached: Cache<E>,
     pub(crate) cache_size: u32,
     pub(crate) policy: FlushPolicy,
     /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
@@ -287,6 +287,9 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     /// The live capacity and what `grow` needs (grow.rs).
     pub(crate) growth: crate::grow::Growth,
     pub(crate) region: Region,
+    /// The reset hook run on every object put back ([`crate::PoolBuilder::on_put`];
+    /// `geometry.put_hook` says whether there is one). See on_put.rs.
+    pub(crate) on_put: Option<crate::on_put::PutHook<T>>,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
     _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
@@ -339,6 +342,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             space,
             growth,
             region,
+            on_put: None,
             _marker: PhantomData,
         }
     }
@@ -792,6 +796,15 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         hs: &[H<T, B, R>],
     ) {
         let src = entries_of(hs);
+        if g.put_hook {
+            // The reset hook (user code, on_put.rs) after the checks, before the token.
+            check_owned_all::<B, R>(g, src);
+            self.debug_put(hs);
+            // SAFETY: checked above; the caller owns `hs` and they are put right below.
+            unsafe { self.run_on_put(hs, None) };
+            token().cm().put(src);
+            return;
+        }
         if B::CHECKED {
             if debug::DEBUG_CHECKS {
                 // The debug hook marks objects free: check first, so that a foreign handle
@@ -828,6 +841,22 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
         // bulk 1 (callgrind, BENCHMARKS.md issue 14).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
+        if g.put_hook {
+            // The reset hook may unwind after its guard gave the burst back: `v` must not keep
+            // those handles, so it is truncated before the hook (a failed check panics first,
+            // leaving `v` whole: nothing moved).
+            let src = entries_of(tail);
+            check_owned_all::<B, R>(g, src);
+            self.debug_put(tail);
+            // SAFETY: the tail's handles move into the pool below (or in the hook's guard);
+            // shortening `v` leaves its buffer in place, unread and unwritten by `Vec`, and `v`
+            // stays borrowed by this call.
+            unsafe { v.set_len(len - n) };
+            // SAFETY: checked above; this call owns the tail, put right below.
+            unsafe { self.run_on_put(tail, None) };
+            token().cm().put(src);
+            return;
+        }
         self.put_via(g, token, tail);
         // SAFETY: the tail's handles were moved into the cache above (handles have no drop).
         unsafe { v.set_len(len - n) };
@@ -902,23 +931,26 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// or `cargo test --features stats`): without it every counter is 0, the counting code
     /// compiles away, and [`Stats::COUNTING`] (`stats().is_counting()`) is false.
     pub fn stats(&self) -> Stats {
+        let base = *self.core.baseline.lock().unwrap_or_else(|e| e.into_inner());
+        self.stats_total().saturating_sub(base)
+    }
+
+    /// The counters since the pool was built ([`Pool::stats`] without the reset's baseline:
+    /// never decreasing, as the metrics export needs).
+    pub(crate) fn stats_total(&self) -> Stats {
         let core = &*self.core;
         let mut s = core.uncached.counters.snapshot();
         core.registry
             .for_each_cache(|_, c| s += c.counters.snapshot());
         s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
-        s.saturating_sub(*core.baseline.lock().unwrap_or_else(|e| e.into_inner()))
+        s
     }
 
     /// Starts the counters of [`Pool::stats`] from 0 again (the current totals are set
     /// aside; the caches' own counters are not written, so this never races their owners).
     pub fn stats_reset(&self) {
-        let core = &*self.core;
-        let mut s = core.uncached.counters.snapshot();
-        core.registry
-            .for_each_cache(|_, c| s += c.counters.snapshot());
-        s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
-        *core.baseline.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        let s = self.stats_total();
+        *self.core.baseline.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 
     /// `(label, objects held)` of every live cache.

@@ -65,6 +65,10 @@ mod hidden {
         /// Bytes of one object of a byte-buffer pool (`Pool<[u8]>`: the slice length
         /// [`crate::Element::from_addr`] gives); the object size for sized types (unused).
         pub(crate) elem_len: usize,
+        /// The pool has a reset hook ([`crate::PoolBuilder::on_put`]): every put runs it first.
+        /// Kept here, next to what the put adapters already read (a `LocalCache` holds a copy in
+        /// registers), so that a pool without a hook pays one test of it per put call.
+        pub(crate) put_hook: bool,
     }
 
     /// An object pointer that may cross threads (the pool, not the pointer, owns the object).
@@ -155,6 +159,7 @@ impl Geometry {
             e0: lo.wrapping_add(1),
             span,
             elem_len: stride,
+            put_hook: false,
         }
     }
 

@@ -27,7 +27,7 @@ use crate::ring::Behavior;
 
 type H<T, B, R> = Handle<T, B, R>;
 /// A slot of a caller's table.
-type Slot<T, B, R> = Option<Handle<T, B, R>>;
+pub(crate) type Slot<T, B, R> = Option<Handle<T, B, R>>;
 /// A slot of a table for the pool behind `P`.
 type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
@@ -121,7 +121,7 @@ fn empty_error<T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> PoolError {
 /// no call to `memset` (a plain loop of `None` stores became one, which costs more than the
 /// stores at bulk 1). With a constant length it is `n` slots' worth of vector stores.
 #[inline(always)]
-fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
+pub(crate) fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
     struct Clear<'t, T: ?Sized, B, R: Repr>(&'t mut [Slot<T, B, R>]);
     impl<T: ?Sized, B, R: Repr> Halves for Clear<'_, T, B, R> {
         type Out = ();
@@ -251,6 +251,21 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let src = entries_of(hs);
         try_check_owned_all::<B, R>(&self.geometry, src)?;
         self.debug_put(hs);
+        if self.geometry.put_hook {
+            // The reset hook (user code, on_put.rs) after the checks, before the token; its
+            // guard empties the table if it unwinds. Raw pointers: the hook's call must hold no
+            // reference to the table, which that guard writes.
+            let t: *mut [Slot<T, B, R>] = table;
+            // SAFETY: checked above; the table's handles are put right below.
+            unsafe { self.run_on_put(t as *const [H<T, B, R>], Some(t)) };
+            // SAFETY: as `hs` above, read again after the call.
+            token()
+                .cm()
+                .put(entries_of(unsafe { &*(t as *const [H<T, B, R>]) }));
+            // SAFETY: the caller's table; the handles moved into the cache.
+            clear(unsafe { &mut *t });
+            return Ok(());
+        }
         token().cm().put(src);
         // The cache owns those objects now: empty the slots (the handles moved).
         clear(table);

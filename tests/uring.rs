@@ -414,3 +414,54 @@ fn bad_configurations_are_errors() {
     drop(b);
     assert!(p.is_full());
 }
+
+#[test]
+fn the_reset_hook_runs_on_every_buffer_given_back() {
+    // issue 27 part 2: the packets' puts and the receiver's drop (its lent buffers back) run
+    // the pool's `on_put` hook, once per buffer.
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    if !uring_ok("the_reset_hook_runs_on_every_buffer_given_back") {
+        return;
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let pool = Arc::new(
+        PoolBuilder::<Buf>::zeroed(128)
+            .cache_size(0)
+            .name("uring-hook")
+            .on_put(move |b: &mut Buf| {
+                b[..4].fill(0);
+                c.fetch_add(1, SeqCst);
+            })
+            .build()
+            .unwrap(),
+    );
+    let (sock, tx) = udp_pair();
+    let cfg = RxConfig {
+        burst: 16,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
+    rx.recv_multishot(sock.as_raw_fd()).unwrap();
+    rx.poll(&mut Vec::new(), None).unwrap();
+    for k in 0..20 {
+        tx.send(&datagram(k, 100)).unwrap();
+    }
+    let mut out = Vec::new();
+    poll_until(&mut rx, &mut out, 20);
+    assert_eq!(out.len(), 20);
+    let before = calls.load(SeqCst);
+    for p in out.drain(..) {
+        pool.put(p.handle);
+    }
+    assert_eq!(calls.load(SeqCst), before + 20, "one call per packet put");
+    let (lent, before) = (rx.lent() as usize, calls.load(SeqCst));
+    assert!(lent > 0);
+    drop(rx);
+    assert_eq!(
+        calls.load(SeqCst),
+        before + lent,
+        "the lent buffers given back at the receiver's drop"
+    );
+    assert!(pool.is_full());
+}
