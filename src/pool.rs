@@ -795,18 +795,31 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         token: impl FnOnce() -> C,
         hs: &[H<T, B, R>],
     ) {
-        let src = entries_of(hs);
         if g.put_hook {
             // The reset hook (user code, on_put.rs) after the checks, before the token.
-            check_owned_all::<B, R>(g, src);
+            check_owned_all::<B, R>(g, entries_of(hs));
             self.debug_put(hs);
             // SAFETY: checked above; the caller owns `hs` and they are put right below.
             unsafe { self.run_on_put(hs, None) };
-            token().cm().put(src);
-            return;
         }
+        self.put_checked_via(g, token, hs, g.put_hook);
+    }
+
+    /// The put itself, one copy of the cache code for every path (a second inlined copy for
+    /// the hooked path cost +4..12 instructions per object in the callers' loops: register
+    /// pressure). `prechecked`: the identity and debug checks already ran (the hooked path).
+    #[inline(always)]
+    #[track_caller]
+    fn put_checked_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        token: impl FnOnce() -> C,
+        hs: &[H<T, B, R>],
+        prechecked: bool,
+    ) {
+        let src = entries_of(hs);
         if B::CHECKED {
-            if debug::DEBUG_CHECKS {
+            if debug::DEBUG_CHECKS && !prechecked {
                 // The debug hook marks objects free: check first, so that a foreign handle
                 // panics before any mark (the fused check below then passes).
                 check_owned_all::<B, R>(g, src);
@@ -820,7 +833,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             }
             return;
         }
-        self.debug_put(hs);
+        if !prechecked {
+            self.debug_put(hs);
+        }
         token().cm().put(src);
     }
 
@@ -841,12 +856,12 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
         // bulk 1 (callgrind, BENCHMARKS.md issue 14).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
-        if g.put_hook {
+        let hooked = g.put_hook;
+        if hooked {
             // The reset hook may unwind after its guard gave the burst back: `v` must not keep
             // those handles, so it is truncated before the hook (a failed check panics first,
             // leaving `v` whole: nothing moved).
-            let src = entries_of(tail);
-            check_owned_all::<B, R>(g, src);
+            check_owned_all::<B, R>(g, entries_of(tail));
             self.debug_put(tail);
             // SAFETY: the tail's handles move into the pool below (or in the hook's guard);
             // shortening `v` leaves its buffer in place, unread and unwritten by `Vec`, and `v`
@@ -854,12 +869,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             unsafe { v.set_len(len - n) };
             // SAFETY: checked above; this call owns the tail, put right below.
             unsafe { self.run_on_put(tail, None) };
-            token().cm().put(src);
-            return;
         }
-        self.put_via(g, token, tail);
-        // SAFETY: the tail's handles were moved into the cache above (handles have no drop).
-        unsafe { v.set_len(len - n) };
+        self.put_checked_via(g, token, tail, hooked);
+        if !hooked {
+            // SAFETY: the tail's handles were moved into the cache above (handles have no
+            // drop).
+            unsafe { v.set_len(len - n) };
+        }
     }
 
     // ---- counts ---------------------------------------------------------------------------

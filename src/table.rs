@@ -245,28 +245,40 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         if any_empty(table) {
             return Err(empty_error(table));
         }
-        // SAFETY: every slot is Some (checked above), and Some(h) has h's bits
-        // (assert_slot_is_entry); the view is read-only and ends before the slots are cleared.
+        let g = &self.geometry;
+        let hooked = g.put_hook;
+        if hooked || !B::CHECKED || crate::DEBUG_CHECKS {
+            // The checks that must come first (the identity check before the reset hook or the
+            // debug hook; both no-ops for a branded release build), then the hook (user code,
+            // on_put.rs) before the token. Raw pointers: the hook's call must hold no
+            // reference to the table, whose slots its guard empties if it unwinds.
+            let t: *mut [Slot<T, B, R>] = table;
+            // SAFETY: every slot is Some (checked above), and Some(h) has h's bits
+            // (assert_slot_is_entry); read-only, and it ends before the hook's call.
+            let hs = unsafe { &*(t as *const [H<T, B, R>]) };
+            try_check_owned_all::<B, R>(g, entries_of(hs))?;
+            self.debug_put(hs);
+            if hooked {
+                // SAFETY: checked above; the table's handles are put right below.
+                unsafe { self.run_on_put(t as *const [H<T, B, R>], Some(t)) };
+            }
+        }
+        // SAFETY: every slot is Some (checked above; the hook's guard empties them only if it
+        // unwinds, and then this is not reached), and Some(h) has h's bits; the view is
+        // read-only and ends before the slots are cleared.
         let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
         let src = entries_of(hs);
-        try_check_owned_all::<B, R>(&self.geometry, src)?;
-        self.debug_put(hs);
-        if self.geometry.put_hook {
-            // The reset hook (user code, on_put.rs) after the checks, before the token; its
-            // guard empties the table if it unwinds. Raw pointers: the hook's call must hold no
-            // reference to the table, which that guard writes.
-            let t: *mut [Slot<T, B, R>] = table;
-            // SAFETY: checked above; the table's handles are put right below.
-            unsafe { self.run_on_put(t as *const [H<T, B, R>], Some(t)) };
-            // SAFETY: as `hs` above, read again after the call.
-            token()
-                .cm()
-                .put(entries_of(unsafe { &*(t as *const [H<T, B, R>]) }));
-            // SAFETY: the caller's table; the handles moved into the cache.
-            clear(unsafe { &mut *t });
-            return Ok(());
+        if B::CHECKED {
+            // The identity check fused into the cache's copy (as `put_via`; it passes when the
+            // checks above ran): a failure changes nothing and is reported here, after the
+            // token is gone, as the typed error.
+            if !token().cm().put_checked(src, |e| R::rank(g, e), g.span) {
+                try_check_owned_all::<B, R>(g, src)?;
+                unreachable!("idxpool: the fused check and the plain one disagree");
+            }
+        } else {
+            token().cm().put(src);
         }
-        token().cm().put(src);
         // The cache owns those objects now: empty the slots (the handles moved).
         clear(table);
         Ok(())
