@@ -82,6 +82,7 @@ mod table;
 mod thread;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;
+mod wait;
 pub mod xdp;
 
 pub use audit::AuditReport;
@@ -103,6 +104,7 @@ pub use pool::{ObjectsMut, Pool, Resolver};
 pub use region::{Backing, BackingPolicy, BackingReport, Fallback};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use stats::Stats;
+pub use wait::GetWait;
 
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools. Its derives name
 /// `::bytemuck` by default; a crate that does not depend on bytemuck itself points them at

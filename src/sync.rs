@@ -2,9 +2,34 @@
 //! ring and the cache registry can be model-checked with `RUSTFLAGS="--cfg loom"`.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+
+// The waiter queue of the common ring (wait.rs): its lock and the parking of blocked threads.
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(loom)]
+pub(crate) use loom::thread::{current as current_thread, Thread};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::thread::{current as current_thread, Thread};
+
+/// Parks the calling thread until it is unparked or `timeout` passes (`None`: no timeout);
+/// may return spuriously. Under loom the timeout is ignored (loom models time no timeouts).
+pub(crate) fn park(timeout: Option<std::time::Duration>) {
+    #[cfg(loom)]
+    {
+        let _ = timeout;
+        loom::thread::park();
+    }
+    #[cfg(not(loom))]
+    match timeout {
+        Some(t) => std::thread::park_timeout(t),
+        None => std::thread::park(),
+    }
+}
 
 /// Spin-wait helper: crossbeam's exponential `Backoff` normally; under loom a plain yield, so the
 /// model checker can schedule the thread we are waiting for.

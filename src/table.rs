@@ -214,7 +214,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             self.got_into(table);
             return Ok(());
         }
-        match cm.get(dst, Behavior::Bulk) {
+        let r = cm.get(dst, Behavior::Bulk);
+        if r.is_err() {
+            // After the token (wait.rs): a failed get gives its refill back to the ring.
+            drop(t);
+            self.core.waiters.after_put(&self.core.ring);
+        }
+        match r {
             Ok(_) => {
                 self.got_into(table);
                 Ok(())
@@ -264,7 +270,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let src = entries_of(hs);
         try_check_owned_all::<B, R>(&self.geometry, src)?;
         self.debug_put(hs);
-        token().cm().put(src);
+        if token().cm().put(src) {
+            self.core.waiters.after_put(&self.core.ring); // after the token (wait.rs)
+        }
         // The cache owns those objects now: empty the slots (the handles moved).
         clear(table);
         Ok(())
