@@ -359,6 +359,8 @@ impl<E: Copy> Ring<E> {
     pub(crate) fn has_waiters(&self) -> bool {
         if self.flags.single_producer {
             crate::sync::fence(Ordering::SeqCst);
+        } else {
+            crate::sync::seq_cst_fence_under_loom();
         }
         self.st().prod.waiting.load(Ordering::SeqCst) != 0
     }

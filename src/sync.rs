@@ -16,6 +16,17 @@ pub(crate) use std::sync::{Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::thread::{current as current_thread, Thread};
 
+/// Under loom only, a SeqCst fence; nothing otherwise. Loom treats SeqCst accesses as AcqRel
+/// (its README, "limitations") but models SeqCst fences: the waiter handshake (wait.rs), which
+/// relies on the single total order of its SeqCst accesses, places one after each of its
+/// SeqCst RMW / load pairs under loom, which gives the model exactly the ordering those
+/// accesses guarantee in the real build (store-buffering forbidden) at no cost outside loom.
+#[inline(always)]
+pub(crate) fn seq_cst_fence_under_loom() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// Parks the calling thread until it is unparked or `timeout` passes (`None`: no timeout);
 /// may return spuriously. Under loom the timeout is ignored (loom models time no timeouts).
 pub(crate) fn park(timeout: Option<std::time::Duration>) {

@@ -137,6 +137,7 @@ impl WaitQueue {
                 wake,
             });
             ring.waiting().fetch_add(1, Ordering::SeqCst);
+            crate::sync::seq_cst_fence_under_loom();
             id
         };
         ring.settle_producers();
