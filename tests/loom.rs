@@ -478,7 +478,7 @@ fn waiter_handshake_two_waiters_two_puts() {
     // hand-over between waiters).
     // Three threads, two of them in the wait loop: longer executions than loom's default
     // limit of scheduling points.
-    model_with(Some(2), 20_000, || {
+    model_with(Some(1), 20_000, || {
         let pool = Arc::new(empty_pool::<LoomWaitTwo>(2));
         let (a, b) = (pool.get().unwrap(), pool.get().unwrap());
         let p = pool.clone();
