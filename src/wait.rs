@@ -232,8 +232,11 @@ impl WaitQueue {
     }
 
     /// The check of an operation whose token reached the ring, after the token is gone: wakes
-    /// waiters if there are any (module docs).
-    #[inline(always)]
+    /// waiters if there are any (module docs). Out of line and cold: it is reached only from
+    /// the slow paths, and inlined there it changed the register allocation of the callers'
+    /// loops (+5% instructions per object in touch_micro's pool loop, BENCHMARKS.md 15).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn after_put<E: Copy>(&self, ring: &Ring<E>) {
         if ring.has_waiters() {
             self.wake(ring, None);
