@@ -517,6 +517,17 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Future for GetWait<'_, T, B, R> {
                 id
             }
             Some(id) => {
+                // Woken (or polled again): try first; only a failed try re-arms (clears the
+                // mark, keeps the current waker) and tries again before `Pending`, so that a
+                // served wake-up takes the lock once (to leave).
+                if let Ok(h) = pool.get_from_ring() {
+                    this.id = None;
+                    queue.leave(ring, id);
+                    if ring.count() > 0 {
+                        queue.wake(ring, None);
+                    }
+                    return Poll::Ready(Ok(h));
+                }
                 queue.rearm(id, Some(cx.waker()));
                 id
             }
