@@ -707,9 +707,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             });
         }
         let r = self.get_into_vec(out, n, |dst| cm.get(dst, behavior));
-        if !matches!(r, Ok(k) if k == n) {
-            // A short get may have given its refill back to the ring: after the token, the
-            // check for waiters (wait.rs).
+        if r.is_err() {
+            // A failed get may have given its refill back to the ring: after the token, the
+            // check for waiters (wait.rs). A burst that came back short took the ring's
+            // entries (its own given-back refill included) down to none.
             drop(t);
             self.core.waiters.after_put(&self.core.ring);
         }
