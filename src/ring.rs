@@ -359,8 +359,6 @@ impl<E: Copy> Ring<E> {
     pub(crate) fn has_waiters(&self) -> bool {
         if self.flags.single_producer {
             crate::sync::fence(Ordering::SeqCst);
-        } else {
-            crate::sync::seq_cst_fence_under_loom();
         }
         self.st().prod.waiting.load(Ordering::SeqCst) != 0
     }
@@ -548,6 +546,10 @@ impl<E: Copy> Ring<E> {
                 .compare_exchange_weak(old_head, new_head, order, Ordering::Relaxed)
                 .is_ok()
             {
+                if side == Side::Prod {
+                    // Loom models the CAS as AcqRel: the fence stands for its SeqCst (wait.rs).
+                    crate::sync::seq_cst_fence_under_loom();
+                }
                 return Ok((old_head, take, room - take));
             }
             backoff.snooze();

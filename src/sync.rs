@@ -18,9 +18,13 @@ pub(crate) use std::thread::{current as current_thread, Thread};
 
 /// Under loom only, a SeqCst fence; nothing otherwise. Loom treats SeqCst accesses as AcqRel
 /// (its README, "limitations") but models SeqCst fences: the waiter handshake (wait.rs), which
-/// relies on the single total order of its SeqCst accesses, places one after each of its
-/// SeqCst RMW / load pairs under loom, which gives the model exactly the ordering those
-/// accesses guarantee in the real build (store-buffering forbidden) at no cost outside loom.
+/// relies on the single total order of two SeqCst pairs (the producer's CAS of `prod.head`
+/// then its load of the waiter count; the waiter's increment then its load of `prod.head`),
+/// places one right after the first access of each pair under loom. That gives the model the
+/// ordering those accesses guarantee in the real build (store-buffering between the pairs
+/// forbidden) and no more: the producer's fence is after its CAS, not after its publication,
+/// so the model still needs the waiter's wait for in-flight producers (a mutant without
+/// `settle_producers` deadlocks in `waiter_handshake_blocking`). Nothing outside loom.
 #[inline(always)]
 pub(crate) fn seq_cst_fence_under_loom() {
     #[cfg(loom)]
