@@ -363,3 +363,41 @@ fn async_waiter_woken_across_threads() {
     pool.put(h);
     assert!(pool.is_full());
 }
+
+#[test]
+fn single_producer_ring_wakes_waiters_too() {
+    // A single-producer ring moves prod.head with a plain store: the check for waiters issues
+    // a SeqCst fence first (ring.rs `has_waiters`). One putter thread at a time, as the mode
+    // requires.
+    // SAFETY: only the putter thread below puts (no cache: every put reaches the ring); the
+    // main thread only gets.
+    let pool = unsafe {
+        PoolBuilder::<u64>::with_default(2)
+            .cache_size(0)
+            .ring_modes(true, false)
+    }
+    .build()
+    .unwrap();
+    let mut all = Vec::new();
+    pool.get_bulk(&mut all, 2).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut held = all;
+    std::thread::scope(|s| {
+        let p = &pool;
+        s.spawn(move || {
+            for h in rx {
+                p.put(h);
+            }
+        });
+        for _ in 0..200 {
+            tx.send(held.pop().unwrap()).unwrap();
+            if held.is_empty() {
+                held.push(pool.get_wait(LONG).unwrap());
+            }
+        }
+        drop(tx);
+    });
+    // The putter is gone: this thread may put now.
+    pool.put_bulk(&mut held);
+    assert!(pool.is_full());
+}
