@@ -11,7 +11,9 @@
 //! failed get that gave back its refill, a thread-exit flush) checks the waiter count, after
 //! its token is gone: one load of the ring's producer line, which that operation has just
 //! written ([`crate::ring::Ring`]'s `has_waiters`). Wakers run there, outside any token (they
-//! are user code: issue 25's re-entrancy rule).
+//! are user code: issue 25's re-entrancy rule): an implicit cache's token is dropped first; a
+//! `LocalCache`'s long-lived token is no longer in use, its state is published, and the
+//! `LocalCache` is borrowed mutably by the caller, so no code a waker runs can reach it.
 //!
 //! **The handshake** (no lost wake-up; the loom model `waiter_handshake_*` in tests/loom.rs):
 //! * a put reserves its slots with a SeqCst CAS on `prod.head`, publishes them (`prod.tail`),
