@@ -214,18 +214,15 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             self.got_into(table);
             return Ok(());
         }
-        let r = cm.get(dst, Behavior::Bulk);
-        if r.is_err() {
-            // After the token (wait.rs): a failed get gives its refill back to the ring.
-            drop(t);
-            self.core.waiters.after_put(&self.core.ring);
-        }
-        match r {
+        match cm.get(dst, Behavior::Bulk) {
             Ok(_) => {
                 self.got_into(table);
                 Ok(())
             }
             Err(available) => {
+                // After the token (wait.rs): a failed get gives its refill back to the ring.
+                drop(t);
+                self.core.waiters.after_put(&self.core.ring);
                 // A failed bulk get hands out nothing: make sure no slot shows an entry (the
                 // cache kept every entry it may have copied here, so these bits name no
                 // handle).
