@@ -545,6 +545,17 @@ impl<E: Copy> Cache<E> {
     }
 }
 
+/// What [`CacheMut::put_checked`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// Appended to the cache (the fast path).
+    Cached,
+    /// Through the cold path: entries may have reached the ring (check for waiters).
+    Ring,
+    /// An entry failed the identity check: nothing moved.
+    Foreign,
+}
+
 /// Exclusive access to one cache and the common ring behind it: the owner token through which
 /// every get and put of the core pool runs (DPDK's `rte_mempool_do_generic_get` /
 /// `rte_mempool_do_generic_put`, with the cache argument). It is neither `Send`, `Sync` nor
@@ -702,12 +713,15 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// objects of this pool, now owned by the cache); always succeeds.
     ///
     /// Fast path: they fit under the flush threshold: append them. Else (cold)
-    /// [`put_overflow`].
+    /// [`put_overflow`]. Returns true when the cold path ran (entries may have reached the
+    /// ring: the adapter then checks for waiters once the token is gone, wait.rs).
     #[inline(always)]
-    pub(crate) fn put(&mut self, src: &[E]) {
+    pub(crate) fn put(&mut self, src: &[E]) -> bool {
         if !self.append(src) {
             self.cold(|c| c.put_slow(src));
+            return true;
         }
+        false
     }
 
     /// The put's fast path alone: appends `src` if it fits under the flush threshold (then
@@ -731,10 +745,10 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// The put of a run-time pool: as [`CacheMut::put`], with the identity check of every
     /// entry (`rank(e) < span`) fused into the fast path's copy (the copied entries lie above
     /// `len` and are published only if the check passes), and made before anything moves on
-    /// the slow path. Returns false, with nothing changed, when an entry fails the check; the
-    /// caller reports it after the token is gone.
+    /// the slow path. Returns [`Put::Foreign`], with nothing changed, when an entry fails the
+    /// check; the caller reports it after the token is gone.
     #[inline(always)]
-    pub(crate) fn put_checked(&mut self, src: &[E], rank: impl Fn(E) -> u32, span: u32) -> bool {
+    pub(crate) fn put_checked(&mut self, src: &[E], rank: impl Fn(E) -> u32, span: u32) -> Put {
         let n = src.len();
         if n <= self.fill_limit - self.len {
             // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
@@ -742,19 +756,19 @@ impl<'a, E: Copy> CacheMut<'a, E> {
                 crate::repr::copy_entries_or(src.as_ptr(), self.objs.add(self.len), n, rank)
             };
             if or >= span {
-                return false; // written above len only: nothing published, nothing moved
+                return Put::Foreign; // written above len only: nothing published, nothing moved
             }
             self.len += n;
             self.publish();
             self.count(Counter::PutBulk, 1);
             self.count(Counter::PutObjs, n);
-            return true;
+            return Put::Cached;
         }
         if src.iter().fold(0, |m, &e| m | rank(e)) >= span {
-            return false;
+            return Put::Foreign;
         }
         self.cold(|c| c.put_slow(src));
-        true
+        Put::Ring
     }
 
     #[cold]
@@ -922,7 +936,7 @@ mod tests {
             Ok(v.into_iter().map(|e| unsafe { e.assume_init() }).collect())
         }
         fn put(&self, v: &[u32]) {
-            self.cm().put(v)
+            self.cm().put(v);
         }
         fn get_one(&self) -> Option<u32> {
             self.get(1).ok().map(|v| v[0])
@@ -948,7 +962,7 @@ mod tests {
             let len_before = cm.len();
             let mut src: Vec<u32> = (0..n as u32).collect();
             *src.last_mut().unwrap() = 150; // the last one is foreign
-            assert!(!cm.put_checked(&src, rank, 100), "n = {n}");
+            assert_eq!(cm.put_checked(&src, rank, 100), Put::Foreign, "n = {n}");
             assert_eq!(
                 (cm.len(), o.r.count()),
                 (len_before, ring_before),
@@ -964,8 +978,8 @@ mod tests {
             .map(|e| unsafe { e.assume_init() })
             .collect();
         let (small, rest) = got.split_at(1);
-        assert!(cm.put_checked(small, |e| e % 200, 200));
-        assert!(cm.put_checked(rest, |e| e % 200, 200));
+        assert_ne!(cm.put_checked(small, |e| e % 200, 200), Put::Foreign);
+        assert_ne!(cm.put_checked(rest, |e| e % 200, 200), Put::Foreign);
         let _ = cm.len(); // the token published its length on every put
         o.flush();
         assert_eq!(o.r.count(), 200, "every entry home");

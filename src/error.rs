@@ -218,6 +218,15 @@ pub enum PoolError {
         /// The pool's name.
         pool: String,
     },
+    /// A waiting get ([`crate::Pool::get_wait`], [`crate::Pool::get_bulk_wait`]) found no
+    /// objects for it within its timeout: nothing was taken.
+    #[error("timed out after {waited:?} waiting for {requested} objects")]
+    Timeout {
+        /// Number of objects requested.
+        requested: usize,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
 }
 
 impl PoolError {

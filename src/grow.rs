@@ -211,6 +211,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             i = end;
         }
         g.cap.store(new, Ordering::Release);
+        // Waiters for objects (wait.rs): the new ones are in the ring.
+        self.core.waiters.after_put(&self.core.ring);
         Ok(new)
     }
 }

@@ -86,6 +86,7 @@ mod table;
 mod thread;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;
+mod wait;
 // AF_XDP's frame map: with the io_uring half of "feeding the kernel" (feature `uring`).
 #[cfg(feature = "uring")]
 pub mod xdp;

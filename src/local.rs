@@ -224,6 +224,8 @@ impl<P: PoolRef> LocalCache<P> {
     /// Returns every cached object to the ring (rte_mempool_cache_flush).
     pub fn flush(&mut self) {
         self.cm.flush();
+        let core = &self.pool.pool().core;
+        core.waiters.after_put(&core.ring); // wait.rs
     }
 }
 

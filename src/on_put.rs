@@ -59,6 +59,8 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
             // SAFETY: the caller's table (run_on_put's contract), its handles moved just above.
             clear(unsafe { &mut *t });
         }
+        // Waiters for objects (wait.rs): the burst is in the ring (the token above is gone).
+        core.waiters.after_put(&core.ring);
     }
 }
 

@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::brand::{Brand, BrandSlot};
-use crate::cache::{Cache, CacheMut, FlushPolicy};
+use crate::cache::{Cache, CacheMut, FlushPolicy, Put};
 use crate::debug::{self, ObjectStates};
 use crate::element::Element;
 use crate::error::PoolError;
@@ -40,6 +40,8 @@ pub(crate) struct PoolCore<E> {
     /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
     /// `idxpool::uring`): neither free nor held by a handle. Written only by their lender.
     pub(crate) kernel_lent: std::sync::atomic::AtomicUsize,
+    /// Getters waiting for objects (wait.rs); their count is on the ring's producer line.
+    pub(crate) waiters: crate::wait::WaitQueue,
 }
 
 impl<E> PoolCore<E> {
@@ -70,6 +72,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             retired: Mutex::new(Stats::default()),
             baseline: Mutex::new(Stats::default()),
             kernel_lent: std::sync::atomic::AtomicUsize::new(0),
+            waiters: crate::wait::WaitQueue::new(),
         })
     }
 }
@@ -99,6 +102,8 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
             unsafe { CacheMut::new(NonNull::from(cache), &self.ring) }.flush();
             self.retire_counters(cache);
         });
+        // After the token (wait.rs): the flushed objects may serve waiters.
+        self.waiters.after_put(&self.ring);
     }
 }
 
@@ -632,6 +637,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         if let Some(c) = self.core.registry.current(self.id) {
             // SAFETY: the calling thread's own cache.
             unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }.flush();
+            self.core.waiters.after_put(&self.core.ring);
         }
     }
 
@@ -696,14 +702,22 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 Ok(n)
             });
         }
-        self.get_into_vec(out, n, |dst| cm.get(dst, behavior))
+        let r = self.get_into_vec(out, n, |dst| cm.get(dst, behavior));
+        if r.is_err() {
+            // A failed get may have given its refill back to the ring: after the token, the
+            // check for waiters (wait.rs). A burst that came back short took the ring's
+            // entries (its own given-back refill included) down to none.
+            drop(t);
+            self.core.waiters.after_put(&self.core.ring);
+        }
+        r
     }
 
     /// Appends the handles of the entries `get` writes into `n` spare slots of `out` (which
     /// has room: the caller reserved it before taking its token): `get` returns how many it
     /// wrote, or `Err(reachable)`.
     #[inline(always)]
-    fn get_into_vec(
+    pub(crate) fn get_into_vec(
         &self,
         out: &mut Vec<H<T, B, R>>,
         n: usize,
@@ -755,12 +769,17 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 Ok(N)
             });
         }
-        self.get_into_array(|dst| cm.get(dst, Behavior::Bulk))
+        let r = self.get_into_array(|dst| cm.get(dst, Behavior::Bulk));
+        if r.is_err() {
+            drop(t); // as get_vec_via
+            self.core.waiters.after_put(&self.core.ring);
+        }
+        r
     }
 
     /// The handles of the `N` entries `get` writes (all of them, or `Err(reachable)`).
     #[inline(always)]
-    fn get_into_array<const N: usize>(
+    pub(crate) fn get_into_array<const N: usize>(
         &self,
         get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
     ) -> Result<[H<T, B, R>; N], PoolError> {
@@ -827,16 +846,22 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             }
             // The identity check fused into the cache's copy; a failure changes nothing and is
             // reported here, after the token is gone (a panic runs user code: the hook).
-            let ok = token().cm().put_checked(src, |e| R::rank(g, e), g.span);
-            if !ok {
-                foreign_panic_any::<R>(g, src)
+            let done = token().cm().put_checked(src, |e| R::rank(g, e), g.span);
+            match done {
+                Put::Cached => {}
+                // After the token (wait.rs): entries may have reached the ring.
+                Put::Ring => self.core.waiters.after_put(&self.core.ring),
+                Put::Foreign => foreign_panic_any::<R>(g, src),
             }
             return;
         }
         if !prechecked {
             self.debug_put(hs);
         }
-        token().cm().put(src);
+        if token().cm().put(src) {
+            // After the token (wait.rs): entries may have reached the ring.
+            self.core.waiters.after_put(&self.core.ring);
+        }
     }
 
     /// Puts the last `n` handles of `v` (clamped to its length) through the token `token`

@@ -82,6 +82,10 @@ pub(crate) struct Transfer {
 struct HeadTail {
     head: AtomicU32,
     tail: AtomicU32,
+    /// Producer side only: threads waiting for entries (the pool's waiter queue, wait.rs),
+    /// beside the counters a put into the ring has just written, so that the put's check for
+    /// waiters reads no other line. Unused on the consumer side and by rings without waiters.
+    waiting: AtomicU32,
 }
 
 /// The mutable state of a ring: producer and consumer head/tail counters, each pair on its own
@@ -100,6 +104,7 @@ impl RingState {
             CachePadded::new(HeadTail {
                 head: AtomicU32::new(start),
                 tail: AtomicU32::new(start),
+                waiting: AtomicU32::new(0),
             })
         };
         RingState {
@@ -328,6 +333,38 @@ impl<E: Copy> Ring<E> {
         self.capacity() - self.count()
     }
 
+    /// The count of threads waiting for entries (wait.rs), on the producer counters' line.
+    #[inline(always)]
+    pub(crate) fn waiting(&self) -> &AtomicU32 {
+        &self.st().prod.waiting
+    }
+
+    /// True when a waiter may be registered: the check of every put that reached the ring,
+    /// after it (wait.rs, "the handshake"). One load of the producer line the put has just
+    /// written; a SeqCst fence first in single-producer mode, whose head moves by a plain
+    /// store.
+    #[inline(always)]
+    pub(crate) fn has_waiters(&self) -> bool {
+        if self.flags.single_producer {
+            crate::sync::fence(Ordering::SeqCst);
+        }
+        self.st().prod.waiting.load(Ordering::SeqCst) != 0
+    }
+
+    /// Waits until every enqueue that had reserved its slots when this call read `prod.head`
+    /// (SeqCst, after the caller's registration as a waiter) has published them: afterwards a
+    /// dequeue sees their entries. A producer preempted between its reservation and its
+    /// publication is waited for with `Backoff` (yielding), as producers wait for each other.
+    pub(crate) fn settle_producers(&self) {
+        let st = self.st();
+        let head = st.prod.head.load(Ordering::SeqCst);
+        let backoff = Backoff::new();
+        // tail trails head by less than 2^31: "not yet reached" is a positive difference.
+        while (head.wrapping_sub(st.prod.tail.load(Ordering::Acquire)) as i32) > 0 {
+            backoff.snooze();
+        }
+    }
+
     /// Enqueues all of `src` or nothing (rte_ring_enqueue_bulk). Returns true on success.
     #[inline]
     pub fn enqueue_bulk(&self, src: &[E]) -> bool {
@@ -500,11 +537,21 @@ impl<E: Copy> Ring<E> {
                 d.head.store(new_head, Ordering::Relaxed);
                 return Ok((old_head, take, room - take));
             }
-            // (B) CAS AcqRel: see (A).
+            // (B) CAS AcqRel: see (A). SeqCst on the producer side: the waiter handshake
+            // (wait.rs) orders it against a waiter's registration; on x86 and on arm64 with
+            // LSE it is the same instruction as AcqRel.
+            let order = match side {
+                Side::Prod => Ordering::SeqCst,
+                Side::Cons => Ordering::AcqRel,
+            };
             if d.head
-                .compare_exchange_weak(old_head, new_head, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(old_head, new_head, order, Ordering::Relaxed)
                 .is_ok()
             {
+                if side == Side::Prod {
+                    // Loom models the CAS as AcqRel: the fence stands for its SeqCst (wait.rs).
+                    crate::sync::seq_cst_fence_under_loom();
+                }
                 return Ok((old_head, take, room - take));
             }
             backoff.snooze();

@@ -17,6 +17,7 @@
 use std::mem::MaybeUninit;
 
 use crate::brand::Brand;
+use crate::cache::Put;
 use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
@@ -207,6 +208,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 Ok(())
             }
             Err(available) => {
+                // After the token (wait.rs): a failed get gives its refill back to the ring.
+                drop(t);
+                self.core.waiters.after_put(&self.core.ring);
                 // A failed bulk get hands out nothing: make sure no slot shows an entry (the
                 // cache kept every entry it may have copied here, so these bits name no
                 // handle).
@@ -272,12 +276,17 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             // The identity check fused into the cache's copy (as `put_via`; it passes when the
             // checks above ran): a failure changes nothing and is reported here, after the
             // token is gone, as the typed error.
-            if !token().cm().put_checked(src, |e| R::rank(g, e), g.span) {
-                try_check_owned_all::<B, R>(g, src)?;
-                unreachable!("idxpool: the fused check and the plain one disagree");
+            match token().cm().put_checked(src, |e| R::rank(g, e), g.span) {
+                Put::Cached => {}
+                // After the token (wait.rs): entries may have reached the ring.
+                Put::Ring => self.core.waiters.after_put(&self.core.ring),
+                Put::Foreign => {
+                    try_check_owned_all::<B, R>(g, src)?;
+                    unreachable!("idxpool: the fused check and the plain one disagree");
+                }
             }
-        } else {
-            token().cm().put(src);
+        } else if token().cm().put(src) {
+            self.core.waiters.after_put(&self.core.ring); // after the token (wait.rs)
         }
         // The cache owns those objects now: empty the slots (the handles moved).
         clear(table);

@@ -35,7 +35,13 @@ use loom::thread;
 /// per execution loom explores; `None` = exhaustive); `LOOM_MAX_PREEMPTIONS` overrides it.
 /// Prints how many executions were explored.
 fn model(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+    model_with(bound, 1_000, f)
+}
+
+/// [`model`] with loom's limit of scheduling points per execution (`max_branches`).
+fn model_with(bound: Option<usize>, max_branches: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
+    b.max_branches = max_branches;
     if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
         b.preemption_bound = bound;
     }
@@ -479,5 +485,79 @@ fn grow_publishes_initialised_objects() {
         assert_eq!(pool.capacity(), 2);
         assert_eq!(pool.available(), 2);
         assert_eq!(pool.audit().unwrap().in_use, 0);
+    });
+}
+
+// ---- the waiter handshake (issue 27, src/wait.rs) ----------------------------------------
+//
+// A put into the ring (a pool with no caches: every put goes to the ring) against a getter
+// that finds the pool empty and waits. A lost wake-up leaves the waiter parked (or its future
+// pending) for ever, which loom reports as a deadlock; a lost object fails the final count.
+
+idxpool::brand!(LoomWaitBlocking);
+idxpool::brand!(LoomWaitAsync);
+idxpool::brand!(LoomWaitTwo);
+
+fn empty_pool<B: idxpool::NamedBrand>(capacity: u32) -> idxpool::Pool<u64, B> {
+    PoolBuilder::<u64>::with_default(capacity)
+        .cache_size(0)
+        .backing(BackingPolicy::Require(Backing::Heap))
+        .max_threads(1)
+        .build_named::<B>()
+        .unwrap()
+}
+
+#[test]
+fn waiter_handshake_blocking() {
+    model(Some(3), || {
+        let pool = Arc::new(empty_pool::<LoomWaitBlocking>(1));
+        let h = pool.get().unwrap(); // the pool is empty now
+        let p = pool.clone();
+        let putter = thread::spawn(move || p.put(h));
+        let h = pool.get_wait(std::time::Duration::MAX).unwrap();
+        putter.join().unwrap();
+        pool.put(h);
+        assert_eq!(pool.available(), 1);
+    });
+}
+
+#[test]
+fn waiter_handshake_async() {
+    model(Some(3), || {
+        let pool = Arc::new(empty_pool::<LoomWaitAsync>(1));
+        let h = pool.get().unwrap();
+        let p = pool.clone();
+        let putter = thread::spawn(move || p.put(h));
+        let h = loom::future::block_on(pool.get_async()).unwrap();
+        putter.join().unwrap();
+        pool.put(h);
+        assert_eq!(pool.available(), 1);
+    });
+}
+
+#[test]
+fn waiter_handshake_two_waiters_two_puts() {
+    // Two waiters, two objects put one at a time: both are served (the wake budget and the
+    // hand-over between waiters).
+    // Three threads, two of them in the wait loop: longer executions than loom's default
+    // limit of scheduling points.
+    model_with(Some(1), 20_000, || {
+        let pool = Arc::new(empty_pool::<LoomWaitTwo>(2));
+        let (a, b) = (pool.get().unwrap(), pool.get().unwrap());
+        let p = pool.clone();
+        let waiter = thread::spawn(move || {
+            let h = p.get_wait(std::time::Duration::MAX).unwrap();
+            p.put(h);
+        });
+        let p = pool.clone();
+        let putter = thread::spawn(move || {
+            p.put(a);
+            p.put(b);
+        });
+        let h = pool.get_wait(std::time::Duration::MAX).unwrap();
+        pool.put(h);
+        waiter.join().unwrap();
+        putter.join().unwrap();
+        assert_eq!(pool.available(), 2);
     });
 }

@@ -1,0 +1,576 @@
+//! Waiting on exhaustion (issue 27): the pool's queue of waiting getters and the handshake
+//! with the puts that reach the common ring.
+//!
+//! A get that finds the pool empty may wait ([`crate::Pool::get_wait`],
+//! [`crate::Pool::get_bulk_wait`], the future [`GetWait`]): it registers in the queue, in
+//! arrival order, and sleeps (a parked thread, or a pending future whose `Waker` is kept) until
+//! a put that reached the ring wakes it, or its timeout passes, or (the future) it is dropped.
+//!
+//! **Zero cost when nobody waits.** A put into the thread's cache (the fast path) does nothing
+//! new. Only an operation whose cache token went to the ring (a flush, an uncached put, a
+//! failed get that gave back its refill, a thread-exit flush) checks the waiter count, after
+//! its token is gone: one load of the ring's producer line, which that operation has just
+//! written ([`crate::ring::Ring`]'s `has_waiters`). Wakers run there, outside any token (they
+//! are user code: issue 25's re-entrancy rule): an implicit cache's token is dropped first; a
+//! `LocalCache`'s long-lived token is no longer in use, its state is published, and the
+//! `LocalCache` is borrowed mutably by the caller, so no code a waker runs can reach it.
+//!
+//! **The handshake** (no lost wake-up; the loom model `waiter_handshake_*` in tests/loom.rs):
+//! * a put reserves its slots with a SeqCst CAS on `prod.head`, publishes them (`prod.tail`),
+//!   and then loads the waiter count (SeqCst); if it is not 0, it wakes waiters;
+//! * a waiter increments the count (SeqCst RMW, under the queue lock), then reads `prod.head`
+//!   (SeqCst) and waits until `prod.tail` has reached it (`settle_producers`), then retries
+//!   its get, and only then sleeps.
+//!
+//! In the single total order of SeqCst operations, either the put's load of the count comes
+//! after the waiter's increment (the put sees the waiter and wakes it), or the put's CAS comes
+//! before the waiter's read of `prod.head` (the waiter sees the reservation, waits for its
+//! publication, and its retry sees the entries). Single-producer rings move `prod.head` with a
+//! plain store: their put issues a SeqCst fence before the load instead.
+//!
+//! **Who is woken.** A put that sees waiters wakes, from the front of the queue, waiters not
+//! already woken until their requests add up to the entries in the ring (at least one). A
+//! woken waiter retries its get from the ring only (never refilling its own cache, which would
+//! hoard objects other waiters need); if that fails while entries remain (its request is
+//! larger than what is there), it passes the wake-up on to the waiters behind it. A waiter
+//! that leaves (served, timed out, or a future dropped) while entries remain wakes the front
+//! waiters for them: a wake-up is never lost by a cancellation.
+//!
+//! **Order.** Wake-ups go in arrival order (FIFO), and a woken waiter keeps its place until it
+//! is served. Gets that do not wait are not queued and may take an entry before a woken waiter
+//! retries (barging, as with `Mutex` + `Condvar`); the loser goes back to sleep in its place.
+//! A bulk waiter may be overtaken by later waiters with smaller requests while the ring holds
+//! fewer entries than it asks for (no starvation-freedom for large requests).
+//!
+//! **What a waiter may rely on.** It is woken when objects reach the common ring: a put
+//! through a cache of size 0, a cache's flush (its fill limit crossed, [`crate::Pool::flush`],
+//! a [`crate::LocalCache`] flushed or dropped, the exit of a thread). Objects that sit in other
+//! threads' caches stay there (DPDK's answer): up to `threads x fill limit` of them are not
+//! reachable by a waiter until their owner flushes.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::brand::Brand;
+use crate::element::Element;
+use crate::error::PoolError;
+use crate::handle::Handle;
+use crate::pool::Pool;
+use crate::repr::Repr;
+use crate::ring::Ring;
+use crate::sync::{current_thread, Mutex, Ordering, Thread};
+
+/// How a waiter is woken.
+enum Wake {
+    /// A thread blocked in `get_wait`: unparked.
+    Thread(Thread),
+    /// A pending future: its waker (taken out when it is woken; set again at the next poll).
+    Waker(Option<Waker>),
+}
+
+/// One registered waiter.
+struct Entry {
+    id: u64,
+    /// Objects it asks for.
+    n: usize,
+    /// Woken and not yet retried: a put skips it.
+    notified: bool,
+    wake: Wake,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_id: u64,
+    entries: VecDeque<Entry>,
+}
+
+/// Something to wake, taken out of the queue under its lock and woken after it.
+enum Wakeup {
+    Thread(Thread),
+    Waker(Waker),
+}
+
+impl Wakeup {
+    fn wake(self) {
+        match self {
+            Wakeup::Thread(t) => t.unpark(),
+            Wakeup::Waker(w) => w.wake(),
+        }
+    }
+}
+
+/// Wake-ups taken per round of the lock: a fixed array, so that nothing is allocated with the
+/// lock held (a global allocator may use the pool).
+const ROUND: usize = 8;
+
+/// The queue of waiting getters of one pool, in arrival order. Its count of waiters lives on
+/// the ring's producer line ([`Ring::waiting`]).
+pub(crate) struct WaitQueue {
+    inner: Mutex<Inner>,
+}
+
+impl WaitQueue {
+    pub(crate) fn new() -> Self {
+        WaitQueue {
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
+        // Nothing panics under this lock (no user code runs under it): never poisoned, but a
+        // poisoned lock's queue is still consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a waiter for `n` objects at the back of the queue; returns its id. Then waits
+    /// for the puts already reserved in the ring (the handshake, module docs).
+    fn register<E: Copy>(&self, ring: &Ring<E>, n: usize, wake: Wake) -> u64 {
+        let id = {
+            let mut q = self.lock();
+            let id = q.next_id;
+            q.next_id += 1;
+            q.entries.push_back(Entry {
+                id,
+                n,
+                notified: false,
+                wake,
+            });
+            ring.waiting().fetch_add(1, Ordering::SeqCst);
+            crate::sync::seq_cst_fence_under_loom();
+            id
+        };
+        ring.settle_producers();
+        id
+    }
+
+    /// Clears the waiter's `notified` mark before it retries; a future gives its current waker
+    /// (cloned before the lock: a clone is user code). The waker it replaces is dropped after
+    /// the lock.
+    fn rearm(&self, id: u64, waker: Option<&Waker>) {
+        let mut fresh = waker.map(|w| Some(w.clone()));
+        {
+            let mut q = self.lock();
+            if let Some(e) = q.entries.iter_mut().find(|e| e.id == id) {
+                e.notified = false;
+                if let (Wake::Waker(slot), Some(new)) = (&mut e.wake, fresh.as_mut()) {
+                    let keep = matches!((&*slot, &*new), (Some(a), Some(b)) if a.will_wake(b));
+                    if !keep {
+                        std::mem::swap(slot, new);
+                    }
+                }
+            }
+        }
+        drop(fresh);
+    }
+
+    /// Removes the waiter (served, timed out or cancelled).
+    fn leave<E: Copy>(&self, ring: &Ring<E>, id: u64) {
+        let gone = {
+            let mut q = self.lock();
+            let pos = q.entries.iter().position(|e| e.id == id);
+            let gone = pos.and_then(|p| q.entries.remove(p));
+            if gone.is_some() {
+                ring.waiting().fetch_sub(1, Ordering::SeqCst);
+            }
+            gone
+        };
+        drop(gone); // its waker, after the lock
+    }
+
+    /// Wakes waiters for the entries in the ring now, less those owed to waiters already woken
+    /// (not yet retried): from the front (or, with `behind`, from after that waiter), those not
+    /// already woken, until their requests add up to that count. Wakers run after the lock.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn wake<E: Copy>(&self, ring: &Ring<E>, behind: Option<u64>) {
+        let mut budget = ring.count();
+        let mut from = 0usize;
+        let mut first = true;
+        while budget > 0 {
+            let mut out: [Option<Wakeup>; ROUND] = Default::default();
+            let mut k = 0;
+            let more = {
+                let mut q = self.lock();
+                if first {
+                    first = false;
+                    let owed: usize = q.entries.iter().filter(|e| e.notified).map(|e| e.n).sum();
+                    budget = budget.saturating_sub(owed);
+                }
+                let start = match behind {
+                    Some(id) => match q.entries.iter().position(|e| e.id == id) {
+                        Some(p) => p + 1,
+                        None => 0,
+                    },
+                    None => 0,
+                };
+                let mut i = start.max(from);
+                while i < q.entries.len() && budget > 0 && k < ROUND {
+                    let e = &mut q.entries[i];
+                    i += 1;
+                    if e.notified {
+                        continue;
+                    }
+                    e.notified = true;
+                    budget = budget.saturating_sub(e.n.max(1));
+                    out[k] = match &mut e.wake {
+                        Wake::Thread(t) => Some(Wakeup::Thread(t.clone())),
+                        Wake::Waker(w) => w.take().map(Wakeup::Waker),
+                    };
+                    k += 1;
+                }
+                from = i;
+                i < q.entries.len() && budget > 0
+            };
+            for w in out.into_iter().flatten() {
+                w.wake();
+            }
+            if !more {
+                break;
+            }
+        }
+    }
+
+    /// The check of an operation whose token reached the ring, after the token is gone: wakes
+    /// waiters if there are any (module docs). Out of line and cold: it is reached only from
+    /// the slow paths, and inlined there it changed the register allocation of the callers'
+    /// loops (+5% instructions per object in touch_micro's pool loop, BENCHMARKS.md 17).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn after_put<E: Copy>(&self, ring: &Ring<E>) {
+        if ring.has_waiters() {
+            self.wake(ring, None);
+        }
+    }
+}
+
+/// Runs a waiting get: `first` (through the caller's cache; returned unless it is
+/// `Exhausted`), then, registered as a waiter, `retry` (from the ring only) at each wake-up
+/// until it succeeds or `timeout` passes.
+pub(crate) fn wait_blocking<X, E: Copy>(
+    queue: &WaitQueue,
+    ring: &Ring<E>,
+    n: usize,
+    capacity: usize,
+    timeout: Duration,
+    first: impl FnOnce() -> Result<X, PoolError>,
+    mut retry: impl FnMut() -> Result<X, PoolError>,
+) -> Result<X, PoolError> {
+    match first() {
+        Err(PoolError::Exhausted { .. }) if n <= capacity => {}
+        other => return other, // served, or a request that no wait can serve
+    }
+    let start = Instant::now();
+    let deadline = start.checked_add(timeout);
+    let id = queue.register(ring, n, Wake::Thread(current_thread()));
+    let mut woken = false;
+    loop {
+        if woken {
+            // Before the retry: a put from now on wakes us again.
+            queue.rearm(id, None);
+        }
+        woken = true;
+        match retry() {
+            Err(PoolError::Exhausted { .. }) => {}
+            done => {
+                queue.leave(ring, id);
+                if ring.count() > 0 {
+                    queue.wake(ring, None);
+                }
+                return done;
+            }
+        }
+        if ring.count() > 0 {
+            // Too few for us: let the waiters behind try.
+            queue.wake(ring, Some(id));
+        }
+        let now = Instant::now();
+        let left = match deadline {
+            Some(d) if now >= d => {
+                queue.leave(ring, id);
+                if ring.count() > 0 {
+                    queue.wake(ring, None);
+                }
+                return Err(PoolError::Timeout {
+                    requested: n,
+                    waited: now - start,
+                });
+            }
+            Some(d) => Some(d - now),
+            None => None,
+        };
+        crate::sync::park(left);
+    }
+}
+
+/// Waiting gets (issue 27; the protocol is in the module docs).
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
+    /// [`Pool::get`] that waits, up to `timeout`, when the pool has no object for this caller:
+    /// the thread sleeps (parked) in a FIFO queue of waiters until a put brings objects to the
+    /// common ring, then retries from the ring. `Duration::MAX` waits for ever; a zero timeout
+    /// tries once more after registering.
+    ///
+    /// What wakes a waiter: objects reaching the common ring (a put through a cache of size 0,
+    /// a cache's flush: its fill limit crossed, [`Pool::flush`], a [`crate::LocalCache`]
+    /// flushed or dropped, a thread's exit). Objects idle in other threads' caches stay there
+    /// until their owner flushes (as in DPDK). Waiters are woken in arrival order; gets that do
+    /// not wait may still take an object first. The technique: SPDK's iobuf wait queue served
+    /// on put, with a handshake on the ring's producer line (DESIGN.md, "Waiting").
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(1).cache_size(0).build()?;
+    /// let h = pool.get()?;
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| pool.put(h)); // another thread gives it back
+    ///     let h = pool.get_wait(Duration::from_secs(10)).unwrap(); // woken by that put
+    ///     pool.put(h);
+    /// });
+    /// let h = pool.get()?;
+    /// let err = pool.get_wait(Duration::from_millis(1)).unwrap_err();
+    /// assert!(matches!(err, idxpool::PoolError::Timeout { requested: 1, .. }));
+    /// pool.put(h);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PoolError::Timeout`] (nothing taken) when `timeout` passed first. A pool cannot be
+    /// dropped under a waiter: the waiter borrows it.
+    #[must_use = "the handle owns an object: give it back with pool.put(h)"]
+    pub fn get_wait(&self, timeout: Duration) -> Result<Handle<T, B, R>, PoolError> {
+        wait_blocking(
+            &self.core.waiters,
+            &self.core.ring,
+            1,
+            self.capacity() as usize,
+            timeout,
+            || self.get(),
+            || self.get_from_ring(),
+        )
+    }
+
+    /// [`Pool::get_bulk`] that waits, up to `timeout`, until `n` objects can be taken at once
+    /// (as [`Pool::get_wait`]): appends exactly `n` handles to `out`, or none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(4).cache_size(0).build()?;
+    /// let mut a = Vec::new();
+    /// pool.get_bulk(&mut a, 4)?;
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| pool.put_bulk(&mut a));
+    ///     let mut b = Vec::new();
+    ///     pool.get_bulk_wait(&mut b, 3, Duration::MAX).unwrap();
+    ///     assert_eq!(b.len(), 3);
+    ///     pool.put_bulk(&mut b);
+    /// });
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`] at once when `n > capacity` (no wait could serve it);
+    /// [`PoolError::Timeout`] when `timeout` passed first. `out` is unchanged on error.
+    #[must_use = "on Ok, `out` holds objects that must be given back with pool.put_bulk"]
+    pub fn get_bulk_wait(
+        &self,
+        out: &mut Vec<Handle<T, B, R>>,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<(), PoolError> {
+        let cap = self.capacity() as usize;
+        let (q, ring) = (&self.core.waiters, &self.core.ring);
+        let first = self.get_bulk(out, n);
+        wait_blocking(
+            q,
+            ring,
+            n,
+            cap,
+            timeout,
+            || first,
+            || self.get_bulk_from_ring(out, n),
+        )
+    }
+
+    /// A future of one handle that waits, without blocking a thread, until the pool has an
+    /// object for this caller: woken by a put that brings objects to the common
+    /// ring, as [`Pool::get_wait`] is. Runtime-agnostic (it keeps the task's `Waker`); for a
+    /// timeout, wrap it in the runtime's (e.g. `tokio::time::timeout`): dropping it is
+    /// cancellation-safe.
+    ///
+    /// ```
+    /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # rt.block_on(async {
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(8).build()?;
+    /// let h = pool.get_async().await?; // ready at once: the pool has objects
+    /// pool.put(h);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn get_async(&self) -> impl Future<Output = Result<Handle<T, B, R>, PoolError>> + '_ {
+        GetWait::new(self)
+    }
+
+    /// The waiter queue.
+    pub(crate) fn wait_queue(&self) -> &WaitQueue {
+        &self.core.waiters
+    }
+
+    /// Exactly `n` entries from the common ring into `dst`, or none (`Err(entries seen)`).
+    fn ring_take(&self, dst: &mut [std::mem::MaybeUninit<R::Entry>]) -> Result<usize, usize> {
+        let n = dst.len();
+        // SAFETY: dst is valid for n writes.
+        let t = unsafe {
+            self.core
+                .ring
+                .dequeue_raw(dst.as_mut_ptr().cast(), n, crate::ring::Behavior::Bulk)
+        };
+        if t.n == n {
+            Ok(n)
+        } else {
+            Err(t.remaining)
+        }
+    }
+
+    /// `n` objects appended to `out` from the common ring only, or none (a bulk waiter's
+    /// retry). No cache token, hence no check for waiters: the waiter is one.
+    fn get_bulk_from_ring(
+        &self,
+        out: &mut Vec<Handle<T, B, R>>,
+        n: usize,
+    ) -> Result<(), PoolError> {
+        out.reserve(n); // get_into_vec's contract: room before
+        self.get_into_vec(out, n, |dst| self.ring_take(dst))
+            .map(|_| ())
+    }
+
+    /// One object from the common ring only (a waiter's retry: it must not refill its own
+    /// cache with objects other waiters wait for).
+    pub(crate) fn get_from_ring(&self) -> Result<Handle<T, B, R>, PoolError> {
+        self.get_into_array::<1>(|dst| self.ring_take(dst))
+            .map(|[h]| h)
+    }
+}
+
+/// The future of [`Pool::get_async`]: resolves to one handle when the pool has an object for
+/// this caller, waiting (without blocking a thread) until a put brings one to the common ring.
+/// Runtime-agnostic: it keeps the task's [`Waker`] and nothing else.
+///
+/// Cancellation-safe: dropping it before it completes takes nothing, and if a put had woken it
+/// the wake-up is passed to the next waiter. It borrows the pool, which therefore outlives it:
+/// a pool cannot be dropped under a waiter.
+///
+/// ```
+/// use std::future::Future;
+/// use std::sync::Arc;
+/// use std::task::{Context, Poll, Wake, Waker};
+///
+/// let pool = idxpool::PoolBuilder::<u64>::with_default(1).cache_size(0).build()?;
+/// let h = pool.get()?; // the pool is empty now
+/// let mut fut = Box::pin(pool.get_async());
+/// struct Noop;
+/// impl Wake for Noop { fn wake(self: Arc<Self>) {} }
+/// let waker = Waker::from(Arc::new(Noop));
+/// let mut cx = Context::from_waker(&waker);
+/// assert!(fut.as_mut().poll(&mut cx).is_pending()); // registered as a waiter
+/// pool.put(h);                                         // wakes it
+/// let Poll::Ready(Ok(h)) = fut.as_mut().poll(&mut cx) else { panic!() };
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+///
+/// The pool outlives the future:
+///
+/// ```compile_fail
+/// let pool = idxpool::PoolBuilder::<u64>::with_default(1).build().unwrap();
+/// let fut = pool.get_async();
+/// drop(pool); // error: `pool` is borrowed by the future
+/// drop(fut);
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub(crate) struct GetWait<'p, T: ?Sized + Element, B: Brand, R: Repr> {
+    pool: &'p Pool<T, B, R>,
+    /// The waiter's id once registered.
+    id: Option<u64>,
+}
+
+impl<'p, T: ?Sized + Element, B: Brand, R: Repr> GetWait<'p, T, B, R> {
+    pub(crate) fn new(pool: &'p Pool<T, B, R>) -> Self {
+        GetWait { pool, id: None }
+    }
+}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> Future for GetWait<'_, T, B, R> {
+    type Output = Result<Handle<T, B, R>, PoolError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let pool = this.pool;
+        let (queue, ring) = (pool.wait_queue(), &pool.core.ring);
+        let id = match this.id {
+            None => {
+                match pool.get() {
+                    Err(PoolError::Exhausted { .. }) => {}
+                    done => return Poll::Ready(done),
+                }
+                let id = queue.register(ring, 1, Wake::Waker(Some(cx.waker().clone())));
+                this.id = Some(id);
+                id
+            }
+            Some(id) => {
+                // Woken (or polled again): try first; only a failed try re-arms (clears the
+                // mark, keeps the current waker) and tries again before `Pending`, so that a
+                // served wake-up takes the lock once (to leave).
+                if let Ok(h) = pool.get_from_ring() {
+                    this.id = None;
+                    queue.leave(ring, id);
+                    if ring.count() > 0 {
+                        queue.wake(ring, None);
+                    }
+                    return Poll::Ready(Ok(h));
+                }
+                queue.rearm(id, Some(cx.waker()));
+                id
+            }
+        };
+        match pool.get_from_ring() {
+            Err(PoolError::Exhausted { .. }) => {
+                if ring.count() > 0 {
+                    queue.wake(ring, Some(id));
+                }
+                Poll::Pending
+            }
+            done => {
+                this.id = None;
+                queue.leave(ring, id);
+                if ring.count() > 0 {
+                    queue.wake(ring, None);
+                }
+                Poll::Ready(done)
+            }
+        }
+    }
+}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> Drop for GetWait<'_, T, B, R> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let (queue, ring) = (self.pool.wait_queue(), &self.pool.core.ring);
+            queue.leave(ring, id);
+            // A wake-up it received (or entries it was owed) goes to the next waiters.
+            if ring.count() > 0 {
+                queue.wake(ring, None);
+            }
+        }
+    }
+}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> std::fmt::Debug for GetWait<'_, T, B, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetWait")
+            .field("pool", &self.pool.name())
+            .field("registered", &self.id.is_some())
+            .finish()
+    }
+}
