@@ -216,9 +216,32 @@ impl<P: PoolRef> LocalCache<P> {
     #[inline(always)]
     #[track_caller]
     pub fn put_array<const N: usize>(&mut self, handles: [H<P>; N]) {
-        self.pool
+        if !self
+            .pool
             .pool()
-            .put_via(&self.geometry, || &mut self.cm, &handles);
+            .try_put_via(&self.geometry, || &mut self.cm, &handles)
+        {
+            self.put_array_mixed(handles)
+        }
+    }
+
+    /// A `put_array` with another pool's handle in it: this pool's handles go back (the array
+    /// was consumed: they would be lost with it), then the panic names the foreign one, whose
+    /// object stays out of its own pool until that pool is dropped (found by attack, session 7:
+    /// two of this pool's objects were lost with the array).
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn put_array_mixed<const N: usize>(&mut self, handles: [H<P>; N]) -> ! {
+        let pool = self.pool.pool();
+        let (mut mine, foreign): (Vec<H<P>>, Vec<H<P>>) =
+            handles.into_iter().partition(|h| pool.owns(h));
+        let e = foreign
+            .first()
+            .and_then(|h| pool.check(h).err())
+            .map_or_else(|| "a foreign handle".to_string(), |e| e.to_string());
+        self.put_bulk(&mut mine);
+        panic!("idxpool: {e}")
     }
 
     /// Returns every cached object to the ring (rte_mempool_cache_flush).

@@ -814,46 +814,66 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         token: impl FnOnce() -> C,
         hs: &[H<T, B, R>],
     ) {
+        if !self.try_put_via(g, token, hs) {
+            foreign_panic_any::<R>(g, entries_of(hs))
+        }
+    }
+
+    /// [`Pool::put_via`] that returns false, with nothing moved and no hook run, when a handle
+    /// of `hs` is another pool's (for callers that consumed the handles and must give this
+    /// pool's back before they report it: `LocalCache::put_array`).
+    #[inline(always)]
+    pub(crate) fn try_put_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        token: impl FnOnce() -> C,
+        hs: &[H<T, B, R>],
+    ) -> bool {
         if g.put_hook {
             // The reset hook (user code, on_put.rs) after the checks, before the token.
-            check_owned_all::<B, R>(g, entries_of(hs));
+            if B::CHECKED && !all_owned::<R>(g, entries_of(hs)) {
+                return false;
+            }
             self.debug_put(hs);
             // SAFETY: checked above; the caller owns `hs` and they are put right below.
             unsafe { self.run_on_put(hs, None) };
         }
-        self.put_checked_via(g, token, hs, g.put_hook);
+        self.put_checked_via(g, token, hs, g.put_hook)
     }
 
     /// The put itself, one copy of the cache code for every path (a second inlined copy for
     /// the hooked path cost +4..12 instructions per object in the callers' loops: register
     /// pressure). `prechecked`: the identity and debug checks already ran (the hooked path).
+    /// False, with nothing moved, when a handle is another pool's.
     #[inline(always)]
-    #[track_caller]
     fn put_checked_via<'c, C: Token<'c, R::Entry>>(
         &self,
         g: &Geometry,
         token: impl FnOnce() -> C,
         hs: &[H<T, B, R>],
         prechecked: bool,
-    ) {
+    ) -> bool {
         let src = entries_of(hs);
         if B::CHECKED {
             if debug::DEBUG_CHECKS && !prechecked {
                 // The debug hook marks objects free: check first, so that a foreign handle
-                // panics before any mark (the fused check below then passes).
-                check_owned_all::<B, R>(g, src);
+                // is refused before any mark (the fused check below then passes).
+                if !all_owned::<R>(g, src) {
+                    return false;
+                }
                 self.debug_put(hs);
             }
             // The identity check fused into the cache's copy; a failure changes nothing and is
-            // reported here, after the token is gone (a panic runs user code: the hook).
-            let done = token().cm().put_checked(src, |e| R::rank(g, e), g.span);
-            match done {
-                Put::Cached => {}
+            // reported by the caller, after the token is gone (a panic runs user code).
+            return match token().cm().put_checked(src, |e| R::rank(g, e), g.span) {
+                Put::Cached => true,
                 // After the token (wait.rs): entries may have reached the ring.
-                Put::Ring => self.core.waiters.after_put(&self.core.ring),
-                Put::Foreign => foreign_panic_any::<R>(g, src),
-            }
-            return;
+                Put::Ring => {
+                    self.core.waiters.after_put(&self.core.ring);
+                    true
+                }
+                Put::Foreign => false,
+            };
         }
         if !prechecked {
             self.debug_put(hs);
@@ -862,6 +882,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             // After the token (wait.rs): entries may have reached the ring.
             self.core.waiters.after_put(&self.core.ring);
         }
+        true
     }
 
     /// Puts the last `n` handles of `v` (clamped to its length) through the token `token`
@@ -895,7 +916,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             // SAFETY: checked above; this call owns the tail, put right below.
             unsafe { self.run_on_put(tail, None) };
         }
-        self.put_checked_via(g, token, tail, hooked);
+        if !self.put_checked_via(g, token, tail, hooked) {
+            // Nothing moved: `v` keeps every handle (the hooked path checked them all above).
+            foreign_panic_any::<R>(g, entries_of(tail))
+        }
         if !hooked {
             // SAFETY: the tail's handles were moved into the cache above (handles have no
             // drop).

@@ -825,3 +825,27 @@ fn byte_buffer_pools_refuse_impossible_layouts() {
         }
     }
 }
+
+/// Found by attack (session 7): `LocalCache::put_array` with another pool's handle among this
+/// pool's panicked and dropped the array, so this pool's own handles in it were lost (their
+/// objects out for good). They now go back before the panic.
+#[test]
+fn a_put_array_with_a_foreign_handle_gives_this_pools_back() {
+    let a = PoolBuilder::<u64>::with_default(8).build().unwrap();
+    let b = PoolBuilder::<u64>::with_default(8).build().unwrap();
+    let mut cb = b.local_cache();
+    let (b1, b2, a1) = (cb.get().unwrap(), cb.get().unwrap(), a.get().unwrap());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb.put_array([b1, b2, a1])));
+    let msg = r.expect_err("a foreign handle panics");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("idxpool"), "{msg}");
+    assert_eq!(
+        b.in_use(),
+        cb.len(),
+        "b's two objects are back (in b's cache)"
+    );
+    drop(cb);
+    assert_eq!(b.in_use(), 0);
+    // a's handle was consumed by the panic: its object stays out until `a` is dropped.
+    assert_eq!(a.in_use(), 1);
+}
