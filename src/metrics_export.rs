@@ -31,6 +31,10 @@ const REFILLS: &str = "idxpool_refills_total";
 /// Counter: enqueues into the common ring: cache flushes and cache-bypassing puts
 /// ([`crate::Stats::put_common_pool_bulk`]).
 const FLUSHES: &str = "idxpool_flushes_total";
+/// Counter: gets that had to wait (the waiter queue, wait.rs).
+const WAITS: &str = "idxpool_waits_total";
+/// Counter: waits that ended in `PoolError::Timeout`.
+const TIMEOUTS: &str = "idxpool_wait_timeouts_total";
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Publishes the pool's counts and counters to the process's
@@ -48,16 +52,16 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// | `idxpool_get_failures_total` | counter | failed get calls |
     /// | `idxpool_refills_total` | counter | dequeues from the common ring (refills, bypasses) |
     /// | `idxpool_flushes_total` | counter | enqueues into the common ring (flushes, bypasses) |
+    /// | `idxpool_waits_total` | counter | gets that had to wait ([`Pool::get_wait`], [`Pool::get_bulk_wait`], [`Pool::get_async`]) |
+    /// | `idxpool_wait_timeouts_total` | counter | waits that ended in [`crate::PoolError::Timeout`] |
     ///
     /// The counters count since the pool was built ([`Pool::stats`] before any
     /// [`Pool::stats_reset`], which does not rewind them) and are published as absolute values
-    /// (`Counter::absolute`), so the call keeps no state and may come from any thread. The
-    /// waiting counters (`idxpool_waits_total`, `idxpool_wait_timeouts_total`) join the table
-    /// when waiting for objects lands (issue 27, part 1).
+    /// (`Counter::absolute`), so the call keeps no state and may come from any thread.
     ///
     /// A pull model: nothing is published from the get and put paths. Call it periodically
     /// (e.g. before rendering each scrape); it costs what [`Pool::stats`] and
-    /// [`Pool::cache_counts`] cost (a lock per live cache) plus nine registrations with the
+    /// [`Pool::cache_counts`] cost (a lock per live cache) plus eleven registrations with the
     /// recorder. Give pools distinct names ([`crate::PoolBuilder::name`]; the default
     /// `idxpool-<n>` is unique): two pools of one name would publish into one series.
     ///
@@ -100,6 +104,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             metrics::gauge!(key, "pool" => name.clone()).set(v as f64);
         }
         let s = self.stats_total();
+        let (waits, timeouts) = self.core.waiters.counts();
         let counters = [
             (
                 GETS,
@@ -118,6 +123,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 s.put_common_pool_bulk,
                 "enqueues into the common ring",
             ),
+            (WAITS, waits, "gets that had to wait"),
+            (TIMEOUTS, timeouts, "waits that timed out"),
         ];
         for (key, v, what) in counters {
             metrics::describe_counter!(key, metrics::Unit::Count, what);
@@ -245,6 +252,8 @@ mod tests {
             ('c', "idxpool_get_failures_total", 1),
             ('c', "idxpool_refills_total", s.get_common_pool_bulk),
             ('c', "idxpool_flushes_total", s.put_common_pool_bulk),
+            ('c', "idxpool_waits_total", 0),
+            ('c', "idxpool_wait_timeouts_total", 0),
         ];
         for (kind, name, v) in want {
             assert_eq!(rec.get(kind, name, "orders"), Some(v), "{kind} {name}");
@@ -256,12 +265,30 @@ mod tests {
             "the LocalCache's objects count as in use"
         );
         assert!(!lc.is_empty());
-        // Exactly these nine series, each described.
-        assert_eq!(rec.series.lock().unwrap().len(), 9);
+        // Exactly these eleven series, each described.
+        assert_eq!(rec.series.lock().unwrap().len(), 11);
         let mut d = rec.described.lock().unwrap().clone();
         d.sort();
         d.dedup();
-        assert_eq!(d.len(), 9);
+        assert_eq!(d.len(), 11);
+        // A get that had to wait, and timed out.
+        let w = PoolBuilder::<u64>::with_default(1)
+            .cache_size(0)
+            .name("waiting")
+            .build()
+            .unwrap();
+        let held = w.get().unwrap();
+        assert!(matches!(
+            w.get_wait(std::time::Duration::from_millis(1)),
+            Err(crate::PoolError::Timeout { requested: 1, .. })
+        ));
+        metrics::with_local_recorder(&rec, || w.export_metrics());
+        assert_eq!(rec.get('c', "idxpool_waits_total", "waiting"), Some(1));
+        assert_eq!(
+            rec.get('c', "idxpool_wait_timeouts_total", "waiting"),
+            Some(1)
+        );
+        w.put(held);
         drop(lc);
 
         // A second export publishes the new totals; a second pool gets its own series.
@@ -277,6 +304,6 @@ mod tests {
         assert_eq!(rec.get('c', "idxpool_gets_total", "orders"), Some(22));
         assert_eq!(rec.get('g', "idxpool_objects_in_use", "orders"), Some(0));
         assert_eq!(rec.get('g', "idxpool_objects_available", "other"), Some(8));
-        assert_eq!(rec.series.lock().unwrap().len(), 18);
+        assert_eq!(rec.series.lock().unwrap().len(), 33); // orders, waiting, other
     }
 }

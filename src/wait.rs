@@ -110,13 +110,27 @@ const ROUND: usize = 8;
 /// the ring's producer line ([`Ring::waiting`]).
 pub(crate) struct WaitQueue {
     inner: Mutex<Inner>,
+    /// Waiters registered (gets that had to wait) and waits that timed out, since the pool
+    /// was built (the metrics export's `idxpool_waits_total` / `idxpool_wait_timeouts_total`;
+    /// plain std counters, touched only on the waiting paths).
+    waits: std::sync::atomic::AtomicU64,
+    timeouts: std::sync::atomic::AtomicU64,
 }
 
 impl WaitQueue {
     pub(crate) fn new() -> Self {
         WaitQueue {
             inner: Mutex::new(Inner::default()),
+            waits: std::sync::atomic::AtomicU64::new(0),
+            timeouts: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// `(waits, timeouts)` since the pool was built.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.waits.load(Relaxed), self.timeouts.load(Relaxed))
     }
 
     fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
@@ -128,6 +142,8 @@ impl WaitQueue {
     /// Registers a waiter for `n` objects at the back of the queue; returns its id. Then waits
     /// for the puts already reserved in the ring (the handshake, module docs).
     fn register<E: Copy>(&self, ring: &Ring<E>, n: usize, wake: Wake) -> u64 {
+        self.waits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = {
             let mut q = self.lock();
             let id = q.next_id;
@@ -293,6 +309,9 @@ pub(crate) fn wait_blocking<X, E: Copy>(
                 if ring.count() > 0 {
                     queue.wake(ring, None);
                 }
+                queue
+                    .timeouts
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Err(PoolError::Timeout {
                     requested: n,
                     waited: now - start,
