@@ -49,6 +49,9 @@ impl Clock {
     }
 }
 
+/// One contender: (waiters, args) -> (median, p99) wake-up latency in microseconds.
+type Contender = fn(usize, &Args) -> (f64, f64);
+
 fn summary(mut v: Vec<u64>) -> (f64, f64) {
     v.sort_unstable();
     let q = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize] as f64 / 1000.0;
@@ -269,7 +272,7 @@ fn main() {
     );
     for rep in 0..a.reps {
         for waiters in [1, 8] {
-            let rows: [(&str, fn(usize, &Args) -> (f64, f64)); 4] = [
+            let rows: [(&str, Contender); 4] = [
                 ("idxpool get_wait", idxpool_blocking),
                 ("Mutex<Vec> + Condvar", condvar_blocking),
                 ("idxpool get_async", idxpool_async),
