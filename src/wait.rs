@@ -333,8 +333,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     ///
     /// What wakes a waiter: objects reaching the common ring (a put through a cache of size 0,
     /// a cache's flush: its fill limit crossed, [`Pool::flush`], a [`crate::LocalCache`]
-    /// flushed or dropped, a thread's exit). Objects idle in other threads' caches stay there
-    /// until their owner flushes (as in DPDK). Waiters are woken in arrival order; gets that do
+    /// flushed or dropped, a thread's exit). A thread about to wait first flushes its own
+    /// cache into the ring; objects idle in other threads' caches stay there until their owner
+    /// flushes (as in DPDK). Waiters are woken in arrival order; gets that do
     /// not wait may still take an object first. The technique: SPDK's iobuf wait queue served
     /// on put, with a handshake on the ring's producer line (DESIGN.md, "Waiting").
     ///
@@ -365,7 +366,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             1,
             self.capacity() as usize,
             timeout,
-            || self.get(),
+            || self.get().inspect_err(|_| self.flush_before_waiting()),
             || self.get_from_ring(),
         )
     }
@@ -400,7 +401,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     ) -> Result<(), PoolError> {
         let cap = self.capacity() as usize;
         let (q, ring) = (&self.core.waiters, &self.core.ring);
-        let first = self.get_bulk(out, n);
+        let first = self.get_bulk(out, n).inspect_err(|_| self.flush_before_waiting());
         wait_blocking(
             q,
             ring,
@@ -429,6 +430,16 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     pub fn get_async(&self) -> impl Future<Output = Result<Handle<T, B, R>, PoolError>> + '_ {
         GetWait::new(self)
+    }
+
+    /// Gives the calling thread's cached objects to the ring before it waits: free objects
+    /// idle in the cache of a thread that is itself waiting would otherwise wait with it (all
+    /// of a small pool's objects in the caches of waiting threads: none could be served, found
+    /// by the stress test `many_waiters_many_putters_blocking` under load). A flush checks for
+    /// waiters itself, so those objects may serve an earlier waiter first (FIFO).
+    #[cold]
+    fn flush_before_waiting(&self) {
+        self.flush();
     }
 
     /// The waiter queue.
@@ -530,7 +541,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Future for GetWait<'_, T, B, R> {
         let id = match this.id {
             None => {
                 match pool.get() {
-                    Err(PoolError::Exhausted { .. }) => {}
+                    Err(PoolError::Exhausted { .. }) => pool.flush_before_waiting(),
                     done => return Poll::Ready(done),
                 }
                 let id = queue.register(ring, 1, Wake::Waker(Some(cx.waker().clone())));
