@@ -401,7 +401,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     ) -> Result<(), PoolError> {
         let cap = self.capacity() as usize;
         let (q, ring) = (&self.core.waiters, &self.core.ring);
-        let first = self.get_bulk(out, n).inspect_err(|_| self.flush_before_waiting());
+        let first = self
+            .get_bulk(out, n)
+            .inspect_err(|_| self.flush_before_waiting());
         wait_blocking(
             q,
             ring,
