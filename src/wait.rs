@@ -144,20 +144,44 @@ impl WaitQueue {
     fn register<E: Copy>(&self, ring: &Ring<E>, n: usize, wake: Wake) -> u64 {
         self.waits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = {
+        let mut entry = Some(Entry {
+            id: 0,
+            n,
+            notified: false,
+            wake,
+        });
+        // Nothing is allocated or freed with the lock held: a global allocator may use this
+        // very pool, and a put or a failed get there takes this lock to wake waiters
+        // (tests/reentrant_alloc.rs). A full queue is regrown outside the lock, then moved.
+        let mut spare: Option<VecDeque<Entry>> = None;
+        let mut old: Option<VecDeque<Entry>> = None;
+        let id = loop {
             let mut q = self.lock();
+            if q.entries.len() == q.entries.capacity() {
+                match spare.take() {
+                    Some(mut bigger) if bigger.capacity() > q.entries.len() => {
+                        bigger.extend(q.entries.drain(..)); // within its capacity
+                        old = Some(std::mem::replace(&mut q.entries, bigger));
+                    }
+                    _ => {
+                        let want = (q.entries.len() * 2).max(4);
+                        drop(q);
+                        drop(old.take());
+                        spare = Some(VecDeque::with_capacity(want));
+                        continue;
+                    }
+                }
+            }
             let id = q.next_id;
             q.next_id += 1;
-            q.entries.push_back(Entry {
-                id,
-                n,
-                notified: false,
-                wake,
-            });
+            let mut e = entry.take().expect("pushed once");
+            e.id = id;
+            q.entries.push_back(e); // within its capacity: no allocation
             ring.waiting().fetch_add(1, Ordering::SeqCst);
             crate::sync::seq_cst_fence_under_loom();
-            id
+            break id;
         };
+        drop((spare, old)); // freed after the lock
         ring.settle_producers();
         id
     }
