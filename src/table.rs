@@ -180,6 +180,22 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
     ) -> Result<(), PoolError> {
+        if table.len() == 1 {
+            // The bulk-1 path on its own: the length is a constant there, so the slot check,
+            // the copy and the clear each lose their dispatch on it (three compares of a
+            // run-time `n` became one; BENCHMARKS.md 14).
+            return self.get_into_n(token, &mut table[..1]);
+        }
+        self.get_into_n(token, table)
+    }
+
+    /// [`Pool::get_into_via`] for any length (its body; inlined, so a constant length folds).
+    #[inline(always)]
+    fn get_into_n<'c, C: Token<'c, R::Entry>>(
+        &self,
+        token: impl FnOnce() -> C,
+        table: &mut [Slot<T, B, R>],
+    ) -> Result<(), PoolError> {
         assert_slot_is_entry::<T, B, R>();
         let n = table.len();
         if any_occupied(table) {
@@ -241,6 +257,20 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// the copy into the cache.
     #[inline(always)]
     pub(crate) fn put_from_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        token: impl FnOnce() -> C,
+        table: &mut [Slot<T, B, R>],
+    ) -> Result<(), PoolError> {
+        if table.len() == 1 {
+            // As in get_into_via: the bulk-1 path with a constant length.
+            return self.put_from_n(token, &mut table[..1]);
+        }
+        self.put_from_n(token, table)
+    }
+
+    /// [`Pool::put_from_via`] for any length (its body; inlined, so a constant length folds).
+    #[inline(always)]
+    fn put_from_n<'c, C: Token<'c, R::Entry>>(
         &self,
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
