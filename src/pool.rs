@@ -195,7 +195,7 @@ pub(crate) fn try_check_owned_all<B: Brand, R: Repr>(
 /// The error for the first entry of `es` outside the pool's range (cold).
 #[cold]
 #[inline(never)]
-fn first_foreign<R: Repr>(g: &Geometry, es: &[R::Entry]) -> PoolError {
+pub(crate) fn first_foreign<R: Repr>(g: &Geometry, es: &[R::Entry]) -> PoolError {
     let e = es
         .iter()
         .find(|&&e| !R::owns(g, e))

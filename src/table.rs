@@ -22,7 +22,7 @@ use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
-use crate::pool::{entries_of, try_check_owned_all, Pool, Token};
+use crate::pool::{entries_of, first_foreign, try_check_owned_all, Pool, Token};
 use crate::repr::{by_halves, Halves, Repr};
 use crate::ring::Behavior;
 
@@ -310,10 +310,11 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 Put::Cached => {}
                 // After the token (wait.rs): entries may have reached the ring.
                 Put::Ring => self.core.waiters.after_put(&self.core.ring),
-                Put::Foreign => {
-                    try_check_owned_all::<B, R>(g, src)?;
-                    unreachable!("idxpool: the fused check and the plain one disagree");
-                }
+                // Straight to the cold function that names the entry: a `?` on the plain
+                // check merged this arm's `Result` with the hit's, and the hit then wrote its
+                // `Ok` to the stack and read it back (3 instructions, a store-to-load round
+                // trip on every run-time put).
+                Put::Foreign => return Err(first_foreign::<R>(g, src)),
             }
         } else if token().cm().put(src) {
             self.core.waiters.after_put(&self.core.ring); // after the token (wait.rs)
