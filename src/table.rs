@@ -474,4 +474,67 @@ mod tests {
             }
         }
     }
+    /// The table paths at every length and refusal position, on a cache big enough for the
+    /// hit and on one too small (the slow path): a refusal (occupied slot, empty slot,
+    /// foreign handle) moves nothing and leaves the table as it was; a success moves
+    /// everything.
+    #[test]
+    fn table_paths_refuse_whole_at_every_length() {
+        use crate::{Handle, PoolError};
+        let max = if cfg!(miri) { 40 } else { 140 };
+        let step = if cfg!(miri) { 9 } else { 1 };
+        for cache in [512u32, 4] {
+            let pool = PoolBuilder::<u8>::zeroed(1024)
+                .cache_size(cache)
+                .build()
+                .unwrap();
+            let other = PoolBuilder::<u8>::zeroed(8).build().unwrap();
+            let mut c = pool.local_cache();
+            for n in (1..max).step_by(if cfg!(miri) { 5 } else { 1 }) {
+                let mut t: Vec<Option<Handle<u8>>> = (0..n).map(|_| None).collect();
+                c.get_into(&mut t).unwrap();
+                assert!(t.iter().all(Option::is_some), "n={n}: filled");
+                let held = c.len();
+                for at in (0..n).step_by(step) {
+                    // Occupied slot on a get: nothing taken, the table unchanged.
+                    let h = t[at].take().unwrap();
+                    let mut u: Vec<Option<Handle<u8>>> = (0..n).map(|_| None).collect();
+                    u[at] = Some(h);
+                    let r = c.get_into(&mut u);
+                    assert!(
+                        matches!(r, Err(PoolError::SlotOccupied { index, len }) if index == at && len == n),
+                        "n={n} at={at}: {r:?}"
+                    );
+                    assert_eq!(c.len(), held, "n={n} at={at}: nothing taken");
+                    assert_eq!(u.iter().flatten().count(), 1, "n={n} at={at}: unchanged");
+                    // Empty slot on a put: nothing moved.
+                    let r = c.put_from(&mut t);
+                    assert!(
+                        matches!(r, Err(PoolError::SlotEmpty { index, len }) if index == at && len == n),
+                        "n={n} at={at}: {r:?}"
+                    );
+                    assert_eq!(
+                        t.iter().flatten().count(),
+                        n - 1,
+                        "n={n} at={at}: unchanged"
+                    );
+                    // A foreign handle in that slot: nothing moved.
+                    t[at] = Some(other.get().unwrap());
+                    let r = c.put_from(&mut t);
+                    assert!(
+                        matches!(r, Err(PoolError::ForeignHandle { .. })),
+                        "n={n} at={at}: {r:?}"
+                    );
+                    assert_eq!(t.iter().flatten().count(), n, "n={n} at={at}: unchanged");
+                    other.put(t[at].take().unwrap());
+                    t[at] = u[at].take();
+                    assert_eq!(c.len(), held, "n={n} at={at}: nothing moved");
+                }
+                c.put_from(&mut t).unwrap();
+                assert!(t.iter().all(Option::is_none), "n={n}: emptied");
+            }
+            drop(c);
+            assert_eq!(pool.in_use(), 0, "cache {cache}: every object back");
+        }
+    }
 }
