@@ -1627,4 +1627,47 @@ mod tests {
             })
             .unwrap();
     }
+
+    /// The object view an initialiser gets checks the element type: an initialiser for a
+    /// larger type panics before writing (nothing past the object is touched), and the
+    /// objects made before it are dropped by `init_objects`' guard.
+    #[test]
+    fn an_initialiser_for_a_larger_type_panics_before_writing() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct D(u64);
+        impl Drop for D {
+            fn drop(&mut self) {
+                assert_eq!(self.0, 7);
+                DROPS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let mut buf = vec![0u64; 4]; // 4 objects of 8 bytes, 8-aligned
+        let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
+        let g = Geometry::new(base, 8, 4).with_elem_len(8);
+        let mut init = |i: u32, obj: UninitObject<'_>, written: &AtomicBool| {
+            if i < 2 {
+                obj.into_uninit::<D>().write(D(7));
+            } else {
+                obj.into_uninit::<[u64; 2]>().write([1, 1]);
+            }
+            written.store(true, Ordering::Relaxed);
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: objects 0..4 lie in `buf` (4 x 8 bytes, 8-aligned), hold no value that
+            // needs dropping, and nothing else uses `buf` during the call.
+            unsafe { init_objects::<D>(&g, 0, 4, &mut init) }
+        }));
+        assert!(r.is_err(), "the mismatched view panics");
+        assert_eq!(
+            DROPS.load(Ordering::Relaxed),
+            2,
+            "the two objects made are dropped"
+        );
+        assert_eq!(
+            buf[2..],
+            [0, 0],
+            "nothing written by the mismatched initialiser"
+        );
+    }
 }
