@@ -11,7 +11,7 @@ use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
 use crate::debug::ObjectStates;
 use crate::element::Element;
 use crate::error::PoolError;
-use crate::pool::{Pool, PoolCore};
+use crate::pool::{Pool, PoolCore, UninitObject};
 use crate::region::{BackingPolicy, Region};
 use crate::repr::{Geometry, Repr};
 use crate::ring::RingFlags;
@@ -168,12 +168,12 @@ impl<'s, T> InitSlot<'s, T> {
 }
 
 /// An object initialiser, with the object type erased so that the builder serves unsized
-/// elements too: `init(i, p, written)` initialises object `i` at `p` and sets `written` once a
-/// whole object is there. Made only by the builder's constructors, which know `T`; called only
-/// by `build_generic`, with `p` the address of object `i`: inside the region, aligned for `T`,
-/// uninitialised and seen by nobody else.
+/// elements too: `init(i, obj, written)` initialises object `i` in `obj` and sets `written`
+/// once a whole object is there. Made only by the builder's constructors, which know `T`;
+/// called only by `pool::init_objects` (at build and in `grow`), which hands it the object's
+/// memory as an [`UninitObject`].
 /// `Send`: a growable pool keeps it and calls it from the thread that calls `grow`.
-pub(crate) type InitFn<'a> = Box<dyn FnMut(u32, *mut u8, &AtomicBool) + Send + 'a>;
+pub(crate) type InitFn<'a> = Box<dyn FnMut(u32, UninitObject<'_>, &AtomicBool) + Send + 'a>;
 
 pub(crate) enum Init<'a> {
     /// Fresh anonymous memory is already zero: no pass over the region.
@@ -330,10 +330,8 @@ impl<'a, T> PoolBuilder<'a, T> {
     pub fn with_fn(capacity: u32, mut make: impl FnMut(u32) -> T + Send + 'a) -> Self {
         Self::new(
             capacity,
-            Init::Each(Box::new(move |i, p, written| {
-                // SAFETY: `p` is object i's address, aligned for T and unshared (InitFn).
-                let slot = unsafe { &mut *p.cast::<MaybeUninit<T>>() };
-                write_by_value(slot, &mut make, i);
+            Init::Each(Box::new(move |i, obj, written| {
+                write_by_value(obj.into_uninit::<T>(), &mut make, i);
                 written.store(true, Ordering::Relaxed);
             })),
         )
@@ -362,9 +360,8 @@ impl<'a, T> PoolBuilder<'a, T> {
         let mut init = init;
         Self::new(
             capacity,
-            Init::Each(Box::new(move |i, p, written| {
-                // SAFETY: `p` is object i's address, aligned for T and unshared (InitFn).
-                let slot = unsafe { &mut *p.cast::<MaybeUninit<T>>() };
+            Init::Each(Box::new(move |i, obj, written| {
+                let slot = obj.into_uninit::<T>();
                 // The returned proof can only come from this slot (fresh invariant lifetime
                 // per call): the object is initialised. `write` sets `written` itself.
                 let _written: Written<'_> = init(
@@ -797,19 +794,13 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             None => Geometry::new(region.base(), stride, max),
         }
         .with_elem_len(size);
-        // Initialise objects; on panic release the brand, drop those made so far (the guard)
-        // and unmap (region's drop as the stack unwinds).
-        struct Guard<'g, T: ?Sized + Element> {
-            g: &'g Geometry,
-            done: u32,
-            /// Object `done` was written by `InitSlot::write` (the initialiser may panic after
-            /// writing it: it must be dropped too).
-            current_written: &'g AtomicBool,
+        // Initialise objects; on panic `init_objects` drops those made so far, the guard
+        // releases the brand and the range, and the region unmaps as the stack unwinds.
+        struct Release {
             brand: Option<&'static BrandSlot>,
             space: Option<crate::space::Range>,
-            _t: PhantomData<T>,
         }
-        impl<T: ?Sized + Element> Drop for Guard<'_, T> {
+        impl Drop for Release {
             fn drop(&mut self) {
                 if let Some(slot) = self.brand {
                     slot.release(true);
@@ -817,39 +808,25 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
                 if let Some(r) = self.space {
                     crate::space::release(r, true);
                 }
-                // Only the initialising thread wrote these (or a thread it joined before the
-                // initialiser returned or unwound): Relaxed is enough.
-                let written = u32::from(self.current_written.load(Ordering::Relaxed));
-                // SAFETY: objects 0..done were initialised (by value or with a Written proof),
-                // object `done` too when `InitSlot::write` ran for it (the initialiser panicked
-                // after writing), and nobody else has seen them.
-                unsafe { crate::pool::drop_objects::<T>(self.g, 0, self.done + written) };
             }
         }
-        if !matches!(self.init, Init::Zeroed) {
-            let current_written = AtomicBool::new(false);
-            let mut guard = Guard::<T> {
-                g: &geometry,
-                done: 0,
-                current_written: &current_written,
+        let init: Option<&mut crate::pool::ObjectInit<'_>> =
+            match (&mut self.init, &mut self.grow_init) {
+                (Init::Zeroed, _) => None,
+                (Init::Each(init), _) => Some(&mut **init),
+                (Init::Kept, Some(init)) => Some(&mut **init),
+                (Init::Kept, None) => unreachable!("Kept has its initialiser"),
+            };
+        if let Some(init) = init {
+            let release = Release {
                 brand: brand.map(|b| b.0),
                 space,
-                _t: PhantomData,
             };
-            for i in 0..self.capacity {
-                // Object i lies inside the region (i < capacity, len = capacity x stride), is
-                // aligned (base aligned to align, stride a multiple of align) and not yet
-                // shared with anyone: the contract of InitFn.
-                let p = geometry.ptr_of_index(i);
-                current_written.store(false, Ordering::Relaxed);
-                match (&mut self.init, &mut self.grow_init) {
-                    (Init::Each(init), _) => init(i, p, &current_written),
-                    (Init::Kept, Some(init)) => init(i, p, &current_written),
-                    _ => unreachable!("checked above; Kept has its initialiser"),
-                }
-                guard.done = i + 1;
-            }
-            std::mem::forget(guard);
+            // SAFETY: objects 0..capacity lie inside the region just mapped (len = capacity x
+            // stride bytes, committed), are uninitialised (fresh memory) and seen by nobody
+            // else (no handle, ring entry or pool exists yet).
+            unsafe { crate::pool::init_objects::<T>(&geometry, 0, self.capacity, init) };
+            std::mem::forget(release);
         }
         // Every object starts free, in the ring, in index order.
         let mut chunk: Vec<R::Entry> = Vec::with_capacity(4096.min(self.capacity as usize));

@@ -9,8 +9,7 @@
 //! atomic published after the objects are in the ring (DESIGN.md, "Growth"); the get and put
 //! paths never read it (their bulk check compares with the constant maximum).
 
-use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 // The capacity is a loom atomic under `--cfg loom` (tests/loom.rs models its publication).
@@ -21,7 +20,7 @@ use crate::builder::InitFn;
 use crate::element::Element;
 use crate::error::PoolError;
 use crate::pool::Pool;
-use crate::repr::{Geometry, Repr};
+use crate::repr::Repr;
 
 /// A pool's live capacity and what growing needs: the initialiser kept from the builder
 /// (`None` for zeroed pools: fresh pages are zero) and the lock that serialises growth.
@@ -70,52 +69,6 @@ impl Drop for ClearOwner<'_> {
     fn drop(&mut self) {
         self.0.store(0, Ordering::Relaxed);
     }
-}
-
-/// Initialises objects `from..to` of `g` with `init`, in index order. If `init` panics, the
-/// objects it made are dropped (those of earlier calls, and that of the panicking call if
-/// `InitSlot::write` ran) and the panic goes on: nothing is published.
-///
-/// # Safety
-/// Objects `from..to` lie in usable memory of the region, are uninitialised (or dropped) and
-/// seen by nobody else.
-unsafe fn init_objects<T: ?Sized + Element>(
-    g: &Geometry,
-    from: u32,
-    to: u32,
-    init: &mut InitFn<'static>,
-) {
-    struct Guard<'g, T: ?Sized + Element> {
-        g: &'g Geometry,
-        from: u32,
-        done: u32,
-        written: &'g AtomicBool,
-        _t: PhantomData<T>,
-    }
-    impl<T: ?Sized + Element> Drop for Guard<'_, T> {
-        fn drop(&mut self) {
-            let written = u32::from(self.written.load(Ordering::Relaxed));
-            // SAFETY: objects from..done were initialised by this thread, `done` too when
-            // its `write` ran; nobody else has seen them (not yet in the ring).
-            unsafe { crate::pool::drop_objects::<T>(self.g, self.from, self.done + written) };
-        }
-    }
-    let written = AtomicBool::new(false);
-    let mut guard = Guard::<T> {
-        g,
-        from,
-        done: from,
-        written: &written,
-        _t: PhantomData,
-    };
-    for i in from..to {
-        written.store(false, Ordering::Relaxed);
-        // The InitFn contract: object i's address, inside usable memory (the caller's
-        // contract), aligned (base and stride are), unshared.
-        init(i, g.ptr_of_index(i), &written);
-        guard.done = i + 1;
-    }
-    std::mem::forget(guard);
 }
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
@@ -194,7 +147,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             // SAFETY: objects old..new lie in memory just committed (or committed by an
             // earlier grow whose initialiser panicked: those objects were dropped), below the
             // capacity no object is named beyond, so nobody else sees them.
-            unsafe { init_objects::<T>(&self.geometry, old, new, init) };
+            unsafe { crate::pool::init_objects::<T>(&self.geometry, old, new, &mut **init) };
         }
         // Publish: the entries go to the ring (its release orders the initialisation before
         // any consumer's access), then the capacity (Release), so that a reader that sees the

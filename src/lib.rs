@@ -73,7 +73,6 @@ mod metrics_export;
 mod on_put;
 pub mod owned;
 mod pool;
-mod prefetch;
 pub mod region;
 pub mod repr;
 pub mod ring;

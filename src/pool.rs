@@ -1143,8 +1143,7 @@ impl<'p, T: ?Sized + Element, B: Brand, R: Repr> Resolver<'p, T, B, R> {
     pub fn prefetch(&self, h: &H<T, B, R>) {
         // The address only, without the identity check: a hint for another pool's handle
         // (run-time pools) touches nothing and the access after it rejects the handle.
-        let p = R::ptr(&self.geometry, h.entry());
-        crate::prefetch::prefetch_write(p.cast_const());
+        self.geometry.prefetch_write::<R>(h.entry());
     }
 
     /// [`Resolver::prefetch`] of every handle of `hs`, in order: the burst prefetch of VPP's
@@ -1326,6 +1325,97 @@ impl<'c, E> Token<'c, E> for &mut CacheMut<'c, E> {
     fn cm(&mut self) -> &mut CacheMut<'c, E> {
         self
     }
+}
+
+/// The memory of one object while the pool's initialiser makes it (at build and in
+/// [`Pool::grow`]): `len` bytes (the element's size) at `p`, aligned for the element,
+/// uninitialised (or already dropped) and seen by nobody else for `'s`. Made only by
+/// [`init_objects`], under its contract; the typed initialisers of the builder turn it into
+/// the `&mut MaybeUninit<T>` they write.
+pub(crate) struct UninitObject<'s> {
+    p: NonNull<u8>,
+    len: usize,
+    _exclusive: PhantomData<&'s mut [MaybeUninit<u8>]>,
+}
+
+impl<'s> UninitObject<'s> {
+    /// The object as a `MaybeUninit<T>`, exclusive for `'s`.
+    ///
+    /// # Panics
+    /// When `T` is larger than the element or the object is not aligned for it: never for
+    /// the builder's initialisers, which are made for the pool's own `T` (two compares per
+    /// object made, outside every get and put).
+    #[inline]
+    pub(crate) fn into_uninit<T>(self) -> &'s mut MaybeUninit<T> {
+        let p = self.p.as_ptr().cast::<MaybeUninit<T>>();
+        assert!(
+            std::mem::size_of::<T>() <= self.len && p.is_aligned(),
+            "object initialiser for another element type"
+        );
+        // SAFETY: `p` is valid for writes of `len >= size_of::<T>()` bytes, aligned for `T`
+        // (checked), and nobody else sees the object for 's (made by `init_objects`);
+        // `MaybeUninit<T>` accepts any content.
+        unsafe { &mut *p }
+    }
+}
+
+/// An object initialiser as [`init_objects`] calls it: `init(i, obj, written)` makes object
+/// `i` in `obj` and sets `written` once a whole object is there (the builder's `InitFn`).
+pub(crate) type ObjectInit<'f> =
+    dyn FnMut(u32, UninitObject<'_>, &std::sync::atomic::AtomicBool) + 'f;
+
+/// Initialises objects `from..to` of `g` with `init` (the builder's initialiser), in index
+/// order: at build and in [`Pool::grow`]. If `init` panics, the objects it made are dropped
+/// (those of earlier calls, and that of the panicking call if `InitSlot::write` ran: `init`
+/// sets its flag argument once a whole object is there) and the panic goes on.
+///
+/// # Safety
+/// Objects `from..to` lie in usable memory of the region `g` describes, are uninitialised (or
+/// dropped) and seen by nobody else until this returns.
+pub(crate) unsafe fn init_objects<T: ?Sized + Element>(
+    g: &Geometry,
+    from: u32,
+    to: u32,
+    init: &mut ObjectInit<'_>,
+) {
+    struct Guard<'g, T: ?Sized + Element> {
+        g: &'g Geometry,
+        from: u32,
+        done: u32,
+        written: &'g std::sync::atomic::AtomicBool,
+        _t: PhantomData<T>,
+    }
+    impl<T: ?Sized + Element> Drop for Guard<'_, T> {
+        fn drop(&mut self) {
+            // Only this thread wrote the flag (or a thread it joined before `init` returned
+            // or unwound): Relaxed is enough.
+            let written = u32::from(self.written.load(std::sync::atomic::Ordering::Relaxed));
+            // SAFETY: objects from..done were initialised by this call, `done` too when its
+            // `write` ran; nobody else has seen them (the caller's contract).
+            unsafe { drop_objects::<T>(self.g, self.from, self.done + written) };
+        }
+    }
+    let written = std::sync::atomic::AtomicBool::new(false);
+    let mut guard = Guard::<T> {
+        g,
+        from,
+        done: from,
+        written: &written,
+        _t: PhantomData,
+    };
+    for i in from..to {
+        written.store(false, std::sync::atomic::Ordering::Relaxed);
+        let obj = UninitObject {
+            // Inside usable memory (the caller's contract), hence non-null; aligned (base and
+            // stride are); unshared (the caller's contract), for this call of `init` only.
+            p: NonNull::new(g.ptr_of_index(i)).expect("object pointer is non-null"),
+            len: g.elem_len,
+            _exclusive: PhantomData,
+        };
+        init(i, obj, &written);
+        guard.done = i + 1;
+    }
+    std::mem::forget(guard);
 }
 
 /// Drops objects `from..to` in place, and keeps dropping after a panicking `T::drop`, as `Vec`
@@ -1536,5 +1626,48 @@ mod tests {
                 pool.resolver().prefetch_all(&none);
             })
             .unwrap();
+    }
+
+    /// The object view an initialiser gets checks the element type: an initialiser for a
+    /// larger type panics before writing (nothing past the object is touched), and the
+    /// objects made before it are dropped by `init_objects`' guard.
+    #[test]
+    fn an_initialiser_for_a_larger_type_panics_before_writing() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct D(u64);
+        impl Drop for D {
+            fn drop(&mut self) {
+                assert_eq!(self.0, 7);
+                DROPS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let mut buf = vec![0u64; 4]; // 4 objects of 8 bytes, 8-aligned
+        let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
+        let g = Geometry::new(base, 8, 4).with_elem_len(8);
+        let mut init = |i: u32, obj: UninitObject<'_>, written: &AtomicBool| {
+            if i < 2 {
+                obj.into_uninit::<D>().write(D(7));
+            } else {
+                obj.into_uninit::<[u64; 2]>().write([1, 1]);
+            }
+            written.store(true, Ordering::Relaxed);
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: objects 0..4 lie in `buf` (4 x 8 bytes, 8-aligned), hold no value that
+            // needs dropping, and nothing else uses `buf` during the call.
+            unsafe { init_objects::<D>(&g, 0, 4, &mut init) }
+        }));
+        assert!(r.is_err(), "the mismatched view panics");
+        assert_eq!(
+            DROPS.load(Ordering::Relaxed),
+            2,
+            "the two objects made are dropped"
+        );
+        assert_eq!(
+            buf[2..],
+            [0, 0],
+            "nothing written by the mismatched initialiser"
+        );
     }
 }

@@ -60,7 +60,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytemuck::Pod;
@@ -273,8 +273,10 @@ struct Group {
     /// Pool index of bid 0.
     first: u32,
     mask: u16,
-    /// The ring's memory: page-aligned, shared with the kernel (it pins the pages).
-    mem: memmap2::MmapMut,
+    /// The ring's memory: page-aligned, shared with the kernel (it pins the pages). A
+    /// `MmapRaw`, which gives raw pointers only (never a `&[u8]` / `&mut [u8]` over memory
+    /// the kernel reads concurrently); accessed through [`Group::entry`].
+    mem: memmap2::MmapRaw,
     /// Next slot to write; published up to `published`.
     tail: u16,
     published: u16,
@@ -284,22 +286,29 @@ struct Group {
     registered: bool,
 }
 
-/// `struct io_uring_buf` (include/uapi/linux/io_uring.h).
+/// `struct io_uring_buf` (include/uapi/linux/io_uring.h), as atomics: the kernel reads the
+/// published entries (and the tail, `resv` of entry 0) while the application writes others.
+/// Same size and alignment as the C struct (16 bytes, 8-aligned); every bit pattern is valid.
 #[repr(C)]
 struct RawBuf {
-    addr: u64,
-    len: u32,
-    bid: u16,
-    resv: u16,
+    addr: AtomicU64,
+    len: AtomicU32,
+    bid: AtomicU16,
+    resv: AtomicU16,
 }
+
+// The kernel's layout: 16 bytes per entry, the tail at bytes 14..16 of entry 0.
+const _: () = assert!(std::mem::size_of::<RawBuf>() == 16);
 
 impl Group {
     fn new(bgid: u16, first: u32, len: u32, entries: u32) -> Result<Group, PoolError> {
         let bytes = entries as usize * std::mem::size_of::<RawBuf>();
-        let mem = memmap2::MmapMut::map_anon(bytes).map_err(|source| PoolError::Kernel {
-            op: "mmap (buffer ring)",
-            source,
-        })?;
+        let mem = memmap2::MmapMut::map_anon(bytes)
+            .map_err(|source| PoolError::Kernel {
+                op: "mmap (buffer ring)",
+                source,
+            })?
+            .into();
         Ok(Group {
             bgid,
             first,
@@ -313,21 +322,30 @@ impl Group {
         })
     }
 
+    /// Entry `slot & mask` of the ring: the one view of the ring's memory. Every access
+    /// through it is atomic, so the kernel's concurrent reads never race with it.
+    #[inline(always)]
+    fn entry(&self, slot: u16) -> &RawBuf {
+        let slot = usize::from(slot & self.mask);
+        // SAFETY: slot <= mask < entries, so the entry lies inside the mapping, which is
+        // page-aligned (so RawBuf-aligned), zero-filled at creation (a valid RawBuf: atomics
+        // accept every bit pattern) and lives as long as `self`. Its memory is shared with
+        // the kernel only, and only through atomics (`RawBuf`), never through a `&mut`.
+        unsafe { &*self.mem.as_ptr().cast::<RawBuf>().add(slot) }
+    }
+
     /// Writes one entry at the local tail (not yet visible to the kernel).
     #[inline(always)]
     fn push(&mut self, addr: u64, len: u32, bid: u16) {
-        let slot = usize::from(self.tail & self.mask);
-        let p = self.mem.as_mut_ptr().cast::<RawBuf>().wrapping_add(slot);
-        // SAFETY: slot < entries, so p is inside the mapping (page-aligned, so RawBuf-aligned).
-        // The kernel only reads slots between its head and the published tail; this slot is
+        // The kernel only reads entries between its head and the published tail; this one is
         // past the published tail (the ring holds every buffer of its group, so the writer
-        // never laps the kernel's head), so nobody reads it now. `resv` (the tail, in slot 0)
-        // is not written here.
-        unsafe {
-            std::ptr::addr_of_mut!((*p).addr).write(addr);
-            std::ptr::addr_of_mut!((*p).len).write(len);
-            std::ptr::addr_of_mut!((*p).bid).write(bid);
-        }
+        // never laps the kernel's head), so nobody reads it now: Relaxed stores (plain moves
+        // on x86-64), made visible by the Release store of `publish`. `resv` (the tail, in
+        // entry 0) is not written here.
+        let e = self.entry(self.tail);
+        e.addr.store(addr, Ordering::Relaxed);
+        e.len.store(len, Ordering::Relaxed);
+        e.bid.store(bid, Ordering::Relaxed);
         self.tail = self.tail.wrapping_add(1);
         let w = usize::from(bid) / 64;
         self.lent[w] |= 1 << (bid % 64);
@@ -341,11 +359,9 @@ impl Group {
         if self.tail == self.published {
             return false;
         }
-        let tail = self.mem.as_mut_ptr().wrapping_add(14).cast::<AtomicU16>();
-        // SAFETY: bytes 14..16 of slot 0 are the ring's tail (`resv` of the first
-        // `io_uring_buf`), 2-aligned in the page-aligned mapping, read by the kernel with
-        // smp_load_acquire; written only here, atomically.
-        unsafe { &*tail }.store(self.tail, Ordering::Release);
+        // Bytes 14..16 of entry 0 are the ring's tail (`resv` of the first `io_uring_buf`),
+        // read by the kernel with smp_load_acquire; written only here.
+        self.entry(0).resv.store(self.tail, Ordering::Release);
         self.published = self.tail;
         true
     }
@@ -586,7 +602,9 @@ where
         let len = p.len.min(self.buf_len) as usize;
         // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
         // borrowed shared for 'a; T is Pod, so its bytes are initialised; headroom + len is
-        // within the object.
+        // within the object. (The safe form, `bytemuck::bytes_of(get_ref)` sliced after the
+        // headroom, costs 3 more instructions per call: the compiler cannot know that the
+        // headroom is below the object size.)
         unsafe {
             std::slice::from_raw_parts(
                 self.pool()
@@ -765,15 +783,16 @@ where
                     self.lent -= 1;
                     returned += 1;
                     let index = g.first + u32::from(bid);
-                    let handle = Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
+                    let mut handle =
+                        Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
                     if res > 0 {
                         let len = res as u32;
                         if stamp {
-                            let p = pool.as_ptr(&handle).cast::<u8>().as_ptr();
-                            // SAFETY: the object is this packet's alone (its bid was lent and is
-                            // now taken back); headroom >= 4, so bytes 0..4 are inside it and
-                            // never written by the kernel.
-                            unsafe { p.cast::<[u8; 4]>().write(len.to_le_bytes()) };
+                            // The object is this packet's alone (its bid was lent and is now
+                            // taken back); headroom >= 4 < size_of::<T>(), so bytes 0..4 are
+                            // inside it and never written by the kernel. T is Pod.
+                            let obj = bytemuck::bytes_of_mut(pool.get_mut(&mut handle));
+                            obj[..4].copy_from_slice(&len.to_le_bytes());
                         }
                         self.stats.packets += 1;
                         self.stats.bytes += u64::from(len);
