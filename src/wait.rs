@@ -94,6 +94,22 @@ enum Wakeup {
 }
 
 impl Wakeup {
+    /// Wakes, and contains a panic of the waker (user code): it is dropped here, not unwound
+    /// into the put that woke the waiter. That put has moved its objects into the ring but
+    /// may not yet have emptied the caller's `Vec` or table (its adapter finishes after this
+    /// call), so an unwind from here left handles of free objects with the caller: a
+    /// duplicate handle and two live `&mut T` (tests/waker_panic.rs); in a thread's exit
+    /// flush (a TLS destructor) it aborted the process; and the waiters after the panicking
+    /// one in the same round were never woken. The payload is leaked, not dropped (its drop
+    /// is user code too).
+    fn wake_contained(self) {
+        if let Err(payload) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || self.wake()))
+        {
+            std::mem::forget(payload);
+        }
+    }
+
     fn wake(self) {
         match self {
             Wakeup::Thread(t) => t.unpark(),
@@ -265,7 +281,7 @@ impl WaitQueue {
                 i < q.entries.len() && budget > 0
             };
             for w in out.into_iter().flatten() {
-                w.wake();
+                w.wake_contained();
             }
             if !more {
                 break;
