@@ -128,6 +128,7 @@ cflags_debian="-O2 -march=corei7"
 rustflags_native="-C target-cpu=native -C target-feature=-avx512f"
 rustflags_debian=""
 mkdir -p "$out" "$repo/target/dpdk"
+out=$(cd "$out" && pwd)
 say "building bench/dpdk/mempool_perf.c and mempool_perf (${pairings[*]})"
 for p in "${pairings[@]}"; do
   cf_var="cflags_$p"
