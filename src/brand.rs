@@ -83,10 +83,10 @@ pub unsafe trait Brand {
 pub enum Runtime {}
 
 impl Runtime {
-    /// `(free, quarantined)`: raw entries of the process's handle space free for new run-time
-    /// pools, and held for good by pools dropped with objects still out (of `u32::MAX` in
-    /// all). Live pools hold the rest.
-    pub fn space_usage() -> (u64, u64) {
+    /// How the process's handle space is used: raw entries free for new run-time pools, and
+    /// held for good by pools dropped with objects still out (of `u32::MAX` in all); live
+    /// pools hold the rest. See [`crate::SpaceUsage`].
+    pub fn space_usage() -> crate::SpaceUsage {
         crate::space::usage()
     }
 }

@@ -59,14 +59,26 @@ impl<P: PoolRef> Pooled<P> {
 
     /// Wraps a handle of the pool.
     ///
-    /// # Panics
-    /// Run-time pools: when `h` is another pool's (use [`Pool::check`] first to test).
-    #[track_caller]
-    pub fn new(pool: P, h: H<P>) -> Self {
-        if let Err(e) = pool.pool().check(&h) {
-            panic!("idxpool: {e}");
+    /// # Errors
+    /// Run-time pools: `Err(h)`, the handle given back untouched, when `h` is another pool's
+    /// ([`Pool::check`] says which). Never for brands (the compiler already checked it).
+    ///
+    /// ```
+    /// use idxpool::{PoolBuilder, Pooled};
+    /// let a = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let b = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let guard = Pooled::new(&a, a.get()?).unwrap();
+    /// drop(guard); // back in a
+    /// let h = Pooled::new(&a, b.get()?).unwrap_err(); // b's handle is not consumed
+    /// b.put(h);
+    /// assert_eq!((a.in_use(), b.in_use()), (0, 0));
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn new(pool: P, h: H<P>) -> Result<Self, H<P>> {
+        if !pool.pool().owns(&h) {
+            return Err(h);
         }
-        Pooled { h: Some(h), pool }
+        Ok(Pooled { h: Some(h), pool })
     }
 
     /// Gives up the guard and returns the plain handle (to be put back by hand).

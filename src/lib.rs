@@ -108,6 +108,7 @@ pub use owned::PoolRef;
 pub use pool::{Pool, Resolver};
 pub use region::{Backing, BackingPolicy, BackingReport};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
+pub use space::SpaceUsage;
 pub use stats::Stats;
 
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools. Its derives name
