@@ -162,7 +162,7 @@ impl<P: PoolRef> LocalCache<P> {
     /// let h = cache.try_put(h).unwrap_err(); // b's handle: given back, not consumed
     /// b.put(h);
     /// let mine = cache.get()?;
-/// cache.try_put(mine).unwrap();
+    /// cache.try_put(mine).unwrap();
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
     #[inline(always)]

@@ -88,12 +88,46 @@ pub trait PoolRef:
     + Deref<Target = Pool<<Self as PoolRef>::T, <Self as PoolRef>::B, <Self as PoolRef>::R>>
 {
     /// The object type.
+    ///
+    /// ```
+    /// use idxpool::{Pool, PoolRef};
+    /// fn object_bytes<P: PoolRef>(_: &P) -> usize where P::T: Sized {
+    ///     std::mem::size_of::<P::T>()
+    /// }
+    /// let pool: Pool<[u8; 64]> = idxpool::PoolBuilder::zeroed(4).build()?;
+    /// assert_eq!(object_bytes(&&pool), 64);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     type T: ?Sized + Element;
     /// The pool's identity ([`crate::Runtime`] or a brand).
+    ///
+    /// ```
+    /// use idxpool::{Brand, PoolRef};
+    /// fn checked<P: PoolRef>(_: &P) -> bool { <P::B as Brand>::CHECKED }
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(4).build()?;
+    /// assert!(checked(&std::sync::Arc::new(pool)));       // a run-time pool
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     type B: Brand;
     /// The pool's entry representation.
+    ///
+    /// ```
+    /// use idxpool::{repr::Repr, PoolRef};
+    /// fn repr_name<P: PoolRef>(_: &P) -> &'static str { <P::R as Repr>::NAME }
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(4).repr::<idxpool::Index>().build()?;
+    /// assert_eq!(repr_name(&&pool), "index");
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     type R: Repr;
-    /// The pool.
+    /// The pool (as `&Pool` whichever the owner).
+    ///
+    /// ```
+    /// use idxpool::PoolRef;
+    /// let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build()?);
+    /// let owner = pool.clone();
+    /// assert!(std::ptr::eq(owner.pool(), &*pool));
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     fn pool(&self) -> &Pool<Self::T, Self::B, Self::R>;
 }
 
