@@ -280,6 +280,13 @@ impl<T> SharedPool<T> {
         len_word.load(Ordering::Relaxed).min(size)
     }
 
+    /// True when `h` was minted by this attachment (its serial): the check `check_handle`
+    /// panics on, without the panic.
+    #[inline(always)]
+    pub(crate) fn owns_handle(&self, h: &SharedHandle<T>) -> bool {
+        h.serial() == self.serial
+    }
+
     /// Panics unless handle `h` was minted by this attachment and this attachment holds its
     /// object.
     ///
