@@ -31,10 +31,9 @@ use std::alloc::Layout;
 /// ```
 /// use idxpool::{Element, Pool, PoolBuilder};
 /// // Code written once for pools of sized objects and of byte buffers.
-/// fn first_byte<T: ?Sized + Element>(pool: &Pool<T>) -> Result<u8, idxpool::PoolError> {
+/// fn first_byte<T: ?Sized + Element + AsRef<[u8]>>(pool: &Pool<T>) -> Result<u8, idxpool::PoolError> {
 ///     let h = pool.get()?;
-///     // SAFETY: the handle owns the object, which is at least one initialised byte long.
-///     let b = unsafe { *pool.as_ptr(&h).cast::<u8>().as_ptr() };
+///     let b = pool.get_ref(&h).as_ref()[0];
 ///     pool.put(h);
 ///     Ok(b)
 /// }
