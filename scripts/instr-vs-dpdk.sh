@@ -25,8 +25,9 @@
 # and the bare floors (the same loop on a thread-local LIFO array of u32 / u64, no pool).
 #
 # Two pairings, each a C build and a Rust build of the same instruction-set class:
-#   native  C: cc -O3 -march=native -mno-avx512f (compare-dpdk.sh --native's flags without
-#           AVX-512); Rust: RUSTFLAGS="-C target-cpu=native -C target-feature=-avx512f"
+#   native  C: cc ... $(pkg-config --cflags libdpdk) -O3 -march=native -mno-avx512f
+#           (compare-dpdk.sh --native's flags without AVX-512, given after pkg-config's
+#           -march=corei7 so that they win); Rust: RUSTFLAGS="-C target-cpu=native -C target-feature=-avx512f"
 #           (target/instr-native). valgrind 3.19 cannot decode AVX-512 instructions, so both
 #           sides leave out AVX-512F and every extension that needs it (AVX2, BMI2, FMA, ...
 #           stay). The targets are judged on this pairing.
@@ -132,9 +133,11 @@ out=$(cd "$out" && pwd)
 say "building bench/dpdk/mempool_perf.c and mempool_perf (${pairings[*]})"
 for p in "${pairings[@]}"; do
   cf_var="cflags_$p"
+  # The flags go last: Debian's libdpdk.pc carries -march=corei7, which would override an
+  # earlier -march=native (GCC takes the last -march).
   # shellcheck disable=SC2046,SC2086 # pkg-config's flags and the C flags are words
-  cc ${!cf_var} -o "$repo/target/dpdk/mempool_perf-instr-$p" "$repo/bench/dpdk/mempool_perf.c" \
-    $(pkg-config --cflags --libs libdpdk) || die "building bench/dpdk/mempool_perf.c ($p: ${!cf_var}) failed"
+  cc -o "$repo/target/dpdk/mempool_perf-instr-$p" "$repo/bench/dpdk/mempool_perf.c" \
+    $(pkg-config --cflags --libs libdpdk) ${!cf_var} || die "building bench/dpdk/mempool_perf.c ($p: ${!cf_var}) failed"
 done
 (cd "$repo" && cargo build --quiet --release -p idxpool-bench --example mempool_perf --example instr_report) ||
   die "cargo build failed"

@@ -24,9 +24,10 @@
  * created. The algorithm measured is the installed librte_mempool's (Debian 12: 22.11), whatever
  * --matrix says: --matrix 2607 runs 26.07's cells and loops on the installed cache code.
  *
- * Build (scripts/compare-dpdk.sh does it):
- *   cc -O3 -march=native -o target/dpdk/mempool_perf bench/dpdk/mempool_perf.c \
- *      $(pkg-config --cflags --libs libdpdk)
+ * Build (scripts/compare-dpdk.sh does it; the flags after pkg-config's, whose -march=corei7
+ * (Debian's libdpdk.pc) would otherwise override -march=native):
+ *   cc -o target/dpdk/mempool_perf bench/dpdk/mempool_perf.c \
+ *      $(pkg-config --cflags --libs libdpdk) -O3 -march=native
  * Run (as root; --no-huge: no hugepages needed; --lcores maps both lcores onto both CPUs, so
  * no thread is pinned and a busy CPU does not stall an lcore; -l 0-1 pins like dpdk-test):
  *   target/dpdk/mempool_perf --no-pci --no-huge -m 512 --no-telemetry --lcores '(0,1)@(0,1)' \

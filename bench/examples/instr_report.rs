@@ -29,10 +29,10 @@
 //! pool, `P` pointer twin outside 0.9-1.1x of DPDK), a Markdown table of geomeans per group of
 //! cells, and the verdict lines: index/DPDK (target: <= 1 in every cell and <= 0.8 in geomean),
 //! runtime/index (<= 1.05 in every cell), pointer/DPDK (0.9-1.1 in every cell). The targets
-//! are judged on `--targets`' pairing [native, else the first]; the others' lines are for
-//! information. `--csv`: one row per pairing, contender and cell. Exit status 0 (also when
-//! targets are missed), 1 when nothing was read, a directory is unreadable, or a cell lacks a
-//! contender; 2 on bad arguments.
+//! are judged on `--targets`' pairing [native]; the others' lines are for information.
+//! `--csv`: one row per pairing, contender and cell. Exit status 0 (also when targets are
+//! missed), 1 when nothing was read, a directory is unreadable, or a cell lacks a contender; 2
+//! on bad arguments.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -53,7 +53,8 @@ struct Args {
     /// NAME=TEXT: a line printed under the pairing's heading (its compilers and flags).
     #[arg(long, value_parser = parse_about)]
     about: Vec<(String, String)>,
-    /// The pairing the targets are judged on [native when present, else the first].
+    /// The pairing the targets are judged on [native]; without it, every verdict line is for
+    /// information.
     #[arg(long)]
     targets: Option<String>,
     /// Also write every count to this CSV file.
@@ -660,6 +661,11 @@ fn report(
         out.push_str(&text);
         let _ = writeln!(out);
     }
+    if summary.is_empty() {
+        summary.push(format!(
+            "targets: judged on the {targets} pairing, which was not run (the lines above are for information)"
+        ));
+    }
     for line in summary {
         let _ = writeln!(out, "{line}");
     }
@@ -679,13 +685,8 @@ fn run(args: &Args) -> Result<(String, bool), Box<dyn Error>> {
         }
         pairings.push((name.clone(), counts));
     }
-    let targets = args.targets.clone().unwrap_or_else(|| {
-        if args.pairing.iter().any(|(n, _)| n == "native") {
-            "native".to_string()
-        } else {
-            args.pairing[0].0.clone()
-        }
-    });
+    // The targets are stated against DPDK built for this CPU: judged on `native` unless told.
+    let targets = args.targets.clone().unwrap_or_else(|| "native".to_string());
     if let Some(path) = &args.csv {
         let mut text = String::from(CSV_HEADER);
         text.push('\n');
@@ -931,6 +932,11 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("targets (debian)"), "{text}");
+        let (text, _) = report(&pairings[1..], &about, "native");
+        assert!(
+            text.contains("targets: judged on the native pairing, which was not run"),
+            "{text}"
+        );
         let rows = csv_rows("native", &counts);
         assert_eq!(rows.len(), 120 * CONTENDERS.len());
         assert_eq!(rows[0], "native,dpdk,512,1,1,1,32,0,524288,65536,8.0000");
