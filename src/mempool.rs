@@ -53,8 +53,9 @@ use crate::repr::Repr;
 use crate::shared::{SharedHandle, SharedPool};
 
 /// How a [`crate::Pooled`] guard holds its pool: a borrow `&M` (the guard cannot outlive the
-/// pool) or an `Arc<M>` (the guard keeps it alive), for any [`Mempool`] `M`. Sealed: the guard
-/// trusts every dereference to reach the same pool.
+/// pool) or an `Arc<M>` (the guard keeps it alive), for any [`Mempool`] `M`. Sealed: every
+/// dereference reaches the same pool. (`Mempool` itself is open and safe: no unsafe code of
+/// the crate relies on how it is implemented.)
 ///
 /// ```
 /// use std::sync::Arc;
@@ -125,8 +126,9 @@ pub trait Mempool {
     /// Returns one object (DPDK's `rte_mempool_put`).
     ///
     /// # Panics
-    /// When `h` is another pool's (run-time and shared pools check; nothing is moved);
-    /// [`Mempool::try_put`] gives it back instead.
+    /// When `h` is another pool's (run-time and shared pools check; nothing is moved into this
+    /// pool, and the handle, consumed, leaves its object out of its own pool: counted there as
+    /// in use). [`Mempool::try_put`] gives it back instead.
     ///
     /// ```
     /// use idxpool::Mempool;
@@ -264,7 +266,7 @@ pub trait Mempool {
                 None => return Err(PoolError::SlotEmpty { index, len }),
                 Some(h) if !self.owns(h) => {
                     return Err(PoolError::ForeignHandle {
-                        handle_pool: "(another pool or attachment)".into(),
+                        handle_pool: format!("(another pool or attachment: table slot {index})"),
                         pool: "(the pool put to)".into(),
                     })
                 }
