@@ -67,8 +67,15 @@ mod hidden {
         pub(crate) elem_len: usize,
         /// The pool has a reset hook ([`crate::PoolBuilder::on_put`]): every put runs it first.
         /// Kept here, next to what the put adapters already read (a `LocalCache` holds a copy in
-        /// registers), so that a pool without a hook pays one test of it per put call.
+        /// registers), so that a pool without a hook pays one test of it per put call (the
+        /// `Vec` and one-handle puts); the table put tests it only after a refusal, through the
+        /// two limits below.
         pub(crate) put_hook: bool,
+        /// The limit of a run-time pool's fused table put check (the OR of the slots' ranks
+        /// must be below it): `span`, or 0 when the pool has a reset hook, so that every table
+        /// put of such a pool leaves the fused check for the hooked path, and one without a
+        /// hook tests nothing for it (set by [`Geometry::set_put_hook`]).
+        pub(crate) put_span: u32,
     }
 
     /// An object pointer that may cross threads (the pool, not the pointer, owns the object).
@@ -166,7 +173,16 @@ impl Geometry {
             span,
             elem_len: stride,
             put_hook: false,
+            put_span: span,
         }
+    }
+
+    /// Records whether the pool has a reset hook: the flag, and the limit of a run-time
+    /// pool's fused table put check (0 with a hook: every put refused there, then taken by the
+    /// hooked path).
+    pub(crate) fn set_put_hook(&mut self, hooked: bool) {
+        self.put_hook = hooked;
+        self.put_span = if hooked { 0 } else { self.span };
     }
 
     /// The same geometry for objects of `len` bytes (byte-buffer pools).

@@ -17,7 +17,7 @@
 use std::mem::MaybeUninit;
 
 use crate::brand::Brand;
-use crate::cache::Put;
+use crate::cache::{CacheMut, Put};
 use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
@@ -39,7 +39,9 @@ fn any_occupied<S: Shape, T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> boo
     unsafe { S::any(table.as_ptr(), table.len(), Option::is_some) }
 }
 
-/// True when some slot of `table` is empty, in the shape `S` (which covers its length).
+/// True when some slot of `table` is empty, in the shape `S` (which covers its length). (The
+/// put checks its slots in the cache's fused check; this is the tests' reference.)
+#[cfg(test)]
 #[inline(always)]
 fn any_empty<S: Shape, T: ?Sized, B, R: Repr>(table: &[Slot<T, B, R>]) -> bool {
     // SAFETY: as any_occupied.
@@ -96,15 +98,15 @@ pub(crate) fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
     unsafe { Dyn::none(table.as_mut_ptr(), table.len()) }
 }
 
-/// One table operation (`get_into` or `put_from`) waiting for its shape: the pool, the token
-/// closure and the table ([`by_shape`] calls `run` with the shape of the table's length).
-struct TableOp<'p, 't, T: ?Sized + Element, B, R: Repr, F, const GET: bool>(
+/// A `get_into` waiting for its shape: the pool, the token closure and the table
+/// ([`by_shape`] calls `run` with the shape of the table's length).
+struct GetOp<'p, 't, T: ?Sized + Element, B, R: Repr, F>(
     &'p Pool<T, B, R>,
     F,
     &'t mut [Slot<T, B, R>],
 );
 
-impl<'c, T, B, R, C, F, const GET: bool> ByShape for TableOp<'_, '_, T, B, R, F, GET>
+impl<'c, T, B, R, C, F> ByShape for GetOp<'_, '_, T, B, R, F>
 where
     T: ?Sized + Element,
     B: Brand,
@@ -115,12 +117,46 @@ where
     type Out = Result<(), PoolError>;
     #[inline(always)]
     fn run<S: Shape>(self, _n: usize) -> Result<(), PoolError> {
-        let TableOp(pool, token, table) = self;
-        if GET {
-            pool.get_into_with::<S, C>(token, table)
-        } else {
-            pool.put_from_with::<S, C>(token, table)
-        }
+        let GetOp(pool, token, table) = self;
+        pool.get_into_with::<S, C>(token, table)
+    }
+}
+
+/// Where a put takes its cache token, as often as it needs one (the table put takes a second
+/// one after running a reset hook, which may itself use the pool: no token may be live while
+/// it runs). `&mut CacheMut` (a `LocalCache`'s token: lent again each time) or [`Lazy`] (the
+/// thread's cache: a new token each time).
+pub(crate) trait Tokens<'c, E> {
+    /// A token.
+    type T<'s>: Token<'c, E>
+    where
+        Self: 's;
+    /// Takes a token (used and dropped before the next is taken).
+    fn take(&mut self) -> Self::T<'_>;
+}
+
+impl<'c, E> Tokens<'c, E> for &mut CacheMut<'c, E> {
+    type T<'s>
+        = &'s mut CacheMut<'c, E>
+    where
+        Self: 's;
+    #[inline(always)]
+    fn take(&mut self) -> &mut CacheMut<'c, E> {
+        self
+    }
+}
+
+/// Tokens made by a closure (the pool's thread cache: `|| pool.thread_cache_mut()`).
+pub(crate) struct Lazy<F>(pub(crate) F);
+
+impl<'c, E: 'c, F: FnMut() -> CacheMut<'c, E>> Tokens<'c, E> for Lazy<F> {
+    type T<'s>
+        = CacheMut<'c, E>
+    where
+        Self: 's;
+    #[inline(always)]
+    fn take(&mut self) -> CacheMut<'c, E> {
+        (self.0)()
     }
 }
 
@@ -150,7 +186,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
     ) -> Result<(), PoolError> {
-        by_shape(table.len(), TableOp::<_, _, _, _, true>(self, token, table))
+        by_shape(table.len(), GetOp(self, token, table))
     }
 
     /// [`Pool::get_into_via`] in the shape `S` (which covers `table.len()`).
@@ -227,53 +263,63 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// is reported after the token is gone. With a hook: the slot check, the identity check
     /// and the debug hook first, then the hook (user code), then the token.
     #[inline(always)]
-    pub(crate) fn put_from_via<'c, C: Token<'c, R::Entry>>(
+    pub(crate) fn put_from_via<'c, X: Tokens<'c, R::Entry>>(
         &self,
-        token: impl FnOnce() -> C,
+        g: &Geometry,
+        tokens: X,
         table: &mut [Slot<T, B, R>],
     ) -> Result<(), PoolError> {
-        by_shape(
-            table.len(),
-            TableOp::<_, _, _, _, false>(self, token, table),
-        )
+        struct Op<'p, 'g, 't, T: ?Sized + Element, B, R: Repr, X>(
+            &'p Pool<T, B, R>,
+            &'g Geometry,
+            X,
+            &'t mut [Slot<T, B, R>],
+        );
+        impl<'c, T, B, R, X> ByShape for Op<'_, '_, '_, T, B, R, X>
+        where
+            T: ?Sized + Element,
+            B: Brand,
+            R: Repr,
+            X: Tokens<'c, R::Entry>,
+        {
+            type Out = Result<(), PoolError>;
+            #[inline(always)]
+            fn run<S: Shape>(self, _n: usize) -> Result<(), PoolError> {
+                let Op(pool, g, tokens, table) = self;
+                pool.put_from_with::<S, X>(g, tokens, table)
+            }
+        }
+        by_shape(table.len(), Op(self, g, tokens, table))
     }
 
     /// [`Pool::put_from_via`] in the shape `S` (which covers `table.len()`).
     #[inline(always)]
-    fn put_from_with<'c, S: Shape, C: Token<'c, R::Entry>>(
+    fn put_from_with<'c, S: Shape, X: Tokens<'c, R::Entry>>(
         &self,
-        token: impl FnOnce() -> C,
+        g: &Geometry,
+        mut tokens: X,
         table: &mut [Slot<T, B, R>],
     ) -> Result<(), PoolError> {
         assert_slot_is_entry::<T, B, R>();
-        let g = &self.geometry;
-        if g.put_hook || crate::DEBUG_CHECKS {
-            // The checks that must come first (the slot check, then the identity check before
-            // the reset hook or the debug hook), then the hook (user code, on_put.rs) before
-            // the token. Raw pointers: the hook's call must hold no reference to the table,
-            // whose slots its guard empties if it unwinds. (In line: out of line, one copy for
-            // every shape, it cost the run-time loops 3-20% more instructions, BENCHMARKS.md.)
-            if any_empty::<S, T, B, R>(table) {
-                return Err(empty_error(table));
-            }
-            let t: *mut [Slot<T, B, R>] = table;
-            // SAFETY: every slot is Some (checked above), and Some(h) has h's bits
-            // (assert_slot_is_entry); read-only, and it ends before the hook's call.
-            let hs = unsafe { &*(t as *const [H<T, B, R>]) };
-            try_check_owned_all::<B, R>(g, entries_of(hs))?;
-            self.debug_put(hs);
-            if g.put_hook {
-                // SAFETY: checked above; the table's handles are put right below.
-                unsafe { self.run_on_put(t as *const [H<T, B, R>], Some(t)) };
-            }
+        // What runs before the token. With debug checks: everything the hooked path does
+        // (the debug hook may panic: before the token). A branded pool with a reset hook: the
+        // checks and the hook (one test of the flag, in the geometry the caller holds: a
+        // `LocalCache`'s copy). A run-time pool tests nothing here: its reset hook is folded
+        // into the limit of the fused check below (`put_span`, 0 with a hook: every put of a
+        // hooked pool is refused there, and the refusal runs the hooked path), so a pool
+        // without one tests nothing for hooks on the hit.
+        let prepared = crate::DEBUG_CHECKS || (!B::CHECKED && g.put_hook);
+        if prepared && !self.put_from_prepare(g, table) {
+            return Err(put_refused(g, table));
         }
+        let span = if prepared { g.span } else { g.put_span };
         let (p, n) = (table.as_ptr(), table.len());
         // The slot check (and, for run-time pools, the identity check) as one OR over the
         // slots, by the cache before anything moves: a branded pool ORs `is_none`, a run-time
         // pool the ranks (an empty slot ranks e0 >= span: `ReprImpl::slot_rank`). The token
-        // ends with this block; a refusal is reported after it.
+        // ends with this block; a refusal is handled after it.
         let put = {
-            let mut t = token();
+            let mut t = tokens.take();
             let cm = t.cm();
             // SAFETY: the table's n slots; a slot has an entry's layout (assert_slot_is_entry);
             // when the OR is below the limit every slot is Some (an empty slot ORs 1, or ranks
@@ -285,7 +331,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                         p,
                         n,
                         |s: &Slot<T, B, R>| R::slot_rank(g, s.as_ref().map(H::entry)),
-                        g.span,
+                        span,
                     )
                 } else {
                     cm.put_checked_with::<S, _>(p, n, |s: &Slot<T, B, R>| s.is_none() as u32, 1)
@@ -296,14 +342,75 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             Put::Cached => {}
             // After the token (wait.rs): entries may have reached the ring.
             Put::Ring => self.core.waiters.after_put(&self.core.ring),
-            // Straight to the cold function that says why (after the token: it allocates).
-            Put::Foreign => return Err(put_refused(g, table)),
+            // Out of line, and no `Result` comes back from a call: a `Result` of unknown variant
+            // merged with the hit's `Ok` made every hit store its `Ok` and test it (the errors
+            // are built by `put_refused`, whose value is the payload of a known `Err`).
+            Put::Foreign => {
+                if !self.put_from_hooked(g, tokens, table) {
+                    return Err(put_refused(g, table));
+                }
+            }
         }
         // The cache owns those objects now: empty the slots (the handles moved).
         // SAFETY: the table's n slots; S covers n; their handles moved to the cache (handles
         // have no destructor).
         unsafe { S::none(table.as_mut_ptr(), n) };
         Ok(())
+    }
+
+    /// A table put the fused check refused (nothing moved, no token live). For a run-time pool
+    /// with a reset hook (its fused check refuses every put) it is the hooked path: the checks
+    /// and the hook with no token live (user code), then a new token and the put (the caller
+    /// then empties the slots); true when it put the table. False when the refusal stands (no
+    /// hook, or a branded pool or a debug build, whose hooked path ran before the token; or
+    /// the checks refused): the caller reports it.
+    #[cold]
+    #[inline(never)]
+    fn put_from_hooked<'c, X: Tokens<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        mut tokens: X,
+        table: &mut [Slot<T, B, R>],
+    ) -> bool {
+        if crate::DEBUG_CHECKS || !B::CHECKED || !g.put_hook || !self.put_from_prepare(g, table) {
+            return false;
+        }
+        // SAFETY: every slot is Some (checked by put_from_prepare; its hook's guard empties
+        // them only if it unwinds, and then this is not reached), and Some(h) has h's bits;
+        // read-only, it ends before the slots are cleared.
+        let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
+        if tokens.take().cm().put(entries_of(hs)) {
+            self.core.waiters.after_put(&self.core.ring); // after the token (wait.rs)
+        }
+        true
+    }
+
+    /// What a put from `table` does before its token when the pool has a reset hook (or debug
+    /// checks): the slot check, then the identity check before the reset hook or the debug
+    /// hook, then the hook (user code, on_put.rs). False, with nothing run, when a slot is
+    /// empty or a handle foreign (the caller reports it: [`put_refused`]). Raw pointers: the
+    /// hook's call must hold no reference to the table, whose slots its guard empties if it
+    /// unwinds. Out of line and cold (one copy for every shape of the caller), with no pointer
+    /// into a `LocalCache` among its arguments (on_put.rs, `run_on_put`).
+    #[cold]
+    #[inline(never)]
+    fn put_from_prepare(&self, g: &Geometry, table: &mut [Slot<T, B, R>]) -> bool {
+        if table.iter().any(Option::is_none) {
+            return false;
+        }
+        let t: *mut [Slot<T, B, R>] = table;
+        // SAFETY: every slot is Some (checked above), and Some(h) has h's bits
+        // (assert_slot_is_entry); read-only, and it ends before the hook's call.
+        let hs = unsafe { &*(t as *const [H<T, B, R>]) };
+        if try_check_owned_all::<B, R>(g, entries_of(hs)).is_err() {
+            return false;
+        }
+        self.debug_put(hs);
+        if g.put_hook {
+            // SAFETY: checked above; the caller puts the table's handles right after.
+            unsafe { self.run_on_put(t as *const [H<T, B, R>], Some(t)) };
+        }
+        true
     }
 
     /// Fills every slot of `table` with a handle, through the calling thread's cache, all or
@@ -357,7 +464,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     #[inline]
     pub fn put_from(&self, table: &mut [Option<H<T, B, R>>]) -> Result<(), PoolError> {
-        self.put_from_via(|| self.thread_cache_mut(), table)
+        self.put_from_via(&self.geometry, Lazy(|| self.thread_cache_mut()), table)
     }
 }
 
@@ -407,7 +514,9 @@ impl<P: PoolRef> crate::LocalCache<P> {
     /// ```
     #[inline(always)]
     pub fn put_from(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
-        self.pool.pool().put_from_via(|| &mut self.cm, table)
+        self.pool
+            .pool()
+            .put_from_via(&self.geometry, &mut self.cm, table)
     }
 }
 
