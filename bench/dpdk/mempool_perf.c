@@ -41,13 +41,24 @@
  *   --clock wall|cpu    wall: the autotest's rate; cpu (not the autotest's): objects per
  *                       second of each lcore's thread CPU time, summed (robust on a shared
  *                       machine; mempool_perf --clock cpu is the same) [wall]
- *   --filter WORDS      only cells whose key holds every word (e.g. "cores=1 n_keep=512")
+ *   --filter WORDS      only cells whose key holds every word (e.g. "cores=1 n_keep=512");
+ *                       alternatives separated by '|' (any of them)
  *   --cell KEY          run this cell (e.g. "cache=512 cores=1 n_get_bulk=4 n_put_bulk=4
  *                       n_keep=32 constant_n=1", or n_max_bulk=64 for 26.07's random pass);
  *                       repeatable; replaces the matrix
  *   --list              print the cell keys, one a line, and exit (no measurement)
  *   --stdin             read cell keys from stdin, one a line; run each --reps times, print
  *                       and flush each result line (for interleaving with another process)
+ *   --objects N         fixed length instead of --seconds: each lcore runs one warm-up pass of
+ *                       the loop (N objects of the autotest: 65536 for 2211), then passes
+ *                       until it has moved at least N objects (whole passes), and the line
+ *                       ends with objects=<all lcores' counted objects>. For instruction
+ *                       counts under callgrind (scripts/instr-vs-dpdk.sh): run with
+ *                       `valgrind --tool=callgrind --collect-atstart=no`; each lcore toggles
+ *                       collection on and off around its counted passes (callgrind's
+ *                       collection state is per thread), and the main lcore dumps the counts
+ *                       after each cell (CALLGRIND_DUMP_STATS_AT, labelled
+ *                       "dpdk <key> objects=<n>"). Without valgrind the requests do nothing.
  * Exit status 0, or 1 on a failed run or a bad argument (message on stderr).
  */
 
@@ -69,6 +80,19 @@
 #include <rte_mempool.h>
 #include <rte_pause.h>
 #include <rte_version.h>
+
+/* Callgrind's client requests (--objects): from valgrind's header when it is installed, else
+ * nothing (the counts then come from no dump, and scripts/instr-vs-dpdk.sh says so). */
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define HAVE_CALLGRIND 1
+#endif
+#endif
+#ifndef HAVE_CALLGRIND
+#define CALLGRIND_TOGGLE_COLLECT
+#define CALLGRIND_DUMP_STATS_AT(label) ((void)(label))
+#endif
 
 /* ---- the autotest's constants (22.11 and 26.07) ------------------------------------------ */
 
@@ -101,6 +125,8 @@ static uint64_t time_cycles;
 static double time_s;
 /* --clock cpu: rates against each lcore's thread CPU time instead of TIME_S / cycles. */
 static int clock_cpu;
+/* --objects: objects each lcore moves in its counted passes (0: timed by --seconds). */
+static uint64_t fixed_objects;
 
 static double
 thread_cpu_s(void)
@@ -308,6 +334,37 @@ per_lcore_mempool_test(void *arg)
 	if (lcore_id != rte_get_main_lcore())
 		rte_wait_until_equal_32(&synchro, 1, __ATOMIC_RELAXED);
 
+	if (fixed_objects != 0) {
+		/* --objects: one warm-up pass (the cache's first refill), then the counted passes,
+		 * each bracketed by callgrind's per-thread collection toggle. */
+		uint64_t done = 0;
+
+		ret = matrix == 2607 ? loop_2607(mp, cache) : loop_2211(mp, cache);
+		if (ret < 0)
+			GOTO_ERR(ret, out);
+		cpu_start = clock_cpu ? thread_cpu_s() : 0;
+		start_cycles = rte_get_timer_cycles();
+		CALLGRIND_TOGGLE_COLLECT;
+		while (done < fixed_objects) {
+			if (matrix == 2607)
+				ret = loop_2607(mp, cache);
+			else
+				ret = loop_2211(mp, cache);
+			if (unlikely(ret < 0))
+				break;
+			done += n_per_loop;
+		}
+		CALLGRIND_TOGGLE_COLLECT;
+		if (ret < 0)
+			GOTO_ERR(ret, out);
+		end_cycles = rte_get_timer_cycles();
+		stats[lcore_id].enq_count = done;
+		stats[lcore_id].duration_cycles = end_cycles - start_cycles;
+		if (clock_cpu)
+			stats[lcore_id].cpu_s = thread_cpu_s() - cpu_start;
+		goto out;
+	}
+
 	cpu_start = clock_cpu ? thread_cpu_s() : 0;
 	start_cycles = rte_get_timer_cycles();
 
@@ -415,7 +472,34 @@ launch_cores(struct rte_mempool *mp, unsigned int cores)
 	}
 
 	rate = 0;
-	if (clock_cpu) {
+	if (fixed_objects != 0) {
+		/* --objects: the counts of this cell are dumped now, labelled with its key and the
+		 * objects all lcores moved in their counted passes; the rate is per cycle (or per
+		 * second of CPU time with --clock cpu), as 26.07's formula */
+		char key[256], label[320];
+		uint64_t objects = 0;
+		FILE *f = fmemopen(key, sizeof(key), "w");
+
+		for (lcore_id = 0; lcore_id < RTE_MAX_LCORE; lcore_id++)
+			objects += stats[lcore_id].enq_count;
+		key[0] = 0;
+		if (f != NULL) {
+			print_key(f, use_external_cache ? external_cache_size
+							: (unsigned int)mp->cache_size,
+				  cores_save);
+			fclose(f);
+		}
+		snprintf(label, sizeof(label), "dpdk %sobjects=%" PRIu64, key, objects);
+		CALLGRIND_DUMP_STATS_AT(label);
+		for (lcore_id = 0; lcore_id < RTE_MAX_LCORE; lcore_id++) {
+			if (clock_cpu && stats[lcore_id].cpu_s > 0)
+				rate += (double)stats[lcore_id].enq_count / stats[lcore_id].cpu_s;
+			else if (!clock_cpu && stats[lcore_id].duration_cycles != 0)
+				rate += (double)stats[lcore_id].enq_count * hz /
+					(double)stats[lcore_id].duration_cycles;
+		}
+		printf("rate_persec=%" PRIu64 " objects=%" PRIu64 "\n", rate, objects);
+	} else if (clock_cpu) {
 		/* not the autotest's: objects per second of each lcore's own CPU time */
 		for (lcore_id = 0; lcore_id < RTE_MAX_LCORE; lcore_id++)
 			if (stats[lcore_id].cpu_s > 0)
@@ -601,15 +685,37 @@ add_cell(const struct cell *c)
 }
 
 /* True when every whitespace-separated word of `filter` occurs in `key` as a whole word (after
- * squeezing 26.07's padding: "n_keep=  512" is the word "n_keep=512"). */
+ * squeezing 26.07's padding: "n_keep=  512" is the word "n_keep=512"); a filter of
+ * alternatives separated by '|' matches when one of them does. */
 static int
 matches(const char *key, const char *filter)
 {
 	char squeezed[256], padded[260], word[64];
 	size_t i = 0, j = 0;
+	const char *bar;
 
 	if (filter == NULL)
 		return 1;
+	bar = strchr(filter, '|');
+	if (bar != NULL) {
+		char alt[256];
+		size_t n = (size_t)(bar - filter);
+		int empty = 1;
+
+		if (n >= sizeof(alt))
+			n = sizeof(alt) - 1;
+		memcpy(alt, filter, n);
+		alt[n] = 0;
+		for (i = 0; i < n; i++)
+			if (alt[i] != ' ')
+				empty = 0;
+		if (!empty && matches(key, alt))
+			return 1;
+		/* a blank last alternative matches nothing (a blank filter matches everything) */
+		for (i = 1; bar[i] == ' '; i++)
+			;
+		return bar[i] != 0 && matches(key, bar + 1);
+	}
 	/* drop spaces after '=' */
 	for (; key[i] && j + 1 < sizeof(squeezed); i++) {
 		if (key[i] == ' ' && j > 0 && squeezed[j - 1] == '=')
@@ -756,7 +862,8 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: mempool_perf [EAL options] -- [--matrix 2211|2607] [--cache LIST] "
-		   "[--user-cache] [--cores LIST] [--seconds S] [--reps R] [--clock wall|cpu] "
+		   "[--user-cache] [--cores LIST] [--seconds S | --objects N] [--reps R] "
+		   "[--clock wall|cpu] "
 		   "[--filter WORDS] "
 		   "[--cell KEY]... [--list] [--stdin]\n"
 		   "(see the comment at the top of bench/dpdk/mempool_perf.c)\n");
@@ -849,6 +956,16 @@ main(int argc, char **argv)
 				fprintf(stderr, "mempool_perf: --clock is wall or cpu\n");
 				return 1;
 			}
+		} else if (!strcmp(a, "--objects")) {
+			char *end;
+
+			errno = 0;
+			fixed_objects = strtoull(v, &end, 10);
+			if (end == v || *end || errno != 0 || fixed_objects == 0 ||
+			    fixed_objects > (1ULL << 40)) {
+				fprintf(stderr, "mempool_perf: bad --objects %s\n", v);
+				return 1;
+			}
 		} else if (!strcmp(a, "--filter")) {
 			filter = v;
 		} else if (!strcmp(a, "--cell")) {
@@ -915,6 +1032,19 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (fixed_objects != 0)
+		printf("mempool_perf: %s, --matrix %d (%s's loops), %" PRIu64 " objects per lcore "
+		       "per cell (whole passes, after a warm-up pass; callgrind: %s), %u rep(s), %u "
+		       "lcores, %s cache, %s clock\n",
+		       rte_version(), matrix, matrix == 2607 ? "26.07" : "22.11", fixed_objects,
+#ifdef HAVE_CALLGRIND
+		       "dumps per cell",
+#else
+		       "no valgrind/callgrind.h at build time, no dumps",
+#endif
+		       reps, rte_lcore_count(), user_cache ? "user-owned" : "per-lcore default",
+		       clock_cpu ? "cpu" : "wall");
+	else
 	printf("mempool_perf: %s, --matrix %d (%s's loops and rate formula), %.3g s per "
 	       "cell, %u rep(s), %u lcores, %s cache, %s clock\n",
 	       rte_version(), matrix, matrix == 2607 ? "26.07" : "22.11", seconds, reps,

@@ -9,9 +9,12 @@
 //!   verdict line.
 //! - [`spin`]: the spin-then-yield backoff of the producer/consumer loops.
 //! - [`report`]: CSV files and the per-cell bar chart (SVG).
+//! - [`callgrind`]: callgrind's client requests (collection toggles and labelled dumps), for
+//!   exact instruction counts of a measured loop.
 //! - [`run`]: time budgets (a `--quick` keeps the time it announces), Ctrl-C handling and
 //!   progress bars on stderr.
 
+pub mod callgrind;
 pub mod clock;
 pub mod pin;
 pub mod report;

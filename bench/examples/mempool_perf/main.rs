@@ -58,6 +58,11 @@
 //! pool's representation) to every cell: the runtime/index column and a summary line give
 //! run-time / branded, side by side with the branded pool's own A/A.
 //! `scripts/compare-dpdk.sh` runs this harness cell by cell next to DPDK's C mempool.
+//! `--objects N` (instruction counts, `scripts/instr-vs-dpdk.sh`): every contender of a cell
+//! runs once untimed (warm-up) and once for at least N objects per thread, no clock read in
+//! the loop; under `valgrind --tool=callgrind --collect-atstart=no` each thread's loop is
+//! bracketed by callgrind's collection toggles and, after each counted run, the counts are
+//! dumped with the label `idxpool pool=<contender> <cell label> objects=<all threads'>`.
 
 mod matrix;
 mod report;
@@ -80,12 +85,13 @@ use idxpool_bench::run::{self, human, install_ctrlc, interrupted, progress_bar, 
 use idxpool_bench::stats::median;
 use indicatif::ProgressBar;
 
+use idxpool_bench::callgrind;
 use matrix::{
     build_matrix, build_matrix_2607, default_cores, parse_policies, plan, Cell, MatrixSpec,
     CACHE_SIZE,
 };
 use report::{csv_rows, CellResult, Stream, CSV_HEADER};
-use workload::{run_cell, run_floor, Obj};
+use workload::{run_cell, run_cell_counted, run_floor, run_floor_counted, Limit, Obj};
 
 /// Time budget of the default mode.
 const DEFAULT_BUDGET: Duration = Duration::from_secs(120);
@@ -133,7 +139,9 @@ struct Args {
     /// Run only cells whose label contains this string (e.g. "cache=512 cores=1 get=32"), or
     /// whose label holds every whitespace-separated word of it (e.g. "keep=512 touch=1").
     /// Labels look like "policy=dpdk2607 cache=512 cores=1 get=32 put=32 keep=512 const=0
-    /// touch=1". Combine with --full to pick from the whole matrix.
+    /// touch=1". Alternatives separated by `|` pick the cells any of them matches (e.g.
+    /// "get=1 put=1 keep=512|get=32 put=32 keep=32"). Combine with --full to pick from the
+    /// whole matrix.
     #[arg(long)]
     filter: Option<String>,
     /// Thread counts, comma-separated [default: 1 and every available core up to 2].
@@ -190,6 +198,16 @@ struct Args {
     /// run-time / branded (issue 23). Adds one contender per cell.
     #[arg(long)]
     runtime: bool,
+    /// Instruction counting instead of rates: each contender of a cell runs one warm-up run
+    /// (8192 objects per thread) and one counted run of at least N objects per thread (whole
+    /// chunks of 8192, or of n_keep when larger), no clock read in its loop, no A/A run (the
+    /// index-aa column repeats index). Under `valgrind --tool=callgrind --collect-atstart=no`
+    /// each thread's loop is bracketed by callgrind's collection toggles and the counts are
+    /// dumped after each counted run, labelled `idxpool pool=<index|pointer|runtime|floor32|
+    /// floor64> <cell label> objects=<objects of all threads>` (scripts/instr-vs-dpdk.sh);
+    /// without valgrind the requests do nothing. Excludes --cell-ms, --reps, --budget.
+    #[arg(long, conflicts_with_all = ["cell_ms", "reps", "budget"])]
+    objects: Option<u64>,
 }
 
 /// `--repr`.
@@ -222,6 +240,8 @@ enum RunLength {
     Fixed(Duration),
     /// A share of the time budget.
     Budgeted,
+    /// `--objects`: at least this many objects per thread, once per contender, counted.
+    Objects(u64),
 }
 
 /// Everything a run needs while it measures.
@@ -257,6 +277,7 @@ impl Ctx {
     fn run_length(&self) -> Duration {
         match self.length {
             RunLength::Fixed(d) => d,
+            RunLength::Objects(_) => Duration::ZERO,
             RunLength::Budgeted => run::run_length(
                 self.budget.next_slot(),
                 runs_per_cell(self.reps, self.contenders),
@@ -307,8 +328,15 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
         if interrupted() {
             return Ok(());
         }
+        if let RunLength::Objects(n) = ctx.length {
+            let r = count_cell(&mut ic, &mut pc, rc.as_deref_mut(), policy, cell, n, ctx)?;
+            ctx.bar.inc(1);
+            let text = ctx.stream.push(r);
+            ctx.print(&text);
+            continue;
+        }
         let run = ctx.run_length();
-        let warm = warm_length(run);
+        let (run, warm) = (Limit::Time(run), Limit::Time(warm_length(run)));
         run_cell(&mut ic, cell, warm, clock, &pin)?;
         run_cell(&mut pc, cell, warm, clock, &pin)?;
         if let Some(rc) = rc.as_mut() {
@@ -363,6 +391,70 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
         ctx.print(&text);
     }
     Ok(())
+}
+
+/// The caches of one pool, one per thread of a cell.
+type Caches<'p, B, R> = [idxpool::LocalCache<&'p Pool<Obj, B, R>>];
+
+/// `--objects`: one warm-up run and one counted run of each contender of `cell` (index,
+/// pointer, then runtime and the floors when asked), each counted run followed by a callgrind
+/// dump labelled with the contender, the cell and the objects moved by all threads.
+fn count_cell<B1: Brand, B2: Brand, RA: Repr>(
+    ic: &mut Caches<'_, B1, RA>,
+    pc: &mut Caches<'_, B2, Pointer>,
+    rc: Option<&mut Caches<'_, idxpool::Runtime, RA>>,
+    policy: FlushPolicy,
+    cell: &Cell,
+    n: u64,
+    ctx: &Ctx,
+) -> Result<CellResult, PoolError> {
+    let (clock, pin) = (ctx.clock, &ctx.pinning);
+    let warm = Limit::Objects {
+        n: 1,
+        counted: false,
+    };
+    let counted = Limit::Objects { n, counted: true };
+    let dump = |pool: &str, objects: u64| {
+        callgrind::dump_stats_at(&format!(
+            "idxpool pool={pool} {} objects={objects}",
+            cell.label()
+        ));
+    };
+    run_cell(ic, cell, warm, clock, pin)?;
+    let (index, objects) = run_cell_counted(ic, cell, counted, clock, pin)?;
+    dump("index", objects);
+    run_cell(pc, cell, warm, clock, pin)?;
+    let (pointer, objects) = run_cell_counted(pc, cell, counted, clock, pin)?;
+    dump("pointer", objects);
+    let runtime = match rc {
+        Some(rc) => {
+            run_cell(rc, cell, warm, clock, pin)?;
+            let (rate, objects) = run_cell_counted(rc, cell, counted, clock, pin)?;
+            dump("runtime", objects);
+            Some(rate)
+        }
+        None => None,
+    };
+    let floor = ctx.floor && !cell.touch;
+    let (mut floor32s, mut floor64s) = (None, None);
+    if floor {
+        let (rate, objects) = run_floor_counted(cell, counted, clock, pin, floor32);
+        dump("floor32", objects);
+        floor32s = Some(rate);
+        let (rate, objects) = run_floor_counted(cell, counted, clock, pin, floor64);
+        dump("floor64", objects);
+        floor64s = Some(rate);
+    }
+    Ok(CellResult {
+        policy,
+        cell: *cell,
+        index,
+        pointer,
+        index_aa: index,
+        floor32: floor32s,
+        floor64: floor64s,
+        runtime,
+    })
 }
 
 /// Builds the pool pair of a group (fresh brands, prefaulted) and runs its cells; prints the
@@ -491,20 +583,32 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         Some(path) => Some((path.clone(), create_csv(path)?)),
         None => None,
     };
-    let (length, expected) = match args.cell_ms {
-        Some(ms) => {
+    if args.objects == Some(0) {
+        return Err("--objects must be at least 1".into());
+    }
+    let (length, expected) = match (args.objects, args.cell_ms) {
+        (Some(n), _) => (RunLength::Objects(n), Duration::ZERO),
+        (None, Some(ms)) => {
             let run = Duration::from_millis(ms);
             let per_cell = run.mul_f64(contenders as f64 * reps as f64)
                 + (contenders as u32 - 1) * warm_length(run);
             (RunLength::Fixed(run), per_cell * todo.len() as u32)
         }
-        None => (RunLength::Budgeted, budget),
+        (None, None) => (RunLength::Budgeted, budget),
     };
     let threads = cores.iter().copied().max().unwrap_or(1);
     let pinning = Pinning::decide(args.pin, threads);
     install_ctrlc();
     println!("mempool_perf: {}", context_line(&pinning));
-    println!(
+    if let Some(n) = args.objects {
+        println!(
+            "mempool_perf ({mode}, --objects {n}): {} cells, each contender (index, pointer{}{}) once untimed and once counted (at least {n} objects per thread, callgrind dumps when run under valgrind); rates of single runs, no A/A",
+            todo.len(),
+            if args.runtime { ", runtime" } else { "" },
+            if args.floor { ", floors u32 and u64" } else { "" },
+        );
+    } else {
+        println!(
         "mempool_perf ({mode}): {} cells x {contenders} contenders (index, pointer, index again for A/A{}) x {} reps{}: about {}; Ctrl-C prints the summary so far",
         todo.len(),
         if args.floor { ", floors u32 and u64" } else { "" },
@@ -515,12 +619,13 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         },
         human(expected)
     );
-    println!(
+        println!(
         "objects of {} B, median of {} reps, {} clock; change = index vs pointer rate, A/A = index pool vs itself",
         std::mem::size_of::<Obj>(),
         reps,
         args.clock.describe()
     );
+    }
     let with_policy = policies.len() > 1;
     let mut ctx = Ctx {
         reps,

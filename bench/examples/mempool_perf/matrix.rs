@@ -232,14 +232,19 @@ pub fn build_matrix(spec: &MatrixSpec) -> Vec<Cell> {
     cells
 }
 
-/// True when `label` contains `filter`, or holds every whitespace-separated word of it.
+/// True when `label` contains `filter`, or holds every whitespace-separated word of it; a
+/// filter of alternatives separated by `|` matches when one of them does (empty alternatives
+/// are ignored; an empty filter matches every label).
 pub fn matches_filter(label: &str, filter: &str) -> bool {
-    let filter = filter.trim();
-    if filter.is_empty() || label.contains(filter) {
+    if filter.trim().is_empty() {
         return true;
     }
     let words: Vec<&str> = label.split_whitespace().collect();
-    filter.split_whitespace().all(|w| words.contains(&w))
+    filter
+        .split('|')
+        .map(str::trim)
+        .filter(|alt| !alt.is_empty())
+        .any(|alt| label.contains(alt) || alt.split_whitespace().all(|w| words.contains(&w)))
 }
 
 /// The (policy, cell) pairs to run: cache-0 cells only under the first policy (the policy has
@@ -394,6 +399,10 @@ mod tests {
         assert!(!matches_filter(&l, "cache=0"));
         assert!(!matches_filter(&l, "cores=2 touch=1"));
         assert!(!matches_filter(&l, "keep=32 touch=1"));
+        // Alternatives: one of them is enough; empty ones match nothing.
+        assert!(matches_filter(&l, "cores=2 touch=1|keep=512 touch=1"));
+        assert!(!matches_filter(&l, "cores=2 touch=1|keep=32"));
+        assert!(!matches_filter(&l, "cache=0| |"));
     }
 
     #[test]

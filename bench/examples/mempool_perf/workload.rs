@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use idxpool::repr::Repr;
 use idxpool::{Brand, Handle, LocalCache, Pool, PoolError};
+use idxpool_bench::callgrind;
 use idxpool_bench::clock::{Clock, Stopwatch};
 use idxpool_bench::pin::Pinning;
 
@@ -27,9 +28,45 @@ pub struct Obj {
 
 const _: () = assert!(std::mem::size_of::<Obj>() == 2048);
 
+/// How long one run of a cell lasts, per thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// A length of wall time, checked every [`OBJS_PER_CLOCK_CHECK`] objects (whole passes of
+    /// `n_keep`).
+    Time(Duration),
+    /// At least `n` objects got-and-put, in whole chunks of [`OBJS_PER_CLOCK_CHECK`] objects
+    /// (or of `n_keep` when it is larger); no clock is read in the loop. With `counted`, the
+    /// thread's loop (and nothing around it: not the table's allocation, not the clock) is
+    /// bracketed by callgrind's collection toggles (`--objects`, scripts/instr-vs-dpdk.sh).
+    Objects { n: u64, counted: bool },
+}
+
+impl Limit {
+    /// Before the loop: callgrind's collection on for a counted run.
+    #[inline(always)]
+    fn begin(self) {
+        if let Limit::Objects { counted: true, .. } = self {
+            callgrind::toggle_collect();
+        }
+    }
+
+    /// After a chunk: whether the run is over (then collection off for a counted run).
+    #[inline(always)]
+    fn reached(self, start: &Stopwatch, count: u64) -> bool {
+        let done = match self {
+            Limit::Time(d) => start.wall_elapsed() >= d,
+            Limit::Objects { n, .. } => count >= n,
+        };
+        if done {
+            self.begin();
+        }
+        done
+    }
+}
+
 type H<B, R> = Handle<Obj, B, R>;
 
-/// Runs one cell on one thread's cache for `dur`: returns (objects got-and-put, elapsed).
+/// Runs one cell on one thread's cache until `limit`: returns (objects got-and-put, elapsed).
 ///
 /// `--prefetch` (touch=1 cells with `cell.prefetch`) runs separate instances of the workers
 /// (`PREFETCH = true`): the default instances (`PREFETCH = false`) have no prefetch code and
@@ -37,38 +74,38 @@ type H<B, R> = Handle<Obj, B, R>;
 fn worker<B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let prefetch = cell.touch && cell.prefetch;
     if cell.max_bulk != 0 {
         return match (cell.touch, prefetch) {
-            (true, true) => worker_random::<true, true, B, R>(c, cell, dur, clock),
-            (true, false) => worker_random::<true, false, B, R>(c, cell, dur, clock),
-            (false, _) => worker_random::<false, false, B, R>(c, cell, dur, clock),
+            (true, true) => worker_random::<true, true, B, R>(c, cell, limit, clock),
+            (true, false) => worker_random::<true, false, B, R>(c, cell, limit, clock),
+            (false, _) => worker_random::<false, false, B, R>(c, cell, limit, clock),
         };
     }
     match (cell.constant, cell.touch) {
-        (false, false) => worker_dyn::<false, false, B, R>(c, cell, dur, clock),
-        (false, true) if prefetch => worker_dyn::<true, true, B, R>(c, cell, dur, clock),
-        (false, true) => worker_dyn::<true, false, B, R>(c, cell, dur, clock),
+        (false, false) => worker_dyn::<false, false, B, R>(c, cell, limit, clock),
+        (false, true) if prefetch => worker_dyn::<true, true, B, R>(c, cell, limit, clock),
+        (false, true) => worker_dyn::<true, false, B, R>(c, cell, limit, clock),
         (true, touch) => {
             assert_eq!(cell.get, cell.put, "constant_n cells have get == put");
             let keep = cell.keep;
             match (cell.get, touch) {
-                (1, false) => worker_const::<1, false, false, B, R>(c, keep, dur, clock),
-                (1, true) => worker_const_touch::<1, B, R>(c, keep, dur, clock, prefetch),
-                (4, false) => worker_const::<4, false, false, B, R>(c, keep, dur, clock),
-                (4, true) => worker_const_touch::<4, B, R>(c, keep, dur, clock, prefetch),
-                (8, false) => worker_const::<8, false, false, B, R>(c, keep, dur, clock),
-                (8, true) => worker_const_touch::<8, B, R>(c, keep, dur, clock, prefetch),
-                (32, false) => worker_const::<32, false, false, B, R>(c, keep, dur, clock),
-                (32, true) => worker_const_touch::<32, B, R>(c, keep, dur, clock, prefetch),
+                (1, false) => worker_const::<1, false, false, B, R>(c, keep, limit, clock),
+                (1, true) => worker_const_touch::<1, B, R>(c, keep, limit, clock, prefetch),
+                (4, false) => worker_const::<4, false, false, B, R>(c, keep, limit, clock),
+                (4, true) => worker_const_touch::<4, B, R>(c, keep, limit, clock, prefetch),
+                (8, false) => worker_const::<8, false, false, B, R>(c, keep, limit, clock),
+                (8, true) => worker_const_touch::<8, B, R>(c, keep, limit, clock, prefetch),
+                (32, false) => worker_const::<32, false, false, B, R>(c, keep, limit, clock),
+                (32, true) => worker_const_touch::<32, B, R>(c, keep, limit, clock, prefetch),
                 // DPDK 26.07's larger constant bulks (its cells have touch = 0).
-                (64, false) => worker_const::<64, false, false, B, R>(c, keep, dur, clock),
-                (128, false) => worker_const::<128, false, false, B, R>(c, keep, dur, clock),
-                (256, false) => worker_const::<256, false, false, B, R>(c, keep, dur, clock),
-                (512, false) => worker_const::<512, false, false, B, R>(c, keep, dur, clock),
+                (64, false) => worker_const::<64, false, false, B, R>(c, keep, limit, clock),
+                (128, false) => worker_const::<128, false, false, B, R>(c, keep, limit, clock),
+                (256, false) => worker_const::<256, false, false, B, R>(c, keep, limit, clock),
+                (512, false) => worker_const::<512, false, false, B, R>(c, keep, limit, clock),
                 (n, t) => panic!("no constant_n instance for bulk size {n} with touch={t}"),
             }
         }
@@ -79,14 +116,14 @@ fn worker<B: Brand, R: Repr>(
 fn worker_const_touch<const N: usize, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     keep: usize,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
     prefetch: bool,
 ) -> Result<(u64, Duration), PoolError> {
     if prefetch {
-        worker_const::<N, true, true, B, R>(c, keep, dur, clock)
+        worker_const::<N, true, true, B, R>(c, keep, limit, clock)
     } else {
-        worker_const::<N, true, false, B, R>(c, keep, dur, clock)
+        worker_const::<N, true, false, B, R>(c, keep, limit, clock)
     }
 }
 
@@ -98,7 +135,7 @@ fn worker_const_touch<const N: usize, B: Brand, R: Repr>(
 fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
@@ -112,6 +149,7 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
+    limit.begin();
     loop {
         for _ in 0..cycles {
             let mut i = 0;
@@ -134,7 +172,7 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
             }
             count += keep as u64;
         }
-        if start.wall_elapsed() >= dur {
+        if limit.reached(&start, count) {
             return Ok((count, start.measured()));
         }
     }
@@ -181,7 +219,7 @@ fn give_back<B: Brand, R: Repr>(
 fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     keep: usize,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     assert!(keep % N == 0, "n_keep is a multiple of the bulk");
@@ -190,6 +228,7 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
+    limit.begin();
     loop {
         for _ in 0..cycles {
             let mut i = 0;
@@ -212,7 +251,7 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
             }
             count += keep as u64;
         }
-        if start.wall_elapsed() >= dur {
+        if limit.reached(&start, count) {
             return Ok((count, start.measured()));
         }
     }
@@ -234,7 +273,7 @@ fn random_bulk(r: &mut u32, mask: u32, left: usize) -> usize {
 fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     c: &mut LocalCache<&'_ Pool<Obj, B, R>>,
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
     let keep = cell.keep;
@@ -246,6 +285,7 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     let mut count = 0u64;
     let mut r = 0u32;
     let start = Stopwatch::start(clock);
+    limit.begin();
     loop {
         for _ in 0..cycles {
             let mut i = 0;
@@ -270,7 +310,7 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
             }
             count += keep as u64;
         }
-        if start.wall_elapsed() >= dur {
+        if limit.reached(&start, count) {
             return Ok((count, start.measured()));
         }
     }
@@ -385,17 +425,13 @@ fn copy_short<E: Copy>(dst: &mut [E], src: &[E]) {
 
 /// The floor's `worker_dyn`: the same loop (DPDK's table) on a [`Lifo`] (no touch).
 #[inline(never)]
-fn floor_dyn<E: Copy>(
-    l: &mut Lifo<E>,
-    cell: &Cell,
-    dur: Duration,
-    clock: Clock,
-) -> (u64, Duration) {
+fn floor_dyn<E: Copy>(l: &mut Lifo<E>, cell: &Cell, limit: Limit, clock: Clock) -> (u64, Duration) {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
     let mut table: Vec<E> = l.buf[..keep].to_vec();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
+    limit.begin();
     loop {
         for _ in 0..cycles {
             let mut i = 0;
@@ -414,7 +450,7 @@ fn floor_dyn<E: Copy>(
             count += keep as u64;
             std::hint::black_box(&mut table);
         }
-        if start.wall_elapsed() >= dur {
+        if limit.reached(&start, count) {
             return (count, start.measured());
         }
     }
@@ -425,13 +461,14 @@ fn floor_dyn<E: Copy>(
 fn floor_const<const N: usize, E: Copy>(
     l: &mut Lifo<E>,
     keep: usize,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> (u64, Duration) {
     let mut table: Vec<E> = l.buf[..keep].to_vec();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
+    limit.begin();
     loop {
         for _ in 0..cycles {
             let mut i = 0;
@@ -449,7 +486,7 @@ fn floor_const<const N: usize, E: Copy>(
             count += keep as u64;
             std::hint::black_box(&mut table);
         }
-        if start.wall_elapsed() >= dur {
+        if limit.reached(&start, count) {
             return (count, start.measured());
         }
     }
@@ -460,7 +497,7 @@ fn floor_const<const N: usize, E: Copy>(
 fn floor_random<E: Copy>(
     l: &mut Lifo<E>,
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> (u64, Duration) {
     let keep = cell.keep;
@@ -470,6 +507,7 @@ fn floor_random<E: Copy>(
     let mut count = 0u64;
     let mut r = 0u32;
     let start = Stopwatch::start(clock);
+    limit.begin();
     loop {
         for _ in 0..cycles {
             let mut i = 0;
@@ -487,7 +525,7 @@ fn floor_random<E: Copy>(
             count += keep as u64;
             std::hint::black_box(&mut table);
         }
-        if start.wall_elapsed() >= dur {
+        if limit.reached(&start, count) {
             return (count, start.measured());
         }
     }
@@ -497,25 +535,25 @@ fn floor_random<E: Copy>(
 fn floor_worker<E: Copy>(
     l: &mut Lifo<E>,
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
 ) -> (u64, Duration) {
     if cell.max_bulk != 0 {
-        return floor_random(l, cell, dur, clock);
+        return floor_random(l, cell, limit, clock);
     }
     if !cell.constant {
-        return floor_dyn(l, cell, dur, clock);
+        return floor_dyn(l, cell, limit, clock);
     }
     let k = cell.keep;
     match cell.get {
-        1 => floor_const::<1, E>(l, k, dur, clock),
-        4 => floor_const::<4, E>(l, k, dur, clock),
-        8 => floor_const::<8, E>(l, k, dur, clock),
-        32 => floor_const::<32, E>(l, k, dur, clock),
-        64 => floor_const::<64, E>(l, k, dur, clock),
-        128 => floor_const::<128, E>(l, k, dur, clock),
-        256 => floor_const::<256, E>(l, k, dur, clock),
-        512 => floor_const::<512, E>(l, k, dur, clock),
+        1 => floor_const::<1, E>(l, k, limit, clock),
+        4 => floor_const::<4, E>(l, k, limit, clock),
+        8 => floor_const::<8, E>(l, k, limit, clock),
+        32 => floor_const::<32, E>(l, k, limit, clock),
+        64 => floor_const::<64, E>(l, k, limit, clock),
+        128 => floor_const::<128, E>(l, k, limit, clock),
+        256 => floor_const::<256, E>(l, k, limit, clock),
+        512 => floor_const::<512, E>(l, k, limit, clock),
         n => panic!("no constant_n instance for bulk size {n}"),
     }
 }
@@ -525,11 +563,22 @@ fn floor_worker<E: Copy>(
 /// Returns the summed rate, as [`run_cell`].
 pub fn run_floor<E: Copy + Send>(
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
     pinning: &Pinning,
     entry: fn(usize) -> E,
 ) -> f64 {
+    run_floor_counted(cell, limit, clock, pinning, entry).0
+}
+
+/// [`run_floor`], also returning the objects got-and-put by all threads.
+pub fn run_floor_counted<E: Copy + Send>(
+    cell: &Cell,
+    limit: Limit,
+    clock: Clock,
+    pinning: &Pinning,
+    entry: fn(usize) -> E,
+) -> (f64, u64) {
     let threads = cell.cores.max(1);
     let per_thread = (cell.pool_size() as usize / threads).max(cell.keep);
     let barrier = Barrier::new(threads);
@@ -541,7 +590,7 @@ pub fn run_floor<E: Copy + Send>(
                     pinning.apply(i);
                     let mut l = Lifo::full(per_thread, entry);
                     barrier.wait();
-                    floor_worker(&mut l, cell, dur, clock)
+                    floor_worker(&mut l, cell, limit, clock)
                 })
             })
             .collect();
@@ -550,10 +599,11 @@ pub fn run_floor<E: Copy + Send>(
             .map(|h| h.join().expect("floor thread panicked"))
             .collect()
     });
-    results
+    let rate = results
         .iter()
         .map(|&(count, elapsed)| count as f64 / elapsed.as_secs_f64())
-        .sum()
+        .sum();
+    (rate, results.iter().map(|&(count, _)| count).sum())
 }
 
 /// One timed run of one cell: one thread per cache, started together behind a barrier.
@@ -562,10 +612,21 @@ pub fn run_floor<E: Copy + Send>(
 pub fn run_cell<B: Brand, R: Repr>(
     caches: &mut [LocalCache<&'_ Pool<Obj, B, R>>],
     cell: &Cell,
-    dur: Duration,
+    limit: Limit,
     clock: Clock,
     pinning: &Pinning,
 ) -> Result<f64, PoolError> {
+    run_cell_counted(caches, cell, limit, clock, pinning).map(|(rate, _)| rate)
+}
+
+/// [`run_cell`], also returning the objects got-and-put by all threads.
+pub fn run_cell_counted<B: Brand, R: Repr>(
+    caches: &mut [LocalCache<&'_ Pool<Obj, B, R>>],
+    cell: &Cell,
+    limit: Limit,
+    clock: Clock,
+    pinning: &Pinning,
+) -> Result<(f64, u64), PoolError> {
     let barrier = Barrier::new(caches.len());
     let results: Vec<Result<(u64, Duration), PoolError>> = std::thread::scope(|s| {
         let handles: Vec<_> = caches
@@ -576,7 +637,7 @@ pub fn run_cell<B: Brand, R: Repr>(
                 s.spawn(move || {
                     pinning.apply(i);
                     barrier.wait();
-                    worker(c, cell, dur, clock)
+                    worker(c, cell, limit, clock)
                 })
             })
             .collect();
@@ -585,12 +646,13 @@ pub fn run_cell<B: Brand, R: Repr>(
             .map(|h| h.join().expect("worker thread panicked"))
             .collect()
     });
-    let mut rate = 0.0;
+    let (mut rate, mut objects) = (0.0, 0);
     for r in results {
         let (count, elapsed) = r?;
         rate += count as f64 / elapsed.as_secs_f64();
+        objects += count;
     }
-    Ok(rate)
+    Ok((rate, objects))
 }
 
 #[cfg(test)]
@@ -650,7 +712,7 @@ mod tests {
     #[test]
     fn floor_and_random_cells_run() {
         let off = Pinning::off("test");
-        let d = Duration::from_millis(1);
+        let d = Limit::Time(Duration::from_millis(1));
         let base = Cell {
             cache: 512,
             cores: 1,
@@ -726,7 +788,7 @@ mod tests {
                     dpdk: Default::default(),
                     prefetch,
                 };
-                let d = Duration::from_millis(1);
+                let d = Limit::Time(Duration::from_millis(1));
                 PoolBuilder::<Obj>::zeroed(200)
                     .cache_size(64)
                     .scoped(|pool| {
