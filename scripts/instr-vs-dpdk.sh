@@ -5,14 +5,17 @@
 # (callgrind), the deterministic measure on a machine whose wall-clock rates swing.
 #
 # Counted, the same way on both sides: the autotest's loop (get n_keep objects into a table in
-# bulks of n_get_bulk, put them back in bulks of n_put_bulk), run for a fixed number of objects
-# per thread (--objects, 65536 = one pass of DPDK's loop, after one uncounted warm-up pass),
-# under `valgrind --tool=callgrind --collect-atstart=no`: each thread switches callgrind's
-# collection on just before its loop and off just after it (client requests; not the EAL init,
-# the pool creation, the table's allocation or a clock read), and the harness dumps the counts
-# after each cell and contender. Instructions per object = the dump's Ir / the objects moved
-# by all threads (2-core cells: both threads' loops over both threads' objects; callgrind runs
-# the threads one at a time, which changes no instruction of a cache hit).
+# bulks of n_get_bulk, put them back in bulks of n_put_bulk; DPDK: its while loop, one pass per
+# 65536 objects; idxpool: its timed loop, the clock check every 8192 objects replaced by an
+# object count), under `valgrind --tool=callgrind --collect-atstart=no`: per cell and
+# contender, one uncounted warm-up pass, then two counted runs of N and 2N objects per thread
+# (--objects N); each thread switches callgrind's collection on just before its loop and off
+# just after it (client requests: not the EAL init, the pool creation, the table's allocation
+# or a clock read), and the harness dumps the counts after each run. Instructions per object =
+# (Ir of the 2N run - Ir of the N run) / (the objects all threads moved in the difference):
+# the loop's steady-state cost, with every fixed cost of a run cancelled. 2-core cells: both
+# threads' loops over both threads' objects (callgrind runs the threads one at a time, which
+# changes no instruction of a cache hit; the counts are the same every run).
 #
 # Contenders: DPDK C (bench/dpdk/mempool_perf.c --objects, DPDK 22.11 from the distribution's
 # dpdk-dev: rte_mempool_generic_get/put inline, the cache-miss path in librte_mempool/ring);
@@ -22,8 +25,9 @@
 # and the bare floors (the same loop on a thread-local LIFO array of u32 / u64, no pool).
 #
 # Two pairings, each a C build and a Rust build of the same instruction-set class:
-#   native  C: cc -O3 -march=native -mno-avx512f (compare-dpdk.sh --native's flags without
-#           AVX-512); Rust: RUSTFLAGS="-C target-cpu=native -C target-feature=-avx512f"
+#   native  C: cc ... $(pkg-config --cflags libdpdk) -O3 -march=native -mno-avx512f
+#           (compare-dpdk.sh --native's flags without AVX-512, given after pkg-config's
+#           -march=corei7 so that they win); Rust: RUSTFLAGS="-C target-cpu=native -C target-feature=-avx512f"
 #           (target/instr-native). valgrind 3.19 cannot decode AVX-512 instructions, so both
 #           sides leave out AVX-512F and every extension that needs it (AVX2, BMI2, FMA, ...
 #           stay). The issue's targets are judged on this pairing.
@@ -38,7 +42,7 @@
 #                      cores): the CI smoke run
 #   --pairing P        native, debian or both [both]
 #   --cores LIST       1, 2 or 1,2 [1,2]
-#   --objects N        objects per thread counted per cell and contender [65536]
+#   --objects N        objects per thread of the shorter counted run (the longer: 2N) [65536]
 #   --jobs J           valgrind processes at once [the CPU count]
 #   --out DIR          dumps, logs, CSV, report [target/instr-vs-dpdk]
 #   -h, --help         this text
@@ -89,6 +93,7 @@ esac
 [[ $cores =~ ^(1|2|1,2|2,1)$ ]] || die "--cores is 1, 2 or 1,2" 2
 [[ $objects =~ ^[1-9][0-9]*$ ]] || die "bad --objects $objects" 2
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "bad --jobs $jobs" 2
+user_filter=$filter
 if [ -n "$quick" ]; then
   [ -z "$filter" ] || die "--quick and --filter go separately" 2
   filter="get=1 put=1 keep=512|get=32 put=32 keep=512"
@@ -124,12 +129,15 @@ cflags_debian="-O2 -march=corei7"
 rustflags_native="-C target-cpu=native -C target-feature=-avx512f"
 rustflags_debian=""
 mkdir -p "$out" "$repo/target/dpdk"
+out=$(cd "$out" && pwd)
 say "building bench/dpdk/mempool_perf.c and mempool_perf (${pairings[*]})"
 for p in "${pairings[@]}"; do
   cf_var="cflags_$p"
+  # The flags go last: Debian's libdpdk.pc carries -march=corei7, which would override an
+  # earlier -march=native (GCC takes the last -march).
   # shellcheck disable=SC2046,SC2086 # pkg-config's flags and the C flags are words
-  cc ${!cf_var} -o "$repo/target/dpdk/mempool_perf-instr-$p" "$repo/bench/dpdk/mempool_perf.c" \
-    $(pkg-config --cflags --libs libdpdk) || die "building bench/dpdk/mempool_perf.c ($p: ${!cf_var}) failed"
+  cc -o "$repo/target/dpdk/mempool_perf-instr-$p" "$repo/bench/dpdk/mempool_perf.c" \
+    $(pkg-config --cflags --libs libdpdk) ${!cf_var} || die "building bench/dpdk/mempool_perf.c ($p: ${!cf_var}) failed"
 done
 (cd "$repo" && cargo build --quiet --release -p idxpool-bench --example mempool_perf --example instr_report) ||
   die "cargo build failed"
@@ -188,7 +196,7 @@ run_one() { # pairing side
       --stride 2112 --clock cpu "${extra[@]}" >"$dir/idxpool.log" 2>"$dir/idxpool.stderr")
   fi
 }
-say "$ncells cells x (DPDK C; index, runtime, pointer, floors) x ${#pairings[@]} pairing(s), $objects objects per thread: ${#runs[@]} valgrind runs, $jobs at a time"
+say "$ncells cells x (DPDK C; index, runtime, pointer, floors) x ${#pairings[@]} pairing(s), $objects and $((2 * objects)) objects per thread: ${#runs[@]} valgrind runs, $jobs at a time"
 say "DPDK C: valgrind --tool=callgrind --collect-atstart=no target/dpdk/mempool_perf-instr-P ${eal[*]} -- ${csel[*]} --objects $objects"
 say "idxpool: valgrind --tool=callgrind --collect-atstart=no mempool_perf --full --cores $cores --filter \"$rfilter\" --objects $objects --runtime --floor --stride 2112 --clock cpu ${extra[*]}"
 pids=()
@@ -232,8 +240,8 @@ rc=0
 {
   echo "instr-vs-dpdk: $(date -u '+%Y-%m-%d %H:%M UTC'); $(lscpu | sed -n 's/^Model name: *//p'), $navail CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "idxpool $(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?')$(cd "$repo" && git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)'); $(rustc --version); $(cc --version | head -n1); $(valgrind --version); DPDK $dpdk_version"
-  echo "command: scripts/instr-vs-dpdk.sh${quick:+ --quick}${filter:+ --filter \"$filter\"} --pairing $pairing --cores $cores --objects $objects"
-  echo "$ncells cells, $objects objects per thread per cell and contender; runs $((t_ran - t_built)) s (builds $((t_built - t_start)) s)"
+  echo "command: scripts/instr-vs-dpdk.sh${quick:+ --quick}${user_filter:+ --filter \"$user_filter\"} --pairing $pairing --cores $cores --objects $objects"
+  echo "$ncells cells; per cell and contender a warm-up pass, then $objects and $((2 * objects)) objects per thread counted (their difference is reported); runs $((t_ran - t_built)) s (builds $((t_built - t_start)) s)"
   echo
   rc=0
   "$report_bin" "${rargs[@]}" --csv "$out/instr.csv" || rc=$?

@@ -24,9 +24,10 @@
  * created. The algorithm measured is the installed librte_mempool's (Debian 12: 22.11), whatever
  * --matrix says: --matrix 2607 runs 26.07's cells and loops on the installed cache code.
  *
- * Build (scripts/compare-dpdk.sh does it):
- *   cc -O3 -march=native -o target/dpdk/mempool_perf bench/dpdk/mempool_perf.c \
- *      $(pkg-config --cflags --libs libdpdk)
+ * Build (scripts/compare-dpdk.sh does it; the flags after pkg-config's, whose -march=corei7
+ * (Debian's libdpdk.pc) would otherwise override -march=native):
+ *   cc -o target/dpdk/mempool_perf bench/dpdk/mempool_perf.c \
+ *      $(pkg-config --cflags --libs libdpdk) -O3 -march=native
  * Run (as root; --no-huge: no hugepages needed; --lcores maps both lcores onto both CPUs, so
  * no thread is pinned and a busy CPU does not stall an lcore; -l 0-1 pins like dpdk-test):
  *   target/dpdk/mempool_perf --no-pci --no-huge -m 512 --no-telemetry --lcores '(0,1)@(0,1)' \
@@ -49,10 +50,12 @@
  *   --list              print the cell keys, one a line, and exit (no measurement)
  *   --stdin             read cell keys from stdin, one a line; run each --reps times, print
  *                       and flush each result line (for interleaving with another process)
- *   --objects N         fixed length instead of --seconds: each lcore runs one warm-up pass of
- *                       the loop (N objects of the autotest: 65536 for 2211), then passes
- *                       until it has moved at least N objects (whole passes), and the line
- *                       ends with objects=<all lcores' counted objects>. For instruction
+ *   --objects N         fixed length instead of --seconds: each cell runs twice; each lcore
+ *                       runs one warm-up pass of the loop (the autotest's N objects: 65536
+ *                       for 2211), then passes until it has moved at least N objects (whole
+ *                       passes), 2N the second time; the lines end with objects=<all
+ *                       lcores' counted objects>. The difference of the two counts is the
+ *                       loop's cost, every fixed cost cancelled. For instruction
  *                       counts under callgrind (scripts/instr-vs-dpdk.sh): run with
  *                       `valgrind --tool=callgrind --collect-atstart=no`; each lcore toggles
  *                       collection on and off around its counted passes (callgrind's
@@ -125,7 +128,9 @@ static uint64_t time_cycles;
 static double time_s;
 /* --clock cpu: rates against each lcore's thread CPU time instead of TIME_S / cycles. */
 static int clock_cpu;
-/* --objects: objects each lcore moves in its counted passes (0: timed by --seconds). */
+/* --objects N: the cell runs twice, each lcore moving N then 2N objects in its counted
+ * passes (0: timed by --seconds); fixed_objects is the current run's. */
+static uint64_t objects_opt;
 static uint64_t fixed_objects;
 
 static double
@@ -850,10 +855,18 @@ run_cell(const struct cell *c, unsigned int reps)
 			return -1;
 	}
 	for (r = 0; r < reps; r++) {
-		set_cell(c);
-		if (launch_cores(c->cache ? (mp_cache ? mp_cache : mp_nocache) : mp_nocache,
-				 c->cores) < 0)
-			return -1;
+		/* --objects: N then 2N objects per lcore (the difference of the two counts is the
+		 * loop's cost for N objects, every fixed cost cancelled) */
+		uint64_t mult;
+
+		for (mult = 1; mult <= (objects_opt ? 2 : 1); mult++) {
+			fixed_objects = mult * objects_opt;
+			set_cell(c);
+			if (launch_cores(c->cache ? (mp_cache ? mp_cache : mp_nocache)
+						  : mp_nocache,
+					 c->cores) < 0)
+				return -1;
+		}
 	}
 	return 0;
 }
@@ -960,9 +973,9 @@ main(int argc, char **argv)
 			char *end;
 
 			errno = 0;
-			fixed_objects = strtoull(v, &end, 10);
-			if (end == v || *end || errno != 0 || fixed_objects == 0 ||
-			    fixed_objects > (1ULL << 40)) {
+			objects_opt = strtoull(v, &end, 10);
+			if (end == v || *end || errno != 0 || objects_opt == 0 ||
+			    objects_opt > (1ULL << 40)) {
 				fprintf(stderr, "mempool_perf: bad --objects %s\n", v);
 				return 1;
 			}
@@ -1032,11 +1045,12 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (fixed_objects != 0)
-		printf("mempool_perf: %s, --matrix %d (%s's loops), %" PRIu64 " objects per lcore "
-		       "per cell (whole passes, after a warm-up pass; callgrind: %s), %u rep(s), %u "
-		       "lcores, %s cache, %s clock\n",
-		       rte_version(), matrix, matrix == 2607 ? "26.07" : "22.11", fixed_objects,
+	if (objects_opt != 0) {
+		printf("mempool_perf: %s, --matrix %d (%s's loops), %" PRIu64 " then %" PRIu64
+		       " objects per lcore per cell (whole passes, after a warm-up pass; callgrind: "
+		       "%s), %u rep(s), %u lcores, %s cache, %s clock\n",
+		       rte_version(), matrix, matrix == 2607 ? "26.07" : "22.11", objects_opt,
+		       2 * objects_opt,
 #ifdef HAVE_CALLGRIND
 		       "dumps per cell",
 #else
@@ -1044,11 +1058,13 @@ main(int argc, char **argv)
 #endif
 		       reps, rte_lcore_count(), user_cache ? "user-owned" : "per-lcore default",
 		       clock_cpu ? "cpu" : "wall");
-	else
-	printf("mempool_perf: %s, --matrix %d (%s's loops and rate formula), %.3g s per "
-	       "cell, %u rep(s), %u lcores, %s cache, %s clock\n",
-	       rte_version(), matrix, matrix == 2607 ? "26.07" : "22.11", seconds, reps,
-	       rte_lcore_count(), user_cache ? "user-owned" : "per-lcore default", clock_cpu ? "cpu" : "wall");
+	} else {
+		printf("mempool_perf: %s, --matrix %d (%s's loops and rate formula), %.3g s per "
+		       "cell, %u rep(s), %u lcores, %s cache, %s clock\n",
+		       rte_version(), matrix, matrix == 2607 ? "26.07" : "22.11", seconds, reps,
+		       rte_lcore_count(), user_cache ? "user-owned" : "per-lcore default",
+		       clock_cpu ? "cpu" : "wall");
+	}
 	fflush(stdout);
 
 	ret = 0;

@@ -59,7 +59,7 @@
 //! run-time / branded, side by side with the branded pool's own A/A.
 //! `scripts/compare-dpdk.sh` runs this harness cell by cell next to DPDK's C mempool.
 //! `--objects N` (instruction counts, `scripts/instr-vs-dpdk.sh`): every contender of a cell
-//! runs once untimed (warm-up) and once for at least N objects per thread, no clock read in
+//! runs once untimed (warm-up), then for at least N and 2N objects per thread, no clock read in
 //! the loop; under `valgrind --tool=callgrind --collect-atstart=no` each thread's loop is
 //! bracketed by callgrind's collection toggles and, after each counted run, the counts are
 //! dumped with the label `idxpool pool=<contender> <cell label> objects=<all threads'>`.
@@ -199,13 +199,15 @@ struct Args {
     #[arg(long)]
     runtime: bool,
     /// Instruction counting instead of rates: each contender of a cell runs one warm-up run
-    /// (8192 objects per thread) and one counted run of at least N objects per thread (whole
-    /// chunks of 8192, or of n_keep when larger), no clock read in its loop, no A/A run (the
+    /// (65536 objects per thread, one pass of DPDK's loop) and two counted runs of at least N
+    /// and 2N objects per thread (whole chunks of 8192 objects: the timed runs' loop, with an
+    /// object count in place of the clock), no clock read in their loops, no A/A run (the
     /// index-aa column repeats index). Under `valgrind --tool=callgrind --collect-atstart=no`
     /// each thread's loop is bracketed by callgrind's collection toggles and the counts are
     /// dumped after each counted run, labelled `idxpool pool=<index|pointer|runtime|floor32|
-    /// floor64> <cell label> objects=<objects of all threads>` (scripts/instr-vs-dpdk.sh);
-    /// without valgrind the requests do nothing. Excludes --cell-ms, --reps, --budget.
+    /// floor64> <cell label> objects=<objects of all threads>` (scripts/instr-vs-dpdk.sh: the
+    /// difference of the two dumps is the loop's cost for N objects per thread); without
+    /// valgrind the requests do nothing. Excludes --cell-ms, --reps, --budget.
     #[arg(long, conflicts_with_all = ["cell_ms", "reps", "budget"])]
     objects: Option<u64>,
 }
@@ -396,9 +398,10 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
 /// The caches of one pool, one per thread of a cell.
 type Caches<'p, B, R> = [idxpool::LocalCache<&'p Pool<Obj, B, R>>];
 
-/// `--objects`: one warm-up run and one counted run of each contender of `cell` (index,
-/// pointer, then runtime and the floors when asked), each counted run followed by a callgrind
-/// dump labelled with the contender, the cell and the objects moved by all threads.
+/// `--objects`: one warm-up run and two counted runs (N, then 2N objects per thread) of each
+/// contender of `cell` (index, pointer, then runtime and the floors when asked), each counted
+/// run followed by a callgrind dump labelled with the contender, the cell and the objects
+/// moved by all threads. The rates reported are the second runs'.
 fn count_cell<B1: Brand, B2: Brand, RA: Repr>(
     ic: &mut Caches<'_, B1, RA>,
     pc: &mut Caches<'_, B2, Pointer>,
@@ -410,10 +413,12 @@ fn count_cell<B1: Brand, B2: Brand, RA: Repr>(
 ) -> Result<CellResult, PoolError> {
     let (clock, pin) = (ctx.clock, &ctx.pinning);
     let warm = Limit::Objects {
-        n: 1,
+        n: 65536,
         counted: false,
     };
-    let counted = Limit::Objects { n, counted: true };
+    // N then 2N objects per thread: the difference of the two counts is the loop's cost for
+    // N objects with every fixed cost (entering and leaving the loop) cancelled.
+    let counts = [n, 2 * n].map(|n| Limit::Objects { n, counted: true });
     let dump = |pool: &str, objects: u64| {
         callgrind::dump_stats_at(&format!(
             "idxpool pool={pool} {} objects={objects}",
@@ -421,29 +426,43 @@ fn count_cell<B1: Brand, B2: Brand, RA: Repr>(
         ));
     };
     run_cell(ic, cell, warm, clock, pin)?;
-    let (index, objects) = run_cell_counted(ic, cell, counted, clock, pin)?;
-    dump("index", objects);
+    let mut index = 0.0;
+    for limit in counts {
+        let (rate, objects) = run_cell_counted(ic, cell, limit, clock, pin)?;
+        dump("index", objects);
+        index = rate;
+    }
     run_cell(pc, cell, warm, clock, pin)?;
-    let (pointer, objects) = run_cell_counted(pc, cell, counted, clock, pin)?;
-    dump("pointer", objects);
+    let mut pointer = 0.0;
+    for limit in counts {
+        let (rate, objects) = run_cell_counted(pc, cell, limit, clock, pin)?;
+        dump("pointer", objects);
+        pointer = rate;
+    }
     let runtime = match rc {
         Some(rc) => {
             run_cell(rc, cell, warm, clock, pin)?;
-            let (rate, objects) = run_cell_counted(rc, cell, counted, clock, pin)?;
-            dump("runtime", objects);
-            Some(rate)
+            let mut runtime = 0.0;
+            for limit in counts {
+                let (rate, objects) = run_cell_counted(rc, cell, limit, clock, pin)?;
+                dump("runtime", objects);
+                runtime = rate;
+            }
+            Some(runtime)
         }
         None => None,
     };
     let floor = ctx.floor && !cell.touch;
     let (mut floor32s, mut floor64s) = (None, None);
     if floor {
-        let (rate, objects) = run_floor_counted(cell, counted, clock, pin, floor32);
-        dump("floor32", objects);
-        floor32s = Some(rate);
-        let (rate, objects) = run_floor_counted(cell, counted, clock, pin, floor64);
-        dump("floor64", objects);
-        floor64s = Some(rate);
+        for limit in counts {
+            let (rate, objects) = run_floor_counted(cell, limit, clock, pin, floor32);
+            dump("floor32", objects);
+            floor32s = Some(rate);
+            let (rate, objects) = run_floor_counted(cell, limit, clock, pin, floor64);
+            dump("floor64", objects);
+            floor64s = Some(rate);
+        }
     }
     Ok(CellResult {
         policy,
@@ -583,8 +602,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         Some(path) => Some((path.clone(), create_csv(path)?)),
         None => None,
     };
-    if args.objects == Some(0) {
-        return Err("--objects must be at least 1".into());
+    if args.objects.is_some_and(|n| n == 0 || n > 1 << 40) {
+        return Err("--objects must be in 1..=2^40".into());
     }
     let (length, expected) = match (args.objects, args.cell_ms) {
         (Some(n), _) => (RunLength::Objects(n), Duration::ZERO),
@@ -602,10 +621,11 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     println!("mempool_perf: {}", context_line(&pinning));
     if let Some(n) = args.objects {
         println!(
-            "mempool_perf ({mode}, --objects {n}): {} cells, each contender (index, pointer{}{}) once untimed and once counted (at least {n} objects per thread, callgrind dumps when run under valgrind); rates of single runs, no A/A",
+            "mempool_perf ({mode}, --objects {n}): {} cells, each contender (index, pointer{}{}) once untimed and twice counted (at least {n} and {} objects per thread, callgrind dumps when run under valgrind); rates of single runs, no A/A",
             todo.len(),
             if args.runtime { ", runtime" } else { "" },
             if args.floor { ", floors u32 and u64" } else { "" },
+            2 * n,
         );
     } else {
         println!(

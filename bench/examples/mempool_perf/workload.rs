@@ -35,7 +35,8 @@ pub enum Limit {
     /// `n_keep`).
     Time(Duration),
     /// At least `n` objects got-and-put, in whole chunks of [`OBJS_PER_CLOCK_CHECK`] objects
-    /// (or of `n_keep` when it is larger); no clock is read in the loop. With `counted`, the
+    /// (or of `n_keep` when it is larger: the very loop of a timed run, with the limit test in
+    /// place of the clock read); no clock is read. With `counted`, the
     /// thread's loop (and nothing around it: not the table's allocation, not the clock) is
     /// bracketed by callgrind's collection toggles (`--objects`, scripts/instr-vs-dpdk.sh).
     Objects { n: u64, counted: bool },
