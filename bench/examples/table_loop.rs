@@ -1,6 +1,6 @@
 //! DPDK's `test_loop` on the caller's table, one instance per bulk size and pool, each in its
 //! own non-inlined function, for counting instructions per object with callgrind (the
-//! deterministic measure of the hot path; BENCHMARKS.md section 19).
+//! deterministic measure of the hot path; BENCHMARKS.md section 20).
 //!
 //! Each loop runs `ROUNDS` rounds of: `get_into` over a table of `KEEP` slots in windows of
 //! `n`, then `put_from` over it in windows of `n`, through a `LocalCache` (cache 512, the
