@@ -34,7 +34,7 @@ use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use crate::error::PoolError;
-use crate::repr::copy_entries;
+use crate::repr::{copy_entries, Dyn, Shape};
 use crate::ring::{Behavior, Ring};
 use crate::stats::{Counter, Counters};
 use crate::sync::{AtomicU32, Ordering};
@@ -654,6 +654,17 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         if self.take_top(dst) {
             return Ok(dst.len());
         }
+        self.get_miss(dst, behavior)
+    }
+
+    /// The get's slow path alone (out of line, see [`CacheMut::cold`]), for adapters that
+    /// tried [`CacheMut::take_top_with`] first.
+    #[inline(always)]
+    pub(crate) fn get_miss(
+        &mut self,
+        dst: &mut [MaybeUninit<E>],
+        behavior: Behavior,
+    ) -> Result<usize, usize> {
         self.cold(|c| c.get_slow(dst, behavior))
     }
 
@@ -688,13 +699,20 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// algorithm was shared (BENCHMARKS.md, section 11).
     #[inline(always)]
     pub(crate) fn take_top(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
+        self.take_top_with::<Dyn>(dst)
+    }
+
+    /// [`CacheMut::take_top`] with the copy in the shape `S` (which covers `dst.len()`; the
+    /// caller dispatched on the length once for all its steps, `repr::by_shape`).
+    #[inline(always)]
+    pub(crate) fn take_top_with<S: Shape>(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
         let n = dst.len();
         if n > self.len {
             return false;
         }
         // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
-        // for n and does not overlap the cache's array (it is a &mut).
-        unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
+        // for n and does not overlap the cache's array (it is a &mut); S covers n (contract).
+        unsafe { S::copy(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
         self.len -= n;
         self.publish();
         self.count(Counter::GetSuccessBulk, 1);
@@ -717,7 +735,13 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// ring: the adapter then checks for waiters once the token is gone, wait.rs).
     #[inline(always)]
     pub(crate) fn put(&mut self, src: &[E]) -> bool {
-        if !self.append(src) {
+        self.put_with::<Dyn>(src)
+    }
+
+    /// [`CacheMut::put`] with the copy in the shape `S` (which covers `src.len()`).
+    #[inline(always)]
+    pub(crate) fn put_with<S: Shape>(&mut self, src: &[E]) -> bool {
+        if !self.append_with::<S>(src) {
             self.cold(|c| c.put_slow(src));
             return true;
         }
@@ -727,14 +751,17 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// The put's fast path alone: appends `src` if it fits under the flush threshold (then
     /// true), else changes nothing (false). The generic [`append`] written out, as
     /// [`CacheMut::take_top`] says why.
+    ///
+    /// The copy is in the shape `S` (which covers `src.len()`; [`Dyn`] dispatches on it).
     #[inline(always)]
-    pub(crate) fn append(&mut self, src: &[E]) -> bool {
+    pub(crate) fn append_with<S: Shape>(&mut self, src: &[E]) -> bool {
         let n = src.len();
         if n > self.fill_limit - self.len {
             return false;
         }
-        // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
-        unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
+        // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache; S
+        // covers n (contract).
+        unsafe { S::copy(src.as_ptr(), self.objs.add(self.len), n) };
         self.len += n;
         self.publish();
         self.count(Counter::PutBulk, 1);
@@ -742,33 +769,45 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         true
     }
 
-    /// The put of a run-time pool: as [`CacheMut::put`], with the identity check of every
-    /// entry (`rank(e) < span`) fused into the fast path's copy (the copied entries lie above
-    /// `len` and are published only if the check passes), and made before anything moves on
-    /// the slow path. Returns [`Put::Foreign`], with nothing changed, when an entry fails the
-    /// check; the caller reports it after the token is gone.
+    /// The put of a run-time pool: as [`CacheMut::put`], after the identity check of every
+    /// entry (`rank(e) < span`: the OR of the ranks, one vector OR per few entries and one
+    /// compare). Returns [`Put::Foreign`], with nothing changed, when an entry fails the check;
+    /// the caller reports it after the token is gone.
     #[inline(always)]
     pub(crate) fn put_checked(&mut self, src: &[E], rank: impl Fn(E) -> u32, span: u32) -> Put {
-        let n = src.len();
-        if n <= self.fill_limit - self.len {
-            // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache.
-            let or = unsafe {
-                crate::repr::copy_entries_or(src.as_ptr(), self.objs.add(self.len), n, rank)
-            };
-            if or >= span {
-                return Put::Foreign; // written above len only: nothing published, nothing moved
-            }
-            self.len += n;
-            self.publish();
-            self.count(Counter::PutBulk, 1);
-            self.count(Counter::PutObjs, n);
-            return Put::Cached;
-        }
-        if src.iter().fold(0, |m, &e| m | rank(e)) >= span {
+        // SAFETY: src is n valid entries (a slice of E), whatever the check says.
+        unsafe { self.put_checked_with::<Dyn, E>(src.as_ptr(), src.len(), |e| rank(*e), span) }
+    }
+
+    /// The checked put over a run of `n` values `X` that have an entry's layout (the caller's
+    /// table slots, `Option<Handle>`): the OR of `bad(x)` over the run is computed first (in
+    /// the shape `S`, which covers `n`); when it is `>= limit` nothing changes and the result
+    /// is [`Put::Foreign`] (the caller says why: an empty slot or a foreign handle); else the
+    /// run is put as entries ([`CacheMut::put_with`]).
+    ///
+    /// # Safety
+    /// `src` valid for `n` reads of `X`; `X` has `E`'s size and alignment; and when the OR of
+    /// `bad` over the run is below `limit`, the run's bits are `n` entries of free objects of
+    /// this pool whose ownership passes to the cache (the caller forgets them).
+    #[inline(always)]
+    pub(crate) unsafe fn put_checked_with<S: Shape, X>(
+        &mut self,
+        src: *const X,
+        n: usize,
+        bad: impl Fn(&X) -> u32,
+        limit: u32,
+    ) -> Put {
+        // SAFETY: src valid for n reads (contract); S covers n.
+        if unsafe { S::or(src, n, bad) } >= limit {
             return Put::Foreign;
         }
-        self.cold(|c| c.put_slow(src));
-        Put::Ring
+        // SAFETY: the check passed: the run is n entries (contract).
+        let src = unsafe { std::slice::from_raw_parts(src.cast::<E>(), n) };
+        if self.put_with::<S>(src) {
+            Put::Ring
+        } else {
+            Put::Cached
+        }
     }
 
     #[cold]

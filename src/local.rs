@@ -65,7 +65,7 @@ pub struct LocalCache<P: PoolRef> {
     /// held here, the compiler keeps it in registers across a loop of puts instead of
     /// reloading it from the pool after every store (a write through a raw pointer may alias
     /// the pool).
-    geometry: Geometry,
+    pub(crate) geometry: Geometry,
     pub(crate) pool: P,
 }
 

@@ -67,7 +67,7 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Installs `hook` (the builder's last step, before any handle or cache exists).
     pub(crate) fn with_on_put(mut self, hook: Option<PutHook<T>>) -> Self {
-        self.geometry.put_hook = hook.is_some();
+        self.geometry.set_put_hook(hook.is_some());
         self.on_put = hook;
         self
     }

@@ -67,8 +67,15 @@ mod hidden {
         pub(crate) elem_len: usize,
         /// The pool has a reset hook ([`crate::PoolBuilder::on_put`]): every put runs it first.
         /// Kept here, next to what the put adapters already read (a `LocalCache` holds a copy in
-        /// registers), so that a pool without a hook pays one test of it per put call.
+        /// registers), so that a pool without a hook pays one test of it per put call (the
+        /// `Vec` and one-handle puts); the table put tests it only after a refusal, through the
+        /// two limits below.
         pub(crate) put_hook: bool,
+        /// The limit of a run-time pool's fused table put check (the OR of the slots' ranks
+        /// must be below it): `span`, or 0 when the pool has a reset hook, so that every table
+        /// put of such a pool leaves the fused check for the hooked path, and one without a
+        /// hook tests nothing for it (set by [`Geometry::set_put_hook`]).
+        pub(crate) put_span: u32,
     }
 
     /// An object pointer that may cross threads (the pool, not the pointer, owns the object).
@@ -122,6 +129,12 @@ mod hidden {
         /// whole burst (an OR reduction, which vectorises to two instructions per four entries).
         /// 0 for [`Pointer`].
         fn rank(g: &Geometry, e: Self::Entry) -> u32;
+        /// [`ReprImpl::rank`] of a caller's table slot, which may be empty: an empty slot
+        /// (`None`, bits 0) ranks `0 ^ e0 = e0`. A run-time pool's block starts at a nonzero
+        /// multiple of its span (`space::claim`), so `e0 >= span`: an empty slot fails the
+        /// range check as a foreign entry does, and one OR over the slots checks both. `u32::MAX`
+        /// for an empty slot of [`Pointer`] (never a run-time pool), 0 for a full one.
+        fn slot_rank(g: &Geometry, e: Option<Self::Entry>) -> u32;
         /// The raw value (`entry - 1`) of a 4-byte entry in the handle space; `u32::MAX` (no
         /// value of the space) for [`Pointer`]. For messages about foreign handles.
         fn raw(e: Self::Entry) -> u32;
@@ -160,7 +173,16 @@ impl Geometry {
             span,
             elem_len: stride,
             put_hook: false,
+            put_span: span,
         }
+    }
+
+    /// Records whether the pool has a reset hook: the flag, and the limit of a run-time
+    /// pool's fused table put check (0 with a hook: every put refused there, then taken by the
+    /// hooked path).
+    pub(crate) fn set_put_hook(&mut self, hooked: bool) {
+        self.put_hook = hooked;
+        self.put_span = if hooked { 0 } else { self.span };
     }
 
     /// The same geometry for objects of `len` bytes (byte-buffer pools).
@@ -389,6 +411,10 @@ unsafe impl ReprImpl for Offset {
     fn rank(g: &Geometry, e: NonZeroU32) -> u32 {
         e.get() ^ g.e0
     }
+    #[inline(always)]
+    fn slot_rank(g: &Geometry, e: Option<NonZeroU32>) -> u32 {
+        e.map_or(0, NonZeroU32::get) ^ g.e0
+    }
     fn raw(e: NonZeroU32) -> u32 {
         e.get() - 1
     }
@@ -463,6 +489,10 @@ unsafe impl ReprImpl for Index {
     fn rank(g: &Geometry, e: NonZeroU32) -> u32 {
         e.get() ^ g.e0
     }
+    #[inline(always)]
+    fn slot_rank(g: &Geometry, e: Option<NonZeroU32>) -> u32 {
+        e.map_or(0, NonZeroU32::get) ^ g.e0
+    }
     fn raw(e: NonZeroU32) -> u32 {
         e.get() - 1
     }
@@ -527,6 +557,14 @@ unsafe impl ReprImpl for Pointer {
     #[inline(always)]
     fn rank(_g: &Geometry, _e: ObjPtr) -> u32 {
         0
+    }
+    #[inline(always)]
+    fn slot_rank(_g: &Geometry, e: Option<ObjPtr>) -> u32 {
+        if e.is_some() {
+            0
+        } else {
+            u32::MAX
+        }
     }
     fn raw(_e: ObjPtr) -> u32 {
         u32::MAX
@@ -741,155 +779,291 @@ mod tests {
     }
 }
 
-/// One operation over a run of `n` elements in the overlapping-halves shape, for the short
-/// runs of the hot paths (1 to 32 entries: a call to `memcpy`/`memset` or a loop with a
-/// remainder costs more than the work there): see [`by_halves`]. The copies of entries
-/// ([`copy_entries`], [`copy_entries_or`]) and the table's slot checks and clears (table.rs)
-/// are its implementations: one dispatch on `n` for all of them.
-pub(crate) trait Halves: Sized {
-    /// What the operation returns.
-    type Out;
-    /// `n == 0`.
-    fn empty(self) -> Self::Out;
-    /// `n == 1`.
-    fn one(self) -> Self::Out;
-    /// `n > 64`: a plain loop or a library call.
-    fn long(self, n: usize) -> Self::Out;
-    /// `2 <= n <= 64`: the first `K` and the last `K` elements, `K` the power of two with
-    /// `K < n <= 2K` (disjoint halves when `n = 2K`, overlapping otherwise). Fixed sizes, so
-    /// the compiler inlines them as a few vector moves.
-    fn halves<const K: usize>(self, n: usize) -> Self::Out;
+/// The shape of a short run of `n` elements, for the hot paths (1 to 32 entries: a call to
+/// `memcpy`/`memset` or a loop with a remainder costs more than the work there): [`by_shape`]
+/// picks one from `n`, and every operation over the run is written once per shape:
+///
+/// * [`Zero`]: `n == 0`; [`One`]: `n == 1`;
+/// * [`Win<K>`]: `2 <= n <= 64`, the first `K` and the last `K` elements, `K` the power of two
+///   with `K < n <= 2K` (disjoint halves when `n = 2K`, overlapping otherwise). Fixed sizes, so
+///   the compiler inlines them as a few vector moves and vector reductions;
+/// * [`Long`]: `n > 64`, a plain loop or a library call;
+/// * [`Dyn`]: any `n`, one [`by_shape`] dispatch per operation (the callers that do one
+///   operation per call: the ring, the `Vec` adapters).
+///
+/// A caller that does several operations on one run (the table paths: slot check, copy,
+/// clear) dispatches once with [`by_shape`] and runs all of them with the shape it gets, so a
+/// run-time `n` pays one dispatch per call; with a constant `n` the dispatch folds away and
+/// each operation is the fixed-size code alone. Every operation reads and writes through raw
+/// pointers (fixed-size `copy_nonoverlapping`, loops over `&[X; K]` views): no window is ever
+/// an array value, which went through a stack temporary (BENCHMARKS.md 14).
+///
+/// # Safety
+/// Every method: `p` (and `src`, `dst`) valid for `n` reads (writes) of initialised `X`, and
+/// `n` a length this shape covers ([`by_shape`] chooses it; [`Dyn`] covers all).
+pub(crate) trait Shape {
+    /// Copies `n` elements from `src` to `dst` (non-overlapping).
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize);
+    /// The OR of `f` over the `n` elements at `p` (overlapping windows see a few elements
+    /// twice, which changes nothing for an OR).
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32;
+    /// True when `pred` holds for some of the `n` elements at `p`.
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool;
+    /// Writes `None` into the `n` slots at `p` without dropping what was there.
+    unsafe fn none<X>(p: *mut Option<X>, n: usize);
 }
 
-/// Runs `op` over `n` elements: at most seven compares and no chain of bit tests, as glibc's
-/// small `memcpy` does (`n == 1` first: the bulk-1 path pays one compare).
+/// The run of `n` elements, which [`by_shape`] turns into a [`Shape`].
+pub(crate) trait ByShape: Sized {
+    /// What the operation returns.
+    type Out;
+    /// Runs the operation with the shape `S`, which covers `n`.
+    fn run<S: Shape>(self, n: usize) -> Self::Out;
+}
+
+/// Runs `op` with the shape of `n`: at most seven compares and no chain of bit tests, as
+/// glibc's small `memcpy` does (`n == 1` first: the bulk-1 path pays one compare).
 #[inline(always)]
-pub(crate) fn by_halves<H: Halves>(n: usize, op: H) -> H::Out {
+pub(crate) fn by_shape<F: ByShape>(n: usize, op: F) -> F::Out {
     if n == 1 {
-        op.one()
+        op.run::<One>(n)
     } else if n <= 2 {
         if n == 2 {
-            op.halves::<1>(n)
+            op.run::<Win<1>>(n)
         } else {
-            op.empty()
+            op.run::<Zero>(n)
         }
     } else if n <= 4 {
-        op.halves::<2>(n)
+        op.run::<Win<2>>(n)
     } else if n <= 8 {
-        op.halves::<4>(n)
+        op.run::<Win<4>>(n)
     } else if n <= 16 {
-        op.halves::<8>(n)
+        op.run::<Win<8>>(n)
     } else if n <= 32 {
-        op.halves::<16>(n)
+        op.run::<Win<16>>(n)
     } else if n <= 64 {
-        op.halves::<32>(n)
+        op.run::<Win<32>>(n)
     } else {
-        op.long(n)
+        op.run::<Long>(n)
     }
 }
 
-/// Copies `n` entries from `src` to `dst` (non-overlapping). Bursts are short (1 to 32 in
-/// the hot paths), where a call to libc's `memcpy` costs more than the copy: short copies are
-/// done with fixed-size moves the compiler inlines ([`by_halves`]); long ones (refills and
-/// flushes of hundreds) call `memcpy`.
+/// `n == 0`.
+pub(crate) enum Zero {}
+/// `n == 1`.
+pub(crate) enum One {}
+/// `K < n <= 2K`, `n <= 64`: the first and the last `K` elements.
+pub(crate) enum Win<const K: usize> {}
+/// `n > 64`.
+pub(crate) enum Long {}
+/// Any `n`: each operation dispatches with [`by_shape`].
+pub(crate) enum Dyn {}
+
+impl Shape for Zero {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(_src: *const X, _dst: *mut X, _n: usize) {}
+    #[inline(always)]
+    unsafe fn or<X>(_p: *const X, _n: usize, _f: impl Fn(&X) -> u32) -> u32 {
+        0
+    }
+    #[inline(always)]
+    unsafe fn any<X>(_p: *const X, _n: usize, _pred: impl Fn(&X) -> bool) -> bool {
+        false
+    }
+    #[inline(always)]
+    unsafe fn none<X>(_p: *mut Option<X>, _n: usize) {}
+}
+
+impl Shape for One {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, _n: usize) {
+        // SAFETY: n == 1: one valid read and one valid write (the trait's contract).
+        unsafe { dst.write(src.read()) }
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, _n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        // SAFETY: n == 1: one valid element.
+        f(unsafe { &*p })
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, _n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        // SAFETY: n == 1: one valid element.
+        pred(unsafe { &*p })
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, _n: usize) {
+        // SAFETY: n == 1: one valid slot; the old value is overwritten without a drop (the
+        // caller's contract: what was there was moved away or is a copy).
+        unsafe { p.write(None) }
+    }
+}
+
+impl<const K: usize> Win<K> {
+    /// The two windows of `n` elements at `p`, as read-only fixed-size views.
+    ///
+    /// # Safety
+    /// `K < n <= 2K` and `p` valid for `n` reads.
+    #[inline(always)]
+    unsafe fn views<'a, X>(p: *const X, n: usize) -> (&'a [X; K], &'a [X; K]) {
+        debug_assert!(K < n && n <= 2 * K);
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run.
+        unsafe { (&*p.cast::<[X; K]>(), &*p.add(n - K).cast::<[X; K]>()) }
+    }
+}
+
+impl<const K: usize> Shape for Win<K> {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize) {
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (the trait's
+        // contract: valid and disjoint for n).
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, K);
+            std::ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
+        }
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        // SAFETY: the trait's contract (K < n <= 2K).
+        let (a, b) = unsafe { Self::views(p, n) };
+        // Two plain loops over arrays (a `chain` of the two is not vectorised).
+        let mut acc = 0;
+        for x in a {
+            acc |= f(x);
+        }
+        for x in b {
+            acc |= f(x);
+        }
+        acc
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        // SAFETY: the trait's contract (K < n <= 2K).
+        let (a, b) = unsafe { Self::views(p, n) };
+        // One compare per element and no branch (fixed-size vector code), then one branch.
+        let mut any = false;
+        for x in a {
+            any |= pred(x);
+        }
+        for x in b {
+            any |= pred(x);
+        }
+        any
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, n: usize) {
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run; the old values are
+        // overwritten without a drop (the trait's contract).
+        unsafe {
+            p.cast::<[Option<X>; K]>().write([const { None }; K]);
+            p.add(n - K)
+                .cast::<[Option<X>; K]>()
+                .write([const { None }; K]);
+        }
+    }
+}
+
+impl Shape for Long {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize) {
+        // SAFETY: the trait's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        // SAFETY: the trait's contract: n valid elements.
+        let s = unsafe { std::slice::from_raw_parts(p, n) };
+        s.iter().fold(0, |acc, x| acc | f(x))
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        // SAFETY: the trait's contract: n valid elements.
+        let s = unsafe { std::slice::from_raw_parts(p, n) };
+        let mut any = false;
+        for x in s {
+            any |= pred(x);
+        }
+        any
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, n: usize) {
+        for i in 0..n {
+            // SAFETY: i < n: a valid slot; overwritten without a drop (the trait's contract).
+            unsafe { p.add(i).write(None) }
+        }
+    }
+}
+
+impl Shape for Dyn {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize) {
+        struct Op<X>(*const X, *mut X);
+        impl<X: Copy> ByShape for Op<X> {
+            type Out = ();
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) {
+                // SAFETY: Dyn::copy's contract; S covers n (by_shape).
+                unsafe { S::copy(self.0, self.1, n) }
+            }
+        }
+        by_shape(n, Op(src, dst))
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        struct Op<X, F>(*const X, F);
+        impl<X, F: Fn(&X) -> u32> ByShape for Op<X, F> {
+            type Out = u32;
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) -> u32 {
+                // SAFETY: Dyn::or's contract; S covers n (by_shape).
+                unsafe { S::or(self.0, n, self.1) }
+            }
+        }
+        by_shape(n, Op(p, f))
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        struct Op<X, F>(*const X, F);
+        impl<X, F: Fn(&X) -> bool> ByShape for Op<X, F> {
+            type Out = bool;
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) -> bool {
+                // SAFETY: Dyn::any's contract; S covers n (by_shape).
+                unsafe { S::any(self.0, n, self.1) }
+            }
+        }
+        by_shape(n, Op(p, pred))
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, n: usize) {
+        struct Op<X>(*mut Option<X>);
+        impl<X> ByShape for Op<X> {
+            type Out = ();
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) {
+                // SAFETY: Dyn::none's contract; S covers n (by_shape).
+                unsafe { S::none(self.0, n) }
+            }
+        }
+        by_shape(n, Op(p))
+    }
+}
+
+/// Copies `n` entries from `src` to `dst` (non-overlapping), in the shape of `n` ([`Dyn`]):
+/// short copies are fixed-size moves the compiler inlines, long ones (refills and flushes of
+/// hundreds) call `memcpy`.
 ///
 /// # Safety
 /// `src` valid for `n` reads, `dst` for `n` writes, the ranges do not overlap.
 #[inline(always)]
 pub(crate) unsafe fn copy_entries<E: Copy>(src: *const E, dst: *mut E, n: usize) {
-    struct Copy<E>(*const E, *mut E);
-    impl<E: std::marker::Copy> Halves for Copy<E> {
-        type Out = ();
-        #[inline(always)]
-        fn empty(self) {}
-        #[inline(always)]
-        fn one(self) {
-            // SAFETY: n == 1: one valid read and one valid write (copy_entries' contract).
-            unsafe { self.1.write(self.0.read()) }
-        }
-        #[inline(always)]
-        fn long(self, n: usize) {
-            // SAFETY: copy_entries' contract.
-            unsafe { std::ptr::copy_nonoverlapping(self.0, self.1, n) }
-        }
-        #[inline(always)]
-        fn halves<const K: usize>(self, n: usize) {
-            let Copy(src, dst) = self;
-            // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (copy_entries'
-            // contract: valid and disjoint for n).
-            unsafe {
-                std::ptr::copy_nonoverlapping(src, dst, K);
-                std::ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
-            }
-        }
-    }
-    by_halves(n, Copy(src, dst))
-}
-
-/// [`copy_entries`] that also returns the OR of `rank(e)` over the copied entries, computed
-/// from the values the copy loads (the identity check of run-time pools fused into the put's
-/// copy: a few ALU operations per chunk instead of a second pass with its own dispatch on `n`).
-///
-/// # Safety
-/// As [`copy_entries`].
-#[inline(always)]
-pub(crate) unsafe fn copy_entries_or<E: Copy>(
-    src: *const E,
-    dst: *mut E,
-    n: usize,
-    rank: impl Fn(E) -> u32,
-) -> u32 {
-    struct CopyOr<E, F>(*const E, *mut E, F);
-    impl<E: Copy, F: Fn(E) -> u32> Halves for CopyOr<E, F> {
-        type Out = u32;
-        #[inline(always)]
-        fn empty(self) -> u32 {
-            0
-        }
-        #[inline(always)]
-        fn one(self) -> u32 {
-            // SAFETY: n == 1: one valid read and one valid write (copy_entries' contract).
-            let e = unsafe { self.0.read() };
-            // SAFETY: as above.
-            unsafe { self.1.write(e) };
-            (self.2)(e)
-        }
-        #[inline(always)]
-        fn long(self, n: usize) -> u32 {
-            let CopyOr(src, dst, rank) = self;
-            // SAFETY: copy_entries' contract.
-            unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
-            let mut acc = 0;
-            for i in 0..n {
-                // SAFETY: i < n: a valid read.
-                acc |= rank(unsafe { src.add(i).read() });
-            }
-            acc
-        }
-        #[inline(always)]
-        fn halves<const K: usize>(self, n: usize) -> u32 {
-            let CopyOr(src, dst, rank) = self;
-            // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (copy_entries'
-            // contract); `[E; K]` reads and writes are unaligned-safe.
-            let (a, b) = unsafe {
-                let a = src.cast::<[E; K]>().read_unaligned();
-                let b = src.add(n - K).cast::<[E; K]>().read_unaligned();
-                dst.cast::<[E; K]>().write_unaligned(a);
-                dst.add(n - K).cast::<[E; K]>().write_unaligned(b);
-                (a, b)
-            };
-            let mut acc = 0;
-            for i in 0..K {
-                acc |= rank(a[i]) | rank(b[i]);
-            }
-            acc
-        }
-    }
-    by_halves(n, CopyOr(src, dst, rank))
+    // SAFETY: the caller's contract; Dyn covers every n.
+    unsafe { Dyn::copy(src, dst, n) }
 }
 
 #[cfg(test)]
 mod copy_tests {
+    use super::{by_shape, ByShape, Dyn, Shape};
+
     #[test]
     fn copy_entries_copies_every_length() {
         for n in 0..200usize {
@@ -899,13 +1073,62 @@ mod copy_tests {
             unsafe { super::copy_entries(src.as_ptr(), dst.as_mut_ptr(), n) };
             assert_eq!(&dst[..n], &src[..]);
             assert_eq!(dst[n], u32::MAX, "no write past n");
-            // The fused form: same copy, and the OR of the ranks.
-            let mut dst2 = vec![u32::MAX; n + 1];
-            // SAFETY: as above.
-            let or = unsafe { super::copy_entries_or(src.as_ptr(), dst2.as_mut_ptr(), n, |e| e) };
-            assert_eq!(&dst2[..n], &src[..]);
-            assert_eq!(dst2[n], u32::MAX, "no write past n");
-            assert_eq!(or, src.iter().fold(0, |m, &e| m | e), "n = {n}");
+        }
+    }
+
+    /// Every shape's operations against plain loops, at every length (through `Dyn`, and
+    /// through one `by_shape` dispatch for all of them, as the table paths do).
+    #[test]
+    fn every_shape_sees_every_element() {
+        struct All<'a>(
+            &'a [u32],
+            &'a mut [u32],
+            &'a mut [Option<std::num::NonZeroU32>],
+        );
+        impl ByShape for All<'_> {
+            type Out = (u32, bool, bool);
+            fn run<S: Shape>(self, n: usize) -> (u32, bool, bool) {
+                // SAFETY: the three buffers hold at least n elements; distinct.
+                unsafe {
+                    S::copy(self.0.as_ptr(), self.1.as_mut_ptr(), n);
+                    let or = S::or(self.0.as_ptr(), n, |&x| 1 << (x % 32));
+                    let any7 = S::any(self.0.as_ptr(), n, |&x| x == 7);
+                    let anyn = S::any(self.2.as_ptr(), n, Option::is_none);
+                    S::none(self.2.as_mut_ptr(), n);
+                    (or, any7, anyn)
+                }
+            }
+        }
+        for n in 0..150usize {
+            for at in 0..n.max(1) {
+                let src: Vec<u32> = (0..n as u32)
+                    .map(|i| if i as usize == at { 7 } else { 100 + i })
+                    .collect();
+                let mut dst = vec![u32::MAX; n + 1];
+                let mut slots: Vec<_> = (0..=n)
+                    .map(|i| std::num::NonZeroU32::new(i as u32 + 1))
+                    .collect();
+                if n > 0 {
+                    slots[at] = None;
+                }
+                let (or, any7, anyn) = by_shape(n, All(&src, &mut dst, &mut slots));
+                assert_eq!(&dst[..n], &src[..], "n={n}");
+                assert_eq!(dst[n], u32::MAX, "n={n}: no write past n");
+                assert_eq!(or, src.iter().fold(0, |m, &x| m | 1 << (x % 32)), "n={n}");
+                assert_eq!(any7, n > 0, "n={n} at={at}");
+                assert_eq!(anyn, n > 0, "n={n} at={at}");
+                assert!(slots[..n].iter().all(Option::is_none), "n={n}: cleared");
+                assert!(slots[n].is_some(), "n={n}: nothing past n cleared");
+                // Dyn gives the same answers.
+                // SAFETY: as above.
+                let (or2, any2) = unsafe {
+                    (
+                        Dyn::or(src.as_ptr(), n, |&x| 1 << (x % 32)),
+                        Dyn::any(src.as_ptr(), n, |&x| x == 7),
+                    )
+                };
+                assert_eq!((or2, any2), (or, any7), "n={n}");
+            }
         }
     }
 }

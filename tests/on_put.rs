@@ -445,3 +445,86 @@ fn threads_run_the_hook_once_per_put() {
     assert_eq!(calls.load(SeqCst), puts);
     assert_whole_and_clean(&pool);
 }
+
+/// The table put of both identities with a hook, at every window shape: the hook runs once
+/// per object put, none on a refused put (an empty slot, a foreign handle), and the object
+/// comes back reset. (A run-time pool's table put folds the hook into its fused check's limit
+/// and takes the hooked path after the refusal; a branded one tests the flag first.)
+#[test]
+fn table_puts_of_both_identities_run_the_hook_once_per_object() {
+    fn run<B: idxpool::Brand>(pool: &Pool<u64, B>, calls: &AtomicUsize) {
+        let mut c = pool.local_cache();
+        for n in [1usize, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 100] {
+            let mut t: Vec<Option<Handle<u64, B>>> = (0..n).map(|_| None).collect();
+            for via_pool in [false, true] {
+                c.get_into(&mut t).unwrap();
+                for h in t.iter_mut().flatten() {
+                    *pool.get_mut(h) = DIRTY;
+                }
+                let h = t[n / 2].take();
+                let before = calls.load(SeqCst);
+                let r = if via_pool {
+                    pool.put_from(&mut t)
+                } else {
+                    c.put_from(&mut t)
+                };
+                assert!(
+                    matches!(r, Err(PoolError::SlotEmpty { .. })),
+                    "n={n}: {r:?}"
+                );
+                assert_eq!(
+                    calls.load(SeqCst),
+                    before,
+                    "n={n}: a refused put runs no hook"
+                );
+                t[n / 2] = h;
+                let r = if via_pool {
+                    pool.put_from(&mut t)
+                } else {
+                    c.put_from(&mut t)
+                };
+                r.unwrap();
+                assert_eq!(calls.load(SeqCst), before + n, "n={n}: once per object");
+                assert!(t.iter().all(Option::is_none));
+            }
+        }
+        pool.flush(); // the objects the pool's own puts left in this thread's cache
+        let mut all: Vec<Option<Handle<u64, B>>> = (0..128).map(|_| None).collect();
+        c.get_into(&mut all).unwrap();
+        assert!(
+            all.iter().flatten().all(|h| *pool.get_ref(h) == 0),
+            "every object reset"
+        );
+        c.put_from(&mut all).unwrap();
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let hook = |calls: Arc<AtomicUsize>| {
+        move |v: &mut u64| {
+            *v = 0;
+            calls.fetch_add(1, SeqCst);
+        }
+    };
+    let rt = PoolBuilder::<u64>::with_default(128)
+        .cache_size(16)
+        .on_put(hook(calls.clone()))
+        .build()
+        .unwrap();
+    run(&rt, &calls);
+    // A foreign handle in a run-time pool's table: refused, no hook run.
+    let other = PoolBuilder::<u64>::with_default(4).build().unwrap();
+    let mut t: Vec<Option<Handle<u64>>> = (0..4).map(|_| None).collect();
+    rt.get_into(&mut t).unwrap();
+    let mine = t[2].replace(other.get().unwrap());
+    let before = calls.load(SeqCst);
+    let r = rt.put_from(&mut t);
+    assert!(matches!(r, Err(PoolError::ForeignHandle { .. })), "{r:?}");
+    assert_eq!(calls.load(SeqCst), before, "no hook on a refused put");
+    other.put(t[2].take().unwrap());
+    t[2] = mine;
+    rt.put_from(&mut t).unwrap();
+    PoolBuilder::<u64>::with_default(128)
+        .cache_size(16)
+        .on_put(hook(calls.clone()))
+        .scoped(|p| run(&p, &calls))
+        .unwrap();
+}

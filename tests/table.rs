@@ -183,6 +183,103 @@ fn a_foreign_handle_is_a_typed_error_and_moves_nothing() {
     assert_eq!((a.in_use(), b.in_use()), (0, 0));
 }
 
+/// The `index` of `SlotOccupied` / `SlotEmpty` counts from the start of the slice the caller
+/// passed (the whole of it: not from a window the pool's checks read, nor from the vector the
+/// slice was cut from), at every position of windows of every shape (one slot, the
+/// overlapping halves, beyond 64), through both caches.
+#[test]
+fn slot_errors_index_the_table_passed() {
+    let p = pool::<Offset>();
+    let mut c = p.local_cache();
+    for (from, len) in [
+        (7usize, 1usize),
+        (3, 2),
+        (5, 3),
+        (9, 8),
+        (2, 13),
+        (1, 33),
+        (0, 64),
+    ] {
+        for at in 0..len {
+            let mut big = empty::<idxpool::Runtime, Offset>(from + len + 3);
+            // One handle in the window's slot `at` (taken through a one-slot window).
+            c.get_into(&mut big[from + at..from + at + 1]).unwrap();
+            let before = (p.in_use(), c.len());
+            for r in [
+                c.get_into(&mut big[from..from + len]),
+                p.get_into(&mut big[from..from + len]),
+            ] {
+                assert!(
+                    matches!(r, Err(PoolError::SlotOccupied { index, len: l }) if index == at && l == len),
+                    "window {from}..+{len}, slot {at}: {r:?}"
+                );
+            }
+            assert_eq!((p.in_use(), c.len()), before, "nothing taken");
+            c.put_from(&mut big[from + at..from + at + 1]).unwrap();
+            // The window full but for slot `at`: the put says `at`.
+            c.get_into(&mut big[from..from + len]).unwrap();
+            let h = big[from + at].take();
+            let before = (p.in_use(), c.len());
+            for r in [
+                c.put_from(&mut big[from..from + len]),
+                p.put_from(&mut big[from..from + len]),
+            ] {
+                assert!(
+                    matches!(r, Err(PoolError::SlotEmpty { index, len: l }) if index == at && l == len),
+                    "window {from}..+{len}, slot {at}: {r:?}"
+                );
+            }
+            assert_eq!((p.in_use(), c.len()), before, "nothing moved");
+            assert_eq!(big.iter().flatten().count(), len - 1, "the table unchanged");
+            big[from + at] = h;
+            c.put_from(&mut big[from..from + len]).unwrap();
+            assert!(big.iter().all(Option::is_none));
+        }
+    }
+    drop(c);
+    assert_eq!(p.in_use(), 0);
+}
+
+/// A put whose table has both an empty slot and another pool's handle is `SlotEmpty` (the
+/// first empty slot), whatever their order, as when the slot check ran before the identity
+/// check; a run-time pool's put checks both with one OR (an empty slot fails the range check),
+/// and says which afterwards. Nothing moves.
+#[test]
+fn an_empty_slot_is_reported_before_a_foreign_handle() {
+    let a = pool::<Index>();
+    let b = pool::<Index>();
+    let mut c = a.local_cache();
+    for n in [2usize, 3, 4, 5, 8, 9, 17, 40, 64] {
+        for (hole, foreign) in [(0, n - 1), (n - 1, 0)] {
+            let mut t = empty::<idxpool::Runtime, Index>(n);
+            c.get_into(&mut t).unwrap();
+            let mine = t[foreign].take();
+            let theirs = b.get().unwrap();
+            t[foreign] = Some(theirs);
+            let h = t[hole].take();
+            let before = (a.in_use(), b.in_use(), c.len());
+            for r in [c.put_from(&mut t), a.put_from(&mut t)] {
+                assert!(
+                    matches!(r, Err(PoolError::SlotEmpty { index, len }) if index == hole && len == n),
+                    "n={n} hole={hole} foreign={foreign}: {r:?}"
+                );
+            }
+            assert_eq!((a.in_use(), b.in_use(), c.len()), before, "nothing moved");
+            t[hole] = h;
+            let r = c.put_from(&mut t);
+            assert!(
+                matches!(r, Err(PoolError::ForeignHandle { .. })),
+                "n={n}: {r:?}"
+            );
+            b.put(t[foreign].take().unwrap());
+            t[foreign] = mine;
+            c.put_from(&mut t).unwrap();
+        }
+    }
+    drop(c);
+    assert_eq!((a.in_use(), b.in_use()), (0, 0));
+}
+
 /// DPDK's loop: a table of n_keep slots filled in windows of n_get and emptied in windows of
 /// n_put, over and over, with the cache's refills and flushes in between.
 #[test]
