@@ -29,7 +29,7 @@ pub(crate) struct Growth {
     /// Written only under `state`'s lock, with `Release` after the new objects' entries are
     /// in the ring.
     cap: AtomicU32,
-    /// The thread inside `grow` now ([`thread_key`]), 0 when none: a `grow` from the
+    /// The thread inside `grow` now ([`crate::fork::thread_key`]), 0 when none: a `grow` from the
     /// initialiser it runs is refused instead of deadlocking on `state`.
     owner: AtomicUsize,
     state: Mutex<Option<InitFn<'static>>>,
@@ -50,16 +50,6 @@ impl Growth {
     pub(crate) fn capacity(&self) -> u32 {
         self.cap.load(Ordering::Acquire)
     }
-}
-
-/// A key of the calling thread, never 0 and never reused: a process-wide counter taken on the
-/// thread's first `grow` (a thread-local without destructor, so readable during thread exit).
-fn thread_key() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    thread_local! {
-        static KEY: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    KEY.with(|k| *k)
 }
 
 /// Clears `Growth::owner` when `grow` returns or unwinds.
@@ -116,7 +106,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// added, and the panic propagates (the pool stays usable at its old capacity).
     pub fn grow(&self, n: u32) -> Result<u32, PoolError> {
         let g = &self.growth;
-        let me = thread_key();
+        let me = crate::fork::thread_key();
         if g.owner.load(Ordering::Relaxed) == me {
             return Err(PoolError::GrowReentered {
                 pool: self.name().to_string(),
