@@ -45,10 +45,12 @@
 //! **Callbacks.** No user code runs under any of these locks: wakers are woken, cloned and
 //! dropped outside the queue lock, the leak hook is called after it is cloned out, object
 //! drops and initialisers run outside the registry's locks. The one user code that can run
-//! under them is the global allocator (locks 2 and 3 allocate); `grow`'s lock, which is held
-//! around the pool's initialiser, is not one of these locks (see DESIGN.md, "Fork"). A lock
-//! the forking thread itself holds (a `fork()` from such code) is skipped by the prepare
-//! handler, never waited for: that thread goes on in both processes and releases it there.
+//! under them is the global allocator (locks 2 and 3 allocate). `grow`'s lock, which is held
+//! around the pool's initialiser, is not one of these locks: in a child, a `grow` that finds
+//! it held by a thread that is gone ([`RawLock::holder_is_gone`]) reports it instead of
+//! waiting (DESIGN.md, "Fork"). A lock the forking thread itself holds (a `fork()` from such
+//! code) is skipped by the prepare handler, never waited for: that thread goes on in both
+//! processes and releases it there.
 //!
 //! Not under Miri or loom, nor off unix: no handlers, and [`register`] does nothing. Forks that
 //! bypass the libc `fork()` wrapper (a raw `clone`/`SYS_fork` syscall) do not run the handlers.
@@ -63,12 +65,19 @@ use crate::sync::Backoff;
 /// on the thread's first call (a thread-local without destructor, so readable during thread
 /// exit). A forked child's thread keeps the forking thread's key.
 pub(crate) fn thread_key() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
     thread_local! {
-        static KEY: usize = NEXT.fetch_add(1, Ordering::Relaxed) << 1;
+        static KEY: usize = NEXT_KEY.fetch_add(1, Ordering::Relaxed) << 1;
     }
     KEY.try_with(|k| *k).unwrap_or(usize::MAX - 1)
 }
+
+/// The counter of [`thread_key`].
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+
+/// Keys below this were handed out before the latest `fork()` that made this process: every
+/// thread that had one, except the forking thread, does not exist here. 0 in a process that
+/// no fork (with the handlers installed) made. Set by the child handler.
+static FORK_FLOOR: AtomicUsize = AtomicUsize::new(0);
 
 /// Set in a lock word taken by the prepare handler (thread keys are even).
 const BY_FORK: usize = 1;
@@ -97,6 +106,27 @@ impl RawLock {
         {
             b.snooze();
         }
+    }
+
+    /// Takes the lock if it is free.
+    pub(crate) fn try_lock(&self) -> bool {
+        self.0
+            .compare_exchange(0, thread_key(), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether the calling thread holds the lock.
+    pub(crate) fn held_by_me(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == thread_key()
+    }
+
+    /// Whether the lock is held by a thread that does not exist in this process: one of the
+    /// parent's threads other than the forking one, in a forked child. Such a lock is never
+    /// released here. (The fork handlers leave none of the crate's ordered locks so; only a
+    /// lock kept out of the order, `grow`'s, can be.)
+    pub(crate) fn holder_is_gone(&self) -> bool {
+        let key = self.0.load(Ordering::Acquire) & !BY_FORK;
+        key != 0 && key != thread_key() && key < FORK_FLOOR.load(Ordering::Relaxed)
     }
 
     /// Releases the lock (taken by this thread with [`RawLock::lock`]).
@@ -139,8 +169,6 @@ pub(crate) struct Lock<T> {
 
 // SAFETY: the data is reached only through a guard, which holds the lock (one thread at a time).
 unsafe impl<T: Send> Sync for Lock<T> {}
-// SAFETY: as for a Mutex: the lock moves with its data.
-unsafe impl<T: Send> Send for Lock<T> {}
 
 impl<T> Lock<T> {
     pub(crate) const fn new(t: T) -> Self {
@@ -154,6 +182,11 @@ impl<T> Lock<T> {
     pub(crate) fn lock(&self) -> LockGuard<'_, T> {
         self.raw.lock();
         LockGuard(self)
+    }
+
+    /// Takes the lock if it is free.
+    pub(crate) fn try_lock(&self) -> Option<LockGuard<'_, T>> {
+        self.raw.try_lock().then(|| LockGuard(self))
     }
 
     /// The lock itself, for the fork handlers.
@@ -195,6 +228,7 @@ impl<T> Drop for LockGuard<'_, T> {
 }
 
 /// Something a fork must take, release or repair (a ring's state, a pool's core).
+#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
 pub(crate) trait Participant {
     /// In the prepare handler: takes this participant's locks, in the module's order.
     fn fork_prepare(&self) {}
@@ -326,6 +360,9 @@ mod handlers {
 
     extern "C" fn child() {
         HANDLERS.store(DONE, Ordering::Relaxed);
+        // Every key handed out so far belongs to a thread that is gone, but this one.
+        let floor = super::NEXT_KEY.load(Ordering::Relaxed) << 1;
+        super::FORK_FLOOR.store(floor, Ordering::Relaxed);
         // SAFETY: one thread; LIST is held since prepare (inherited).
         for m in unsafe { members() } {
             // SAFETY: live, as in prepare.
@@ -430,6 +467,22 @@ mod tests {
         assert_eq!(held.load(Ordering::SeqCst), 1);
         *l.lock() += 1; // free again
         assert_eq!(*l.lock(), 6);
+    }
+
+    #[test]
+    fn a_failed_try_lock_leaves_the_holder_its_lock() {
+        let l = Lock::new(1u32);
+        let g = l.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(l.try_lock().is_none());
+                assert!(l.try_lock().is_none()); // still held: the failure released nothing
+                assert!(!l.raw().held_by_me() && !l.raw().holder_is_gone());
+            });
+        });
+        assert!(l.raw().held_by_me());
+        drop(g);
+        assert!(l.try_lock().is_some());
     }
 
     #[test]

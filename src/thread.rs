@@ -403,6 +403,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
 impl<E> Registry<E> {
     /// The fork's prepare handler (crate::fork, its lock order): every slot lock in slot
     /// order, then the `LocalCache` list. No exit flush, count or audit is then half-done.
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
     pub(crate) fn fork_prepare(&self) {
         for slot in self.slots.iter() {
             slot.lock.fork_take();
@@ -413,6 +414,7 @@ impl<E> Registry<E> {
     /// After the fork (parent and child): releases them. In the child, the caches of threads
     /// that do not exist there stay in their slots (stranded, still counted by `available()`),
     /// as do the `LocalCache`s they owned (never counted).
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
     pub(crate) fn fork_release(&self) {
         self.explicit.raw().fork_release();
         for slot in self.slots.iter().rev() {

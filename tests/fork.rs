@@ -140,6 +140,41 @@ fn a_forked_child_never_hangs_on_a_reservation_of_a_parent_thread() {
     assert_eq!(pool.available(), cap as usize);
 }
 
+/// Runs `f` on a new thread made with `pthread_create` itself, not `std::thread`, and returns
+/// its result (false if it panicked or no thread could be made). For a forked child: std's
+/// thread start and exit take a lock of std's own (the map of its stack-overflow handler),
+/// which a parent thread starting or exiting at the fork leaves held in the child for ever
+/// (seen: a child hung in `std::thread::spawn` under `set_current_info`). The crate's part of
+/// a thread's life is the same on such a thread: its thread id at its first use of a pool, its
+/// cache's flush and the id's release in its TLS destructors at exit.
+fn on_a_raw_thread(f: &mut dyn FnMut() -> bool) -> bool {
+    extern "C" fn start(arg: *mut libc::c_void) -> *mut libc::c_void {
+        // SAFETY: `arg` is the `&mut &mut dyn FnMut` below, alive until the join.
+        let f = unsafe { &mut *arg.cast::<&mut dyn FnMut() -> bool>() };
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(false);
+        usize::from(ok) as *mut libc::c_void
+    }
+    let mut f = f;
+    // SAFETY: pthread_t is a plain integer (or struct of integers) on the targets tested.
+    let mut t: libc::pthread_t = unsafe { std::mem::zeroed() };
+    // SAFETY: default attributes; `start` and its argument outlive the thread (joined below).
+    let made = unsafe {
+        libc::pthread_create(
+            &mut t,
+            std::ptr::null(),
+            start,
+            (&mut f as *mut &mut dyn FnMut() -> bool).cast(),
+        )
+    };
+    if made != 0 {
+        return false;
+    }
+    let mut ret = std::ptr::null_mut();
+    // SAFETY: `t` is our joinable thread, joined once.
+    let joined = unsafe { libc::pthread_join(t, &mut ret) };
+    joined == 0 && !ret.is_null()
+}
+
 /// What a child of [`a_forked_child_never_waits_for_a_lock_held_by_a_parent_thread`] does, one
 /// stage after the other; a hung child is reported with the stage it was in.
 const STAGES: [&str; 7] = [
@@ -204,16 +239,12 @@ fn child_locks_work(pool: &idxpool::Pool<u64>, one: &idxpool::Pool<u64>, stage: 
         c.put(h);
     }
     stage.store(1, Ordering::SeqCst);
-    let spawned = std::thread::scope(|s| {
-        s.spawn(|| match pool.get() {
-            Ok(h) => {
-                pool.put(h);
-                true
-            }
-            Err(_) => false,
-        })
-        .join()
-        .unwrap_or(false)
+    let spawned = on_a_raw_thread(&mut || match pool.get() {
+        Ok(h) => {
+            pool.put(h);
+            true
+        }
+        Err(_) => false,
     });
     if !spawned {
         return CHILD_WRONG;
@@ -375,7 +406,16 @@ fn a_forked_child_never_waits_for_a_lock_held_by_a_parent_thread() {
         outcomes
     });
     assert!(outcomes.is_empty(), "{outcomes:#?}");
-    assert_eq!(pool.available(), pool.capacity() as usize);
+    // The parent's pools are whole once the short-lived threads' exit flushes are done: they
+    // run in those threads' TLS destructors, which may end after the scope has joined them.
+    let cap = pool.capacity() as usize;
+    for _ in 0..1_000_000 {
+        if pool.available() == cap {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(pool.available(), cap);
     assert_eq!(one.available(), 1);
 }
 
@@ -427,11 +467,7 @@ fn child_fresh_work() -> i32 {
         let Ok(h) = c.get() else { return CHILD_WRONG };
         c.put(h);
     }
-    let threaded = std::thread::scope(|s| {
-        s.spawn(|| p.get().map(|h| p.put(h)).is_ok())
-            .join()
-            .unwrap_or(false)
-    });
+    let threaded = on_a_raw_thread(&mut || p.get().map(|h| p.put(h)).is_ok());
     let Ok(h) = p.get_wait(Duration::from_millis(1)) else {
         return CHILD_WRONG;
     };
@@ -545,4 +581,60 @@ fn a_fork_from_a_callback_of_the_pool_completes_in_parent_and_child() {
         (pool.available(), one.available(), hooked.available()),
         (16, 1, 4)
     );
+}
+
+/// Set by the initialiser of [`a_forked_child_never_waits_for_a_grow_of_a_parent_thread`]
+/// when it is inside `grow`; it then waits for `GROW_FORKED`.
+static GROW_INSIDE: AtomicBool = AtomicBool::new(false);
+static GROW_FORKED: AtomicBool = AtomicBool::new(false);
+
+/// `grow` holds its own lock around the initialiser (user code: not a lock the fork handlers
+/// take). A child forked while another thread is inside `grow` inherits that lock held by a
+/// thread that does not exist in it: its own `grow` of that pool must say so
+/// (`GrowInterrupted`) instead of waiting for ever (before: the child hung, killed by its
+/// alarm), and the rest of the pool must work (the objects of the interrupted grow that did
+/// not reach the ring are stranded, never named).
+#[test]
+fn a_forked_child_never_waits_for_a_grow_of_a_parent_thread() {
+    let _serial = serial();
+    let pool = PoolBuilder::<u64>::with_fn(8, |i| {
+        if i == 9 {
+            GROW_INSIDE.store(true, Ordering::SeqCst);
+            while !GROW_FORKED.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+        }
+        u64::from(i)
+    })
+    .cache_size(0)
+    .max_capacity(64)
+    .build()
+    .unwrap();
+    let outcome = std::thread::scope(|s| {
+        let grower = s.spawn(|| pool.grow(8));
+        while !GROW_INSIDE.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let outcome = fork_and_wait("grow in a child", || {
+            let interrupted = matches!(
+                pool.grow(1),
+                Err(idxpool::PoolError::GrowInterrupted { .. })
+            );
+            let mut v = Vec::new();
+            let got = pool.get_burst(&mut v, 64);
+            pool.put_bulk(&mut v);
+            if interrupted && got == 8 && pool.capacity() == 8 {
+                CHILD_OK
+            } else {
+                CHILD_WRONG
+            }
+        });
+        GROW_FORKED.store(true, Ordering::SeqCst);
+        assert_eq!(grower.join().unwrap().unwrap(), 16);
+        outcome
+    });
+    assert_eq!(outcome, None);
+    // The parent's pool grows on.
+    assert_eq!(pool.grow(8).unwrap(), 24);
+    assert_eq!(pool.available(), 24);
 }
