@@ -218,6 +218,15 @@ pub enum PoolError {
         /// The pool's name.
         pool: String,
     },
+    /// [`crate::Pool::grow`] in a forked child, on a pool that another thread of the parent
+    /// was growing at the `fork()`: that thread does not exist in the child, so its grow
+    /// never completes and the pool cannot grow in this process (the objects it had already
+    /// given to the ring are usable; nothing is lost or named twice).
+    #[error("pool {pool}: a grow in progress at the fork() that made this process never completes here; the pool cannot grow in this process")]
+    GrowInterrupted {
+        /// The pool's name.
+        pool: String,
+    },
     /// A waiting get ([`crate::Pool::get_wait`], [`crate::Pool::get_bulk_wait`]) found no
     /// objects for it within its timeout: nothing was taken.
     #[error("timed out after {waited:?} waiting for {requested} objects")]

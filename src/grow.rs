@@ -9,8 +9,7 @@
 //! atomic published after the objects are in the ring (DESIGN.md, "Growth"); the get and put
 //! paths never read it (their bulk check compares with the constant maximum).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::Ordering;
 
 // The capacity is a loom atomic under `--cfg loom` (tests/loom.rs models its publication).
 use crate::sync::AtomicU32;
@@ -29,10 +28,12 @@ pub(crate) struct Growth {
     /// Written only under `state`'s lock, with `Release` after the new objects' entries are
     /// in the ring.
     cap: AtomicU32,
-    /// The thread inside `grow` now ([`thread_key`]), 0 when none: a `grow` from the
-    /// initialiser it runs is refused instead of deadlocking on `state`.
-    owner: AtomicUsize,
-    state: Mutex<Option<InitFn<'static>>>,
+    /// The initialiser, under the lock that serialises growth. The lock word names the
+    /// thread inside `grow` (`fork::RawLock`): a `grow` from the initialiser it runs is
+    /// refused instead of deadlocking, and in a forked child a lock held by a thread that
+    /// does not exist there is reported instead of waited for. Not in the fork handlers'
+    /// lock order (crate::fork): the initialiser, user code, runs under it.
+    state: crate::fork::Lock<Option<InitFn<'static>>>,
 }
 
 impl Growth {
@@ -40,8 +41,7 @@ impl Growth {
     pub(crate) fn new(cap: u32, init: Option<InitFn<'static>>) -> Self {
         Growth {
             cap: AtomicU32::new(cap),
-            owner: AtomicUsize::new(0),
-            state: Mutex::new(init),
+            state: crate::fork::Lock::new(init),
         }
     }
 
@@ -49,25 +49,6 @@ impl Growth {
     #[inline]
     pub(crate) fn capacity(&self) -> u32 {
         self.cap.load(Ordering::Acquire)
-    }
-}
-
-/// A key of the calling thread, never 0 and never reused: a process-wide counter taken on the
-/// thread's first `grow` (a thread-local without destructor, so readable during thread exit).
-fn thread_key() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    thread_local! {
-        static KEY: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    KEY.with(|k| *k)
-}
-
-/// Clears `Growth::owner` when `grow` returns or unwinds.
-struct ClearOwner<'g>(&'g AtomicUsize);
-
-impl Drop for ClearOwner<'_> {
-    fn drop(&mut self) {
-        self.0.store(0, Ordering::Relaxed);
     }
 }
 
@@ -109,24 +90,43 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// [`PoolError::BackingUnavailable`] when the pages cannot be mapped (e.g. the hugetlb
     /// reserve is short: the error comes here, never as a SIGBUS later); nothing is added;
     /// [`PoolError::GrowReentered`] when called from the pool's own initialiser during a
-    /// `grow`.
+    /// `grow`; [`PoolError::GrowInterrupted`] in a forked child when another thread of the
+    /// parent was inside `grow` at the fork (it never finishes there).
     ///
     /// # Panics
     /// When the initialiser panics: the objects it made in this call are dropped, none is
     /// added, and the panic propagates (the pool stays usable at its old capacity).
     pub fn grow(&self, n: u32) -> Result<u32, PoolError> {
         let g = &self.growth;
-        let me = thread_key();
-        if g.owner.load(Ordering::Relaxed) == me {
+        if g.state.raw().held_by_me() {
             return Err(PoolError::GrowReentered {
                 pool: self.name().to_string(),
             });
         }
-        // A panicking initialiser poisons the lock after its guard dropped what it made:
-        // the state (capacity, ring, region) is consistent, so the poison is ignored.
-        let mut init = g.state.lock().unwrap_or_else(PoisonError::into_inner);
-        g.owner.store(me, Ordering::Relaxed);
-        let _clear = ClearOwner(&g.owner);
+        // A panicking initialiser releases the lock (the guard's drop) after its own guard
+        // dropped what it made: the state (capacity, ring, region) is consistent.
+        let mut init = {
+            let backoff = crate::sync::Backoff::new();
+            let mut tries = 0u32;
+            loop {
+                if let Some(guard) = g.state.try_lock() {
+                    break guard;
+                }
+                if g.state.raw().holder_is_gone() {
+                    return Err(PoolError::GrowInterrupted {
+                        pool: self.name().to_string(),
+                    });
+                }
+                // Another thread grows (it may run a long initialiser): spin, yield, then
+                // sleep between looks.
+                tries = tries.saturating_add(1);
+                if tries < 64 {
+                    backoff.snooze();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            }
+        };
         // Written only under this lock.
         let old = g.cap.load(Ordering::Relaxed);
         let max = self.geometry.capacity;

@@ -29,13 +29,26 @@
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```
 
-use std::sync::RwLock;
-
+use crate::fork::{Lock, RawLock};
 use crate::AuditReport;
 
 type Hook = std::sync::Arc<dyn Fn(&AuditReport) + Send + Sync>;
 
-static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
+/// The hook (a global lock of crate::fork's order: held only to clone, set or swap the
+/// `Arc`; the hook is called, and a replaced one dropped, after it is released).
+static HOOK: Lock<Option<Hook>> = Lock::new(None);
+
+/// The hook's lock, for the fork handlers.
+#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+pub(crate) fn hook_lock() -> &'static RawLock {
+    HOOK.raw()
+}
+
+/// Sets the hook; the old one is dropped after the lock (its drop is user code).
+fn replace(new: Option<Hook>) {
+    let old = std::mem::replace(&mut *HOOK.lock(), new);
+    drop(old);
+}
 
 /// Installs the process-wide leak hook, called (on the dropping thread) for every pool dropped
 /// with objects still out, in every build; replaces any previous hook. Without a hook, debug
@@ -47,12 +60,12 @@ static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
 /// while the thread is already unwinding from another panic, the hook's panic is contained
 /// (a second panic escaping a destructor would abort the process).
 pub fn set_leak_hook(hook: impl Fn(&AuditReport) + Send + Sync + 'static) {
-    *HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(hook));
+    replace(Some(std::sync::Arc::new(hook)));
 }
 
 /// Removes the leak hook (back to the default: stderr in debug builds).
 pub fn clear_leak_hook() {
-    *HOOK.write().unwrap_or_else(|e| e.into_inner()) = None;
+    replace(None);
 }
 
 /// A panic of the leak hook, caught so that the pool's drop completes; see [`rethrow`].
@@ -67,7 +80,7 @@ pub(crate) fn report(r: AuditReport) -> Option<HookPanic> {
     let (pool, outstanding, capacity) = (&r.pool, r.in_use + r.lent_to_kernel, r.capacity);
     // The hook is cloned out and the lock released before the call, so a hook may set or
     // clear the hook itself (a one-shot hook hung on its own lock: found by attack, issue 23).
-    let hook = HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let hook = HOOK.lock().clone();
     if let Some(h) = hook {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(&r))).err();
     } else if cfg!(any(debug_assertions, feature = "debug-checks")) {

@@ -62,6 +62,7 @@ pub mod cache;
 mod debug;
 pub mod element;
 pub mod error;
+mod fork;
 mod grow;
 mod guard;
 pub mod handle;

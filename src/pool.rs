@@ -8,7 +8,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use crate::brand::{Brand, BrandSlot};
 use crate::cache::{Cache, CacheMut, FlushPolicy, Put};
@@ -34,9 +34,9 @@ pub(crate) struct PoolCore<E> {
     pub(crate) policy: FlushPolicy,
     /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
     /// in when they go, so that `stats()` keeps counting their operations.
-    retired: Mutex<Stats>,
+    retired: crate::fork::Lock<Stats>,
     /// What `stats_reset()` subtracts.
-    baseline: Mutex<Stats>,
+    baseline: crate::fork::Lock<Stats>,
     /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
     /// `idxpool::uring`): neither free nor held by a handle. Written only by their lender.
     pub(crate) kernel_lent: std::sync::atomic::AtomicUsize,
@@ -48,7 +48,7 @@ impl<E> PoolCore<E> {
     /// Adds the counters of a cache that is going away to the pool's totals.
     pub(crate) fn retire_counters(&self, c: &Cache<E>) {
         if Stats::COUNTING {
-            *self.retired.lock().unwrap_or_else(|e| e.into_inner()) += c.counters.snapshot();
+            *self.retired.lock() += c.counters.snapshot();
         }
     }
 }
@@ -69,8 +69,8 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             uncached: Cache::uncached(policy),
             cache_size,
             policy,
-            retired: Mutex::new(Stats::default()),
-            baseline: Mutex::new(Stats::default()),
+            retired: crate::fork::Lock::new(Stats::default()),
+            baseline: crate::fork::Lock::new(Stats::default()),
             kernel_lent: std::sync::atomic::AtomicUsize::new(0),
             waiters: crate::wait::WaitQueue::new(),
         })
@@ -104,6 +104,43 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
         });
         // After the token (wait.rs): the flushed objects may serve waiters.
         self.waiters.after_put(&self.ring);
+    }
+}
+
+/// A pool in a forked child (crate::fork): its locks in the fork's order (the registry's slot
+/// locks and `LocalCache` list, the stats totals, the waiter queue), and in the child the
+/// waiter queue's repair. Listed from `Pool::from_parts` (in its `Arc`, at a fixed address)
+/// until the core's drop.
+impl<E: Copy + Send + 'static> crate::fork::Participant for PoolCore<E> {
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_prepare(&self) {
+        self.registry.fork_prepare();
+        self.retired.raw().fork_take();
+        self.baseline.raw().fork_take();
+        self.waiters.fork_prepare();
+    }
+
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_parent(&self) {
+        self.waiters.fork_parent();
+        self.baseline.raw().fork_release();
+        self.retired.raw().fork_release();
+        self.registry.fork_release();
+    }
+
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_child(&self) {
+        self.waiters.fork_child(&self.ring);
+        self.baseline.raw().fork_release();
+        self.retired.raw().fork_release();
+        self.registry.fork_release();
+    }
+}
+
+impl<E> Drop for PoolCore<E> {
+    fn drop(&mut self) {
+        // Before any field is dropped (a no-op for a core never listed).
+        crate::fork::unregister((self as *const Self).cast());
     }
 }
 
@@ -337,6 +374,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         growth: crate::grow::Growth,
     ) -> Self {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        // SAFETY: the core stays at this address (its Arc) until its drop unregisters it.
+        unsafe { crate::fork::register(Arc::as_ptr(&core) as *const dyn crate::fork::Participant) };
         Pool {
             geometry,
             core,
@@ -996,7 +1035,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// or `cargo test --features stats`): without it every counter is 0, the counting code
     /// compiles away, and [`Stats::COUNTING`] (`stats().is_counting()`) is false.
     pub fn stats(&self) -> Stats {
-        let base = *self.core.baseline.lock().unwrap_or_else(|e| e.into_inner());
+        let base = *self.core.baseline.lock();
         self.stats_total().saturating_sub(base)
     }
 
@@ -1007,7 +1046,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let mut s = core.uncached.counters.snapshot();
         core.registry
             .for_each_cache(|_, c| s += c.counters.snapshot());
-        s += *core.retired.lock().unwrap_or_else(|e| e.into_inner());
+        s += *core.retired.lock();
         s
     }
 
@@ -1015,7 +1054,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// aside; the caches' own counters are not written, so this never races their owners).
     pub fn stats_reset(&self) {
         let s = self.stats_total();
-        *self.core.baseline.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        *self.core.baseline.lock() = s;
     }
 
     /// `(label, objects held)` of every live cache.

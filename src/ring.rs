@@ -200,8 +200,9 @@ impl<E: Copy> Ring<E> {
         unsafe { v.set_len(size) };
         let slots = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<E>;
         let state = Box::into_raw(Box::new(RingState::new(start)));
-        // Private (heap) state: repaired in a forked child (see `fork`).
-        fork::register(state);
+        // Private (heap) state: repaired in a forked child (crate::fork).
+        // SAFETY: the state is freed only by drop, after it is unregistered.
+        unsafe { crate::fork::register(state as *const dyn crate::fork::Participant) };
         Ok(Ring {
             state: NonNull::new(state).expect("Box pointer is non-null"),
             slots: NonNull::new(slots).expect("Box pointer is non-null"),
@@ -637,7 +638,7 @@ impl<E> Drop for Ring<E> {
         if !self.owned {
             return;
         }
-        fork::unregister(self.state.as_ptr());
+        crate::fork::unregister(self.state.as_ptr().cast());
         // SAFETY: state came from Box::into_raw in with_start_counter and is freed once.
         drop(unsafe { Box::from_raw(self.state.as_ptr()) });
         let slice = std::ptr::slice_from_raw_parts_mut(self.slots.as_ptr(), self.size);
@@ -646,13 +647,13 @@ impl<E> Drop for Ring<E> {
     }
 }
 
-/// Rings in a forked child (issue 25 item 9). `fork()` copies a process with only the calling
-/// thread: a transfer another thread had reserved (head moved) but not yet published (tail
-/// not moved) stays reserved forever in the child, and the child's next transfer on that side
-/// waited in [`Ring::update_tail`] for ever. Every ring that owns its state (heap memory,
-/// private to each process after a fork) is listed here; a `pthread_atfork` child handler,
-/// which runs in the child before `fork()` returns, while the child has a single thread and
-/// no transfer can be in flight except the dead ones, abandons those reservations: each side's
+/// A ring in a forked child (crate::fork). `fork()` copies a process with only the calling
+/// thread: a transfer another thread had reserved (head moved) but not yet published (tail not
+/// moved) would stay reserved for ever in the child, and the child's next transfer on that side
+/// would wait in [`Ring::update_tail`] for ever. Every ring that owns its state (heap memory,
+/// private to each process after a fork) is listed with the fork handlers; the child handler,
+/// which runs in the child before `fork()` returns, while the child has a single thread and no
+/// transfer can be in flight except the dead ones, abandons those reservations: each side's
 /// head is set back to its tail.
 ///
 /// * Producer side: the dead producer's entries (copied in part or whole, never published)
@@ -664,103 +665,15 @@ impl<E> Drop for Ring<E> {
 ///   by the consumer *tail*), so setting the head back hands them out again in the child; the
 ///   dead thread's copies are never used (its cache counted only what it had published).
 ///
-/// Nothing is added to the fast path: the list is touched when a ring is created or dropped,
-/// and the handlers run only around `fork()`. Rings over caller memory (`from_raw_parts`,
-/// e.g. in a shared mapping whose other users are alive) are not listed. Forks that bypass
-/// the libc `fork()` wrapper (a raw `clone`/`SYS_fork` syscall) do not run the handlers.
-#[cfg(all(unix, not(miri), not(loom)))]
-mod fork {
-    use super::RingState;
-    use std::cell::UnsafeCell;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Once;
-
-    /// The live owned rings' states, under `LOCK`.
-    struct List(UnsafeCell<Vec<*const RingState>>);
-    // SAFETY: the Vec is only touched with LOCK held (or by the single-threaded child handler,
-    // which inherits LOCK held by the prepare handler).
-    unsafe impl Sync for List {}
-
-    static LIST: List = List(UnsafeCell::new(Vec::new()));
-    /// A spin lock, not a `Mutex`: the prepare handler takes it and the parent and child
-    /// handlers release it, across `fork()` (no guard can span that).
-    static LOCK: AtomicBool = AtomicBool::new(false);
-    static HANDLERS: Once = Once::new();
-
-    fn lock() {
-        let b = crossbeam_utils::Backoff::new();
-        while LOCK
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            b.snooze();
+/// A ring has no lock: nothing to take in the prepare handler. Rings over caller memory
+/// (`from_raw_parts`, e.g. in a shared mapping whose other users are alive) are not listed.
+impl crate::fork::Participant for RingState {
+    fn fork_child(&self) {
+        for side in [&self.prod, &self.cons] {
+            let tail = side.tail.load(Ordering::Relaxed);
+            side.head.store(tail, Ordering::Relaxed);
         }
     }
-
-    fn unlock() {
-        LOCK.store(false, Ordering::Release);
-    }
-
-    /// `pthread_atfork` prepare: no ring is registered or unregistered across the fork.
-    extern "C" fn prepare() {
-        lock();
-    }
-
-    extern "C" fn parent() {
-        unlock();
-    }
-
-    /// In the child, single-threaded: abandon every in-flight reservation.
-    extern "C" fn child() {
-        // SAFETY: LOCK is held (taken by prepare in the parent, inherited); the listed states
-        // are live (unregistered under LOCK before they are freed).
-        let list = unsafe { &*LIST.0.get() };
-        for &st in list {
-            // SAFETY: as above.
-            let st = unsafe { &*st };
-            for side in [&st.prod, &st.cons] {
-                let tail = side.tail.load(Ordering::Relaxed);
-                side.head.store(tail, Ordering::Relaxed);
-            }
-        }
-        unlock();
-    }
-
-    pub(super) fn register(state: *const RingState) {
-        HANDLERS.call_once(|| {
-            // SAFETY: the handlers are plain `extern "C" fn()`s that only spin on LOCK and
-            // write the listed rings' atomics (no allocation, async-signal-safe enough for
-            // the child of a multithreaded fork). A failure (ENOMEM) leaves forks unrepaired:
-            // the pre-issue-25 behaviour, nothing unsound.
-            let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
-        });
-        lock();
-        // SAFETY: LOCK held.
-        let list = unsafe { &mut *LIST.0.get() };
-        // Out of memory: this ring is not repaired after a fork (never an abort).
-        if list.try_reserve(1).is_ok() {
-            list.push(state);
-        }
-        unlock();
-    }
-
-    pub(super) fn unregister(state: *const RingState) {
-        lock();
-        // SAFETY: LOCK held.
-        let list = unsafe { &mut *LIST.0.get() };
-        if let Some(i) = list.iter().position(|&a| std::ptr::eq(a, state)) {
-            list.swap_remove(i);
-        }
-        unlock();
-    }
-}
-
-/// Without `fork` handlers (Miri, loom, non-unix): nothing to list.
-#[cfg(not(all(unix, not(miri), not(loom))))]
-mod fork {
-    use super::RingState;
-    pub(super) fn register(_: *const RingState) {}
-    pub(super) fn unregister(_: *const RingState) {}
 }
 
 impl<E> fmt::Debug for Ring<E> {

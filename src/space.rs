@@ -34,9 +34,9 @@
 //! (to name the pool that minted it); never on get, put or access.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use crate::error::PoolError;
+use crate::fork::{Lock, LockGuard, RawLock};
 
 /// Entry values of the space: `1 ..= u32::MAX` (entry 0 never names an object).
 pub(crate) const SPACE: u64 = u32::MAX as u64;
@@ -51,25 +51,33 @@ struct Table {
     live: BTreeMap<u64, (u64, String)>,
     /// Ranges of pools dropped with objects out, by start: `start -> (len, name)`.
     quarantined: BTreeMap<u64, (u64, String)>,
+    /// Whether `free` was seeded with the whole space (a const BTreeMap cannot hold it). A
+    /// flag under the lock, not a `Once`: a child forked while another thread ran a `Once`'s
+    /// closure would inherit it running for ever.
+    seeded: bool,
 }
 
-static TABLE: Mutex<Table> = Mutex::new(Table {
+/// The table (a global lock of crate::fork's order; nothing is called back under it).
+static TABLE: Lock<Table> = Lock::new(Table {
     free: BTreeMap::new(),
     live: BTreeMap::new(),
     quarantined: BTreeMap::new(),
+    seeded: false,
 });
-/// Whether `free` was seeded with the whole space (a const BTreeMap cannot hold it).
-static SEEDED: std::sync::Once = std::sync::Once::new();
 
-fn table() -> std::sync::MutexGuard<'static, Table> {
-    SEEDED.call_once(|| {
-        TABLE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .free
-            .insert(1, SPACE);
-    });
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+/// The table's lock, for the fork handlers.
+#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+pub(crate) fn table_lock() -> &'static RawLock {
+    TABLE.raw()
+}
+
+fn table() -> LockGuard<'static, Table> {
+    let mut t = TABLE.lock();
+    if !t.seeded {
+        t.seeded = true;
+        t.free.insert(1, SPACE);
+    }
+    t
 }
 
 /// A pool's block of the handle space: raw entries `lo .. lo + span` (entries `lo + 1 ..`),

@@ -2,17 +2,16 @@
 //! ring and the cache registry can be model-checked with `RUSTFLAGS="--cfg loom"`.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 
-// The waiter queue of the common ring (wait.rs): its lock and the parking of blocked threads.
+// The waiter queue of the common ring (wait.rs): its lock under loom (otherwise a
+// `fork::Lock`, which the fork handlers can hold) and the parking of blocked threads.
 #[cfg(loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(loom)]
 pub(crate) use loom::thread::{current as current_thread, Thread};
-#[cfg(not(loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::thread::{current as current_thread, Thread};
 

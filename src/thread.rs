@@ -12,11 +12,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::Weak;
 
 use crate::cache::Cache;
 use crate::error::PoolError;
-use crate::sync::{AtomicBool, AtomicPtr, Backoff, Ordering};
+use crate::fork::{Lock, LockGuard, RawLock};
+use crate::sync::{AtomicPtr, Ordering};
 
 /// A pool's side of thread exit.
 pub(crate) trait ExitFlush: Send + Sync {
@@ -29,10 +30,17 @@ struct TidAllocator {
     free: Vec<usize>,
 }
 
-static TIDS: Mutex<TidAllocator> = Mutex::new(TidAllocator {
+/// The process's thread ids (a global lock of crate::fork's order).
+static TIDS: Lock<TidAllocator> = Lock::new(TidAllocator {
     next: 0,
     free: Vec::new(),
 });
+
+/// The thread-id allocator's lock, for the fork handlers.
+#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+pub(crate) fn tids_lock() -> &'static RawLock {
+    TIDS.raw()
+}
 
 const NO_TID: usize = usize::MAX;
 
@@ -62,9 +70,7 @@ impl Drop for ExitGuard {
                 pool.flush_exiting(tid);
             }
         }
-        if let Ok(mut t) = TIDS.lock() {
-            t.free.push(tid);
-        }
+        TIDS.lock().free.push(tid);
     }
 }
 
@@ -102,7 +108,7 @@ fn ensure_tid() -> Option<usize> {
     // Touch the guard first so that its destructor is registered before we take a tid.
     GUARD.try_with(|_| ()).ok()?;
     let tid = {
-        let mut t = TIDS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = TIDS.lock();
         match t.free.pop() {
             Some(tid) => tid,
             None => {
@@ -140,19 +146,12 @@ struct ThreadSlot<E> {
     cache: AtomicPtr<Cache<E>>,
     /// Taken by the exit flush, `available()`, `audit()` and drop: never by the owner's hot
     /// path (the owner is the only thread that frees the cache, and only at its exit).
-    lock: AtomicBool,
+    lock: RawLock,
 }
 
 impl<E> ThreadSlot<E> {
     fn lock(&self) -> SlotGuard<'_, E> {
-        let b = Backoff::new();
-        while self
-            .lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            b.snooze();
-        }
+        self.lock.lock();
         SlotGuard(self)
     }
 }
@@ -161,7 +160,7 @@ struct SlotGuard<'a, E>(&'a ThreadSlot<E>);
 
 impl<E> Drop for SlotGuard<'_, E> {
     fn drop(&mut self) {
-        self.0.lock.store(false, Ordering::Release);
+        self.0.lock.unlock();
     }
 }
 
@@ -174,7 +173,7 @@ unsafe impl<E: Send> Send for CachePtr<E> {}
 /// live user-owned caches.
 pub(crate) struct Registry<E> {
     slots: Box<[ThreadSlot<E>]>,
-    explicit: Mutex<Vec<CachePtr<E>>>,
+    explicit: Lock<Vec<CachePtr<E>>>,
 }
 
 impl<E: Copy + Send + 'static> Registry<E> {
@@ -192,11 +191,11 @@ impl<E: Copy + Send + 'static> Registry<E> {
         })?;
         slots.extend((0..max_threads).map(|_| ThreadSlot {
             cache: AtomicPtr::new(std::ptr::null_mut()),
-            lock: AtomicBool::new(false),
+            lock: RawLock::new(),
         }));
         Ok(Registry {
             slots: slots.into_boxed_slice(),
-            explicit: Mutex::new(Vec::new()),
+            explicit: Lock::new(Vec::new()),
         })
     }
 
@@ -285,8 +284,8 @@ impl<E: Copy + Send + 'static> Registry<E> {
         self.explicit_list().retain(|p| p.0 != c);
     }
 
-    fn explicit_list(&self) -> MutexGuard<'_, Vec<CachePtr<E>>> {
-        self.explicit.lock().unwrap_or_else(|e| e.into_inner())
+    fn explicit_list(&self) -> LockGuard<'_, Vec<CachePtr<E>>> {
+        self.explicit.lock()
     }
 
     /// Entries held by the implicit (per-thread) caches, each read under its slot lock. The
@@ -398,6 +397,29 @@ impl<E: Copy + Send + 'static> Registry<E> {
         }
         drop(guards);
         n
+    }
+}
+
+impl<E> Registry<E> {
+    /// The fork's prepare handler (crate::fork, its lock order): every slot lock in slot
+    /// order, then the `LocalCache` list. No exit flush, count or audit is then half-done.
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn fork_prepare(&self) {
+        for slot in self.slots.iter() {
+            slot.lock.fork_take();
+        }
+        self.explicit.raw().fork_take();
+    }
+
+    /// After the fork (parent and child): releases them. In the child, the caches of threads
+    /// that do not exist there stay in their slots (stranded, still counted by `available()`),
+    /// as do the `LocalCache`s they owned (never counted).
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn fork_release(&self) {
+        self.explicit.raw().fork_release();
+        for slot in self.slots.iter().rev() {
+            slot.lock.fork_release();
+        }
     }
 }
 

@@ -61,7 +61,7 @@ use crate::handle::Handle;
 use crate::pool::Pool;
 use crate::repr::Repr;
 use crate::ring::Ring;
-use crate::sync::{current_thread, Mutex, Ordering, Thread};
+use crate::sync::{current_thread, Ordering, Thread};
 
 /// How a waiter is woken.
 enum Wake {
@@ -74,6 +74,10 @@ enum Wake {
 /// One registered waiter.
 struct Entry {
     id: u64,
+    /// The registering thread's key (`fork::thread_key`): in a forked child, the waiters of
+    /// threads that do not exist there are dropped from the queue.
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    key: usize,
     /// Objects it asks for.
     n: usize,
     /// Woken and not yet retried: a put skips it.
@@ -125,7 +129,11 @@ const ROUND: usize = 8;
 /// The queue of waiting getters of one pool, in arrival order. Its count of waiters lives on
 /// the ring's producer line ([`Ring::waiting`]).
 pub(crate) struct WaitQueue {
-    inner: Mutex<Inner>,
+    /// A lock of crate::fork's order (a leaf); under loom, loom's `Mutex` (the waiter models).
+    #[cfg(not(loom))]
+    inner: crate::fork::Lock<Inner>,
+    #[cfg(loom)]
+    inner: crate::sync::Mutex<Inner>,
     /// Waiters registered (gets that had to wait) and waits that timed out, since the pool
     /// was built (the metrics export's `idxpool_waits_total` / `idxpool_wait_timeouts_total`;
     /// plain std counters, touched only on the waiting paths).
@@ -136,7 +144,10 @@ pub(crate) struct WaitQueue {
 impl WaitQueue {
     pub(crate) fn new() -> Self {
         WaitQueue {
-            inner: Mutex::new(Inner::default()),
+            #[cfg(not(loom))]
+            inner: crate::fork::Lock::new(Inner::default()),
+            #[cfg(loom)]
+            inner: crate::sync::Mutex::new(Inner::default()),
             waits: std::sync::atomic::AtomicU64::new(0),
             timeouts: std::sync::atomic::AtomicU64::new(0),
         }
@@ -149,10 +160,55 @@ impl WaitQueue {
         (self.waits.load(Relaxed), self.timeouts.load(Relaxed))
     }
 
+    #[cfg(not(loom))]
+    fn lock(&self) -> crate::fork::LockGuard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    #[cfg(loom)]
     fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
         // Nothing panics under this lock (no user code runs under it): never poisoned, but a
         // poisoned lock's queue is still consistent.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fork's prepare handler: the queue lock (crate::fork, a leaf of its order).
+    #[cfg(all(unix, not(miri), not(loom)))]
+    pub(crate) fn fork_prepare(&self) {
+        self.inner.raw().fork_take();
+    }
+
+    /// In the parent after the fork: releases it.
+    #[cfg(all(unix, not(miri), not(loom)))]
+    pub(crate) fn fork_parent(&self) {
+        self.inner.raw().fork_release();
+    }
+
+    /// In the child after the fork: the waiters of threads that do not exist there are taken
+    /// out of the queue (they would never retry nor leave: woken, they would hold back the
+    /// entries owed to them from the child's own waiters for ever), and `ring`'s count of
+    /// waiters set to those left (the forking thread's own, e.g. its pending futures). Their
+    /// entries are leaked, not dropped: a `Waker`'s drop is user code, which must not run in
+    /// the handler. Then the lock is released.
+    #[cfg(all(unix, not(miri), not(loom)))]
+    pub(crate) fn fork_child<E: Copy>(&self, ring: &Ring<E>) {
+        if !self.inner.raw().taken_by_fork() {
+            return; // held by the forking thread itself (never: nothing under it calls out)
+        }
+        // SAFETY: in the child handler (one thread), with the lock taken by the prepare handler.
+        let q = unsafe { &mut *self.inner.data_ptr() };
+        let me = crate::fork::thread_key();
+        let mut i = 0;
+        while i < q.entries.len() {
+            if q.entries[i].key == me {
+                i += 1;
+            } else if let Some(dead) = q.entries.remove(i) {
+                std::mem::forget(dead); // no allocation, no user code
+            }
+        }
+        ring.waiting()
+            .store(q.entries.len() as u32, Ordering::SeqCst);
+        self.inner.raw().fork_release();
     }
 
     /// Registers a waiter for `n` objects at the back of the queue; returns its id. Then waits
@@ -162,6 +218,7 @@ impl WaitQueue {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut entry = Some(Entry {
             id: 0,
+            key: crate::fork::thread_key(),
             n,
             notified: false,
             wake,

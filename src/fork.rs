@@ -1,0 +1,496 @@
+//! `fork()`: what a forked child needs from the crate's shared state, and the locks that make
+//! it safe to take.
+//!
+//! `fork()` copies the process with the calling thread only. Any state another thread was in
+//! the middle of changing is copied half-changed, and any lock another thread held stays held
+//! in the child, by a thread that does not exist there: the child's first call that needs it
+//! waits for ever. The crate follows the `pthread_atfork` discipline:
+//!
+//! * the **prepare** handler (in the parent, before the fork, on the forking thread) takes
+//!   every lock of the crate, in the one global order below, so that no other thread is inside
+//!   a critical section at the fork;
+//! * the **parent** handler releases them;
+//! * the **child** handler (in the child, single-threaded, before `fork()` returns) repairs
+//!   what only another thread could have left half-done (a ring reservation, the waiter
+//!   queue), then releases them.
+//!
+//! The locks are [`RawLock`]s (spin locks that yield, as the ring's transfers wait): a lock
+//! the prepare handler takes must be released by another handler, which no `std` guard allows.
+//! Every one is touched on cold paths only (a thread's first use and exit, `LocalCache`
+//! creation and drop, counts, audits, stats, waiting, pool build and drop), never by a get or
+//! put that its cache serves.
+//!
+//! **Participants.** Besides the global locks (the leak hook, the handle-space table, the
+//! thread-id allocator), every live owned ring (its reservations) and every live pool (its
+//! registry's slot locks and `LocalCache` list, its stats totals, its waiter queue) is listed
+//! here, when it is made and until it is dropped: nothing is added to the fast path.
+//!
+//! **The lock order** (every code path that holds two of these locks takes them in this order,
+//! so the prepare handler, which takes them all in it, cannot deadlock against a running
+//! thread):
+//!
+//! 1. the participant list (`LIST`): a leaf in normal operation (nothing else is taken, and
+//!    nothing is allocated, while it is held);
+//! 2. the global locks: the leak hook (leaks.rs), the handle-space table (space.rs), the
+//!    thread-id allocator (thread.rs); none nests another, and none is taken under a pool's
+//!    lock;
+//! 3. each pool, newest first; within a pool: its thread slot locks in slot order, its
+//!    `LocalCache` list, its stats totals (retired, then baseline), its waiter queue. The
+//!    nestings: every slot lock then the list (audit), a slot lock then the retired totals (a
+//!    thread's exit flush); the queue and the totals are leaves. No code holds a lock of one
+//!    pool while it takes a lock of another, except through the global allocator (a
+//!    `#[global_allocator]` built on a pool, which exists before any pool the program then
+//!    allocates under: newest first matches that nesting).
+//!
+//! **Callbacks.** No user code runs under any of these locks: wakers are woken, cloned and
+//! dropped outside the queue lock, the leak hook is called after it is cloned out, object
+//! drops and initialisers run outside the registry's locks. The one user code that can run
+//! under them is the global allocator (locks 2 and 3 allocate). `grow`'s lock, which is held
+//! around the pool's initialiser, is not one of these locks: in a child, a `grow` that finds
+//! it held by a thread that is gone ([`RawLock::holder_is_gone`]) reports it instead of
+//! waiting (DESIGN.md, "Fork"). A lock the forking thread itself holds (a `fork()` from such
+//! code) is skipped by the prepare handler, never waited for: that thread goes on in both
+//! processes and releases it there.
+//!
+//! Not under Miri or loom, nor off unix: no handlers, and [`register`] does nothing. Forks that
+//! bypass the libc `fork()` wrapper (a raw `clone`/`SYS_fork` syscall) do not run the handlers.
+
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::sync::Backoff;
+
+/// A key of the calling thread, never 0, even, and never reused: a process-wide counter taken
+/// on the thread's first call (a thread-local without destructor, so readable during thread
+/// exit). A forked child's thread keeps the forking thread's key.
+pub(crate) fn thread_key() -> usize {
+    thread_local! {
+        static KEY: usize = NEXT_KEY.fetch_add(1, Ordering::Relaxed) << 1;
+    }
+    KEY.try_with(|k| *k).unwrap_or(usize::MAX - 1)
+}
+
+/// The counter of [`thread_key`].
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+
+/// Keys below this were handed out before the latest `fork()` that made this process: every
+/// thread that had one, except the forking thread, does not exist here. 0 in a process that
+/// no fork (with the handlers installed) made. Set by the child handler.
+static FORK_FLOOR: AtomicUsize = AtomicUsize::new(0);
+
+/// Set in a lock word taken by the prepare handler (thread keys are even).
+const BY_FORK: usize = 1;
+
+/// A spin lock (spins, then yields: `sync::Backoff`) whose word is its holder's
+/// [`thread_key`], 0 when free; the prepare handler can take it and the parent and child
+/// handlers release it, across `fork()`.
+pub(crate) struct RawLock(AtomicUsize);
+
+impl RawLock {
+    pub(crate) const fn new() -> Self {
+        RawLock(AtomicUsize::new(0))
+    }
+
+    /// Takes the lock, waiting for its holder.
+    pub(crate) fn lock(&self) {
+        self.take(thread_key());
+    }
+
+    fn take(&self, word: usize) {
+        let b = Backoff::new();
+        while self
+            .0
+            .compare_exchange_weak(0, word, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            b.snooze();
+        }
+    }
+
+    /// Takes the lock if it is free.
+    pub(crate) fn try_lock(&self) -> bool {
+        self.0
+            .compare_exchange(0, thread_key(), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether the calling thread holds the lock.
+    pub(crate) fn held_by_me(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == thread_key()
+    }
+
+    /// Whether the lock is held by a thread that does not exist in this process: one of the
+    /// parent's threads other than the forking one, in a forked child. Such a lock is never
+    /// released here. (The fork handlers leave none of the crate's ordered locks so; only a
+    /// lock kept out of the order, `grow`'s, can be.)
+    pub(crate) fn holder_is_gone(&self) -> bool {
+        let key = self.0.load(Ordering::Acquire) & !BY_FORK;
+        key != 0 && key != thread_key() && key < FORK_FLOOR.load(Ordering::Relaxed)
+    }
+
+    /// Releases the lock (taken by this thread with [`RawLock::lock`]).
+    pub(crate) fn unlock(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    /// The prepare handler's take: waits for another holder, but skips a lock the calling
+    /// thread holds itself (it forks from inside the critical section, and goes on with it in
+    /// both processes).
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn fork_take(&self) {
+        let me = thread_key();
+        if self.0.load(Ordering::Relaxed) & !BY_FORK != me {
+            self.take(me | BY_FORK);
+        }
+    }
+
+    /// Whether [`RawLock::fork_take`] took the lock (not skipped it).
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn taken_by_fork(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & BY_FORK != 0
+    }
+
+    /// The parent's and child's release: only what [`RawLock::fork_take`] took.
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn fork_release(&self) {
+        if self.0.load(Ordering::Relaxed) & BY_FORK != 0 {
+            self.0.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Data under a [`RawLock`] (a `Mutex` the fork handlers can hold; never poisoned: nothing
+/// panics under these locks, and a guard's drop releases the lock while unwinding too).
+pub(crate) struct Lock<T> {
+    raw: RawLock,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the data is reached only through a guard, which holds the lock (one thread at a time).
+unsafe impl<T: Send> Sync for Lock<T> {}
+
+impl<T> Lock<T> {
+    pub(crate) const fn new(t: T) -> Self {
+        Lock {
+            raw: RawLock::new(),
+            data: UnsafeCell::new(t),
+        }
+    }
+
+    /// Takes the lock (spins, then yields, while another thread holds it).
+    pub(crate) fn lock(&self) -> LockGuard<'_, T> {
+        self.raw.lock();
+        LockGuard(self)
+    }
+
+    /// Takes the lock if it is free.
+    pub(crate) fn try_lock(&self) -> Option<LockGuard<'_, T>> {
+        self.raw.try_lock().then(|| LockGuard(self))
+    }
+
+    /// The lock itself, for the fork handlers.
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn raw(&self) -> &RawLock {
+        &self.raw
+    }
+
+    /// The data, for the child handler, which holds the lock through the prepare handler and
+    /// runs alone (dereferencing it elsewhere is a data race).
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    pub(crate) fn data_ptr(&self) -> *mut T {
+        self.data.get()
+    }
+}
+
+/// Holds a [`Lock`]; releases it on drop.
+pub(crate) struct LockGuard<'a, T>(&'a Lock<T>);
+
+impl<T> Deref for LockGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the lock is held by this guard.
+        unsafe { &*self.0.data.get() }
+    }
+}
+
+impl<T> DerefMut for LockGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the lock is held by this guard.
+        unsafe { &mut *self.0.data.get() }
+    }
+}
+
+impl<T> Drop for LockGuard<'_, T> {
+    fn drop(&mut self) {
+        self.0.raw.unlock();
+    }
+}
+
+/// Something a fork must take, release or repair (a ring's state, a pool's core).
+#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+pub(crate) trait Participant {
+    /// In the prepare handler: takes this participant's locks, in the module's order.
+    fn fork_prepare(&self) {}
+    /// In the parent after the fork: releases them.
+    fn fork_parent(&self) {}
+    /// In the child after the fork, single-threaded, locks still held: repairs what a thread
+    /// that does not exist in the child left half-done, then releases the locks.
+    fn fork_child(&self) {}
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
+pub(crate) use handlers::{register, unregister};
+
+#[cfg(not(all(unix, not(miri), not(loom))))]
+/// Without fork handlers (Miri, loom, non-unix): nothing is listed.
+///
+/// # Safety
+/// None needed here; the contract of the real one: `p` stays valid until [`unregister`].
+pub(crate) unsafe fn register(p: *const dyn Participant) {
+    let _ = p;
+}
+
+#[cfg(not(all(unix, not(miri), not(loom))))]
+/// Without fork handlers: nothing to unlist.
+pub(crate) fn unregister(p: *const ()) {
+    let _ = p;
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
+mod handlers {
+    use super::{Participant, RawLock};
+    use std::cell::UnsafeCell;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// A listed participant (a raw pointer: each unregisters itself before it is freed).
+    struct Member(*const dyn Participant);
+
+    /// The live participants, in registration order, under `LIST`.
+    struct List(UnsafeCell<Vec<Member>>);
+    // SAFETY: the Vec is only touched with LIST held (or by the single-threaded child handler,
+    // with LIST taken by the prepare handler).
+    unsafe impl Sync for List {}
+
+    static MEMBERS: List = List(UnsafeCell::new(Vec::new()));
+    static LIST: RawLock = RawLock::new();
+
+    /// The global locks, in their order (the module docs).
+    fn globals() -> [&'static RawLock; 3] {
+        [
+            crate::leaks::hook_lock(),
+            crate::space::table_lock(),
+            crate::thread::tids_lock(),
+        ]
+    }
+
+    /// Whether the handlers are installed: `NONE`, `DONE`, or the pid of the process whose
+    /// thread is installing them now.
+    static HANDLERS: AtomicI32 = AtomicI32::new(NONE);
+    const NONE: i32 = 0;
+    const DONE: i32 = -1;
+
+    /// Installs the handlers once per process tree, before the first participant is listed.
+    /// Not a `std::sync::Once`: a child forked while another thread ran its closure would
+    /// inherit it "running" for ever. Here a child that sees another process's pid takes the
+    /// installation over (the fork came before `pthread_atfork`, which holds glibc's fork
+    /// lock, registered anything; had it come after, the child handler ran and set `DONE`).
+    fn install() {
+        let b = crate::sync::Backoff::new();
+        loop {
+            let state = HANDLERS.load(Ordering::Acquire);
+            if state == DONE {
+                return;
+            }
+            // SAFETY: getpid has no preconditions.
+            let me = unsafe { libc::getpid() };
+            if state == me {
+                b.snooze(); // another thread of this process is installing them
+                continue;
+            }
+            if HANDLERS
+                .compare_exchange(state, me, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                // SAFETY: the handlers are plain `extern "C" fn()`s that take and release the
+                // crate's spin locks and write the listed participants' state (no allocation,
+                // no user code). A failure (ENOMEM) leaves forks unrepaired: children may wait
+                // on a lock, nothing unsound. Called with none of the crate's locks held (the
+                // fork holds glibc's handler lock while it runs the prepare handler).
+                let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+                HANDLERS.store(DONE, Ordering::Release);
+                return;
+            }
+        }
+    }
+
+    /// The members, with LIST held.
+    ///
+    /// # Safety
+    /// LIST is held by the caller (or by the prepare handler, for the child handler).
+    unsafe fn members<'a>() -> &'a [Member] {
+        // SAFETY: the caller's contract.
+        unsafe { &*MEMBERS.0.get() }
+    }
+
+    /// `pthread_atfork` prepare: every lock, in the module's order.
+    extern "C" fn prepare() {
+        LIST.fork_take();
+        for l in globals() {
+            l.fork_take();
+        }
+        // SAFETY: LIST is held; listed members are live (unlisted under LIST before freed).
+        for m in unsafe { members() }.iter().rev() {
+            // SAFETY: as above.
+            unsafe { &*m.0 }.fork_prepare();
+        }
+    }
+
+    extern "C" fn parent() {
+        // SAFETY: LIST is held since prepare.
+        for m in unsafe { members() } {
+            // SAFETY: live, as in prepare.
+            unsafe { &*m.0 }.fork_parent();
+        }
+        for l in globals().iter().rev() {
+            l.fork_release();
+        }
+        LIST.fork_release();
+    }
+
+    extern "C" fn child() {
+        HANDLERS.store(DONE, Ordering::Relaxed);
+        // Every key handed out so far belongs to a thread that is gone, but this one.
+        let floor = super::NEXT_KEY.load(Ordering::Relaxed) << 1;
+        super::FORK_FLOOR.store(floor, Ordering::Relaxed);
+        // SAFETY: one thread; LIST is held since prepare (inherited).
+        for m in unsafe { members() } {
+            // SAFETY: live, as in prepare.
+            unsafe { &*m.0 }.fork_child();
+        }
+        for l in globals().iter().rev() {
+            l.fork_release();
+        }
+        LIST.fork_release();
+    }
+
+    /// Lists `p` for the fork handlers (installing them on the first call).
+    ///
+    /// # Safety
+    /// `p` stays valid until [`unregister`] is called with its address.
+    pub(crate) unsafe fn register(p: *const dyn Participant) {
+        install();
+        // Nothing is allocated with LIST held (module docs: a global allocator may take the
+        // crate's other locks): a full list is regrown outside it.
+        let mut spare: Option<Vec<Member>> = None;
+        let mut old: Option<Vec<Member>> = None;
+        let mut member = Some(Member(p));
+        loop {
+            LIST.lock();
+            // SAFETY: LIST held.
+            let list = unsafe { &mut *MEMBERS.0.get() };
+            if list.len() == list.capacity() {
+                match spare.take() {
+                    Some(mut bigger) if bigger.capacity() > list.len() => {
+                        bigger.append(list); // within its capacity
+                        old = Some(std::mem::replace(list, bigger));
+                    }
+                    _ => {
+                        let want = (list.len() * 2).max(8);
+                        LIST.unlock();
+                        drop(old.take());
+                        let mut v = Vec::new();
+                        // Out of memory: this participant is not listed (a child may then
+                        // wait on its locks), never an abort.
+                        if v.try_reserve_exact(want).is_err() {
+                            return;
+                        }
+                        spare = Some(v);
+                        continue;
+                    }
+                }
+            }
+            list.push(member.take().expect("pushed once")); // within its capacity
+            LIST.unlock();
+            break;
+        }
+        drop((spare, old)); // freed after the lock
+    }
+
+    /// Unlists the participant at address `p` (before it is freed); keeps the others' order.
+    pub(crate) fn unregister(p: *const ()) {
+        LIST.lock();
+        // SAFETY: LIST held.
+        let list = unsafe { &mut *MEMBERS.0.get() };
+        if let Some(i) = list.iter().position(|m| m.0.cast::<()>() == p) {
+            list.remove(i); // no allocation
+        }
+        LIST.unlock();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prepare_take_skips_a_lock_of_its_own_thread_and_waits_for_another_holder() {
+        // Held by this thread (a fork from inside the critical section): skipped, and the
+        // release after the fork leaves it to its holder.
+        let l = Lock::new(5u32);
+        let g = l.lock();
+        l.raw().fork_take();
+        assert!(!l.raw().taken_by_fork());
+        l.raw().fork_release();
+        assert_eq!(*g, 5); // still ours
+        drop(g);
+        // Held by another thread: waited for, then taken; released by fork_release.
+        let held = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let g = l.lock();
+            s.spawn(|| {
+                l.raw().fork_take();
+                held.store(1, Ordering::SeqCst);
+                assert!(l.raw().taken_by_fork());
+                l.raw().fork_release();
+            });
+            for _ in 0..100 {
+                std::thread::yield_now();
+            }
+            assert_eq!(
+                held.load(Ordering::SeqCst),
+                0,
+                "taken while another thread held it"
+            );
+            drop(g);
+        });
+        assert_eq!(held.load(Ordering::SeqCst), 1);
+        *l.lock() += 1; // free again
+        assert_eq!(*l.lock(), 6);
+    }
+
+    #[test]
+    fn a_failed_try_lock_leaves_the_holder_its_lock() {
+        let l = Lock::new(1u32);
+        let g = l.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(l.try_lock().is_none());
+                assert!(l.try_lock().is_none()); // still held: the failure released nothing
+                assert!(!l.raw().held_by_me() && !l.raw().holder_is_gone());
+            });
+        });
+        assert!(l.raw().held_by_me());
+        drop(g);
+        assert!(l.try_lock().is_some());
+    }
+
+    #[test]
+    fn thread_keys_are_even_nonzero_and_distinct() {
+        let mine = thread_key();
+        let other = std::thread::spawn(thread_key).join().unwrap();
+        assert!(mine != 0 && mine & BY_FORK == 0 && other & BY_FORK == 0);
+        assert_ne!(mine, other);
+        assert_eq!(mine, thread_key());
+    }
+}
