@@ -1,5 +1,4 @@
-//! AF_XDP's frame addressing over a pool's region (no socket here: DESIGN.md, "Feeding the
-//! kernel", says what an AF_XDP socket over a pool needs and what blocked it).
+//! AF_XDP's frame addressing over a pool's region.
 //!
 //! An AF_XDP UMEM is one registered region of equal frames, and its fill, completion, RX and
 //! TX rings carry **byte offsets within the UMEM**. When the UMEM is a pool's region (base =
