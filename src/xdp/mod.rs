@@ -28,6 +28,6 @@ pub use crate::error::{DescriptorFault, UmemFault};
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 pub use ledger::{FrameLedger, LentTo};
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
-pub use socket::{available, Frame, XdpConfig, XdpMode, XdpSocket, XdpStats};
+pub use socket::{available, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpSocket, XdpStats};
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 pub use sys::XDP_PACKET_HEADROOM;

@@ -138,6 +138,25 @@ pub struct XdpStats {
     pub parked: u64,
 }
 
+/// The kernel's counters of an AF_XDP socket (`XDP_STATISTICS`, `struct xdp_statistics`):
+/// packets it dropped, and why.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelXdpStats {
+    /// Dropped for other reasons.
+    pub rx_dropped: u64,
+    /// Dropped because of an invalid descriptor.
+    pub rx_invalid_descs: u64,
+    /// Invalid TX descriptors.
+    pub tx_invalid_descs: u64,
+    /// Dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was found empty (a packet dropped each time).
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the TX ring was found empty.
+    pub tx_ring_empty_descs: u64,
+}
+
 /// An AF_XDP socket whose UMEM is the pool's region (see the [module docs](crate::xdp)).
 ///
 /// `P` is how it holds the pool: an `Arc<Pool>` or a `&'static Pool`, `'static` because the
@@ -433,6 +452,33 @@ where
         self.stats
     }
 
+    /// The kernel's counters of this socket (`getsockopt(SOL_XDP, XDP_STATISTICS)`).
+    ///
+    /// # Errors
+    /// [`PoolError::Kernel`] when the kernel refuses the option.
+    pub fn kernel_stats(&self) -> Result<KernelXdpStats, PoolError> {
+        let mut s = KernelXdpStats::default();
+        let mut len = std::mem::size_of::<KernelXdpStats>() as libc::socklen_t;
+        // SAFETY: the output buffer is a repr(C) struct of six u64, as `struct xdp_statistics`
+        // (Linux 5.9+; older kernels write the first three and shorten `len`).
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut s as *mut KernelXdpStats).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(PoolError::Kernel {
+                op: "getsockopt XDP_STATISTICS",
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(s)
+    }
+
     /// The received bytes of a frame (empty if its offset and length do not fit the object:
     /// a frame whose public fields were changed).
     ///
@@ -444,6 +490,51 @@ where
         let start = f.offset as usize;
         obj.get(start..start.saturating_add(f.len as usize))
             .unwrap_or(&[])
+    }
+
+    /// An object for a frame to transmit, from the socket's own cache (where completed TX
+    /// frames go back).
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`] when the cache and the common ring are empty (frames may be
+    /// in flight: [`XdpSocket::complete`] brings completed ones back).
+    #[inline]
+    pub fn get(&mut self) -> Result<H<P>, PoolError> {
+        match self.cache.as_mut() {
+            Some(c) => c.get(),
+            None => self.ledger.pool().pool().get(),
+        }
+    }
+
+    /// Up to `n` objects from the socket's cache, appended to `out` (best effort); returns
+    /// how many.
+    pub fn get_burst(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
+        match self.cache.as_mut() {
+            Some(c) => c.get_burst(out, n),
+            None => self.ledger.pool().pool().get_burst(out, n),
+        }
+    }
+
+    /// Gives a frame's object back through the socket's own cache, where the next
+    /// [`XdpSocket::refill`] finds it first (a `put` into the pool from this thread goes to
+    /// the thread's cache of the pool instead, which the socket's refill reaches only
+    /// through the common ring).
+    #[inline]
+    pub fn put(&mut self, h: H<P>) {
+        match self.cache.as_mut() {
+            Some(c) => c.put(h),
+            None => self.ledger.pool().pool().put(h),
+        }
+    }
+
+    /// [`XdpSocket::put`] of every frame of `frames` (drained), in one bulk put.
+    pub fn put_frames(&mut self, frames: &mut Vec<Frame<P::T, P::B, P::R>>) {
+        self.scratch.clear();
+        self.scratch.extend(frames.drain(..).map(|f| f.handle));
+        match self.cache.as_mut() {
+            Some(c) => c.put_bulk(&mut self.scratch),
+            None => self.ledger.pool().pool().put_bulk(&mut self.scratch),
+        }
     }
 
     /// Lends frames to the fill ring up to the lend target: up to one burst from the cache,

@@ -93,6 +93,17 @@ impl Lab {
             "1",
         ])?;
         run(&["ip", "link", "set", &b, "netns", &ns])?;
+        // No IPv6 on the pair: its neighbour discovery would be the only other traffic.
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{a}/disable_ipv6"), "1");
+        let _ = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            &format!("net.ipv6.conf.{b}.disable_ipv6=1"),
+        ]);
         run(&["ip", "link", "set", &a, "up"])?;
         run(&["ip", "-n", &ns, "link", "set", &b, "up"])?;
         let mut lab = lab;
