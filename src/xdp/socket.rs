@@ -387,18 +387,28 @@ where
         } else {
             std::ptr::null_mut()
         };
-        // SAFETY: `umem` was just created; the name is NUL-terminated; the ring structs are
-        // boxed (stable addresses, alive until after the socket is deleted).
-        let rc = unsafe {
-            sys::xsk_socket__create(
-                &mut xsk,
-                ifname.as_ptr(),
-                cfg.queue,
-                umem,
-                rx_ptr,
-                tx_ptr,
-                &scfg,
-            )
+        // A socket closed on this queue a moment ago keeps it busy until the kernel's
+        // deferred release runs (its buffer pool is detached from the queue in a work item):
+        // `EBUSY` is retried for up to a second.
+        let t0 = std::time::Instant::now();
+        let rc = loop {
+            // SAFETY: `umem` was just created; the name is NUL-terminated; the ring structs
+            // are boxed (stable addresses, alive until after the socket is deleted).
+            let rc = unsafe {
+                sys::xsk_socket__create(
+                    &mut xsk,
+                    ifname.as_ptr(),
+                    cfg.queue,
+                    umem,
+                    rx_ptr,
+                    tx_ptr,
+                    &scfg,
+                )
+            };
+            if rc != -libc::EBUSY || t0.elapsed() > Duration::from_secs(1) {
+                break rc;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         };
         if rc != 0 || xsk.is_null() {
             // SAFETY: no socket uses the UMEM; nothing was lent.
