@@ -32,7 +32,7 @@ const NOT_LENT: u8 = 0;
 
 type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
-/// The frames of a pool lent to the kernel (see the [module docs](self)). `P` holds the pool
+/// The frames of a pool lent to the kernel (see the [module docs](crate::xdp)). `P` holds the pool
 /// (`Arc<Pool>` or `&'static Pool`) so a handle rebuilt here is always this pool's. Every
 /// frame still lent when the ledger is dropped goes back to the pool (the socket that owns a
 /// ledger closes the kernel's side first). Frames lent are counted by

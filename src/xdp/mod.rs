@@ -7,9 +7,9 @@
 //!
 //! * [`FrameMap`]: that mapping both ways, in the kernel's aligned and unaligned chunk modes
 //!   (with feature `uring` or `xdp`).
-//! * [`FrameLedger`] (feature `xdp`): which frames are lent to the kernel and to which ring;
+//! * `FrameLedger` (feature `xdp`): which frames are lent to the kernel and to which ring;
 //!   the one place where a descriptor becomes a handle again, after validation.
-//! * [`XdpSocket`] (feature `xdp`, links the system's libxdp): an AF_XDP socket whose UMEM is
+//! * `XdpSocket` (feature `xdp`, links the system's libxdp): an AF_XDP socket whose UMEM is
 //!   the pool's region, its fill ring fed from a [`crate::LocalCache`] in bursts, RX
 //!   descriptors returned as handles, TX frames lent and their completions returned to the
 //!   pool, and a drop that closes the socket before giving every lent frame back.
