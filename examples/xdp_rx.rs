@@ -49,6 +49,7 @@ Per cell: packets/s, the receiving thread's CPU ns per packet (user, system), th
 CPU ns per packet (sender included), drops, heap allocations per packet (receiving thread).
 
 usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--mode M] [--help]
+       xdp_rx --only xdp|vec|uring --packets N   (one receiver, N packets: for callgrind)
   --quick   1 round of 0.3 s cells: about 5 s in all
   --secs    measured seconds per cell (default 0.5)
   --reps    rounds, each running every receiver once; medians reported (default 7: ~30 s)
@@ -124,6 +125,8 @@ enum Wait {
 }
 
 static WAIT_BLOCK: AtomicBool = AtomicBool::new(false);
+/// `--only`'s packet count: the receiver stops after this many (0: the window decides).
+static CAP: AtomicU64 = AtomicU64::new(0);
 /// The XDP program's hook: 0 generic (SKB), 1 driver, 2 libxdp's choice.
 static MODE: AtomicU8 = AtomicU8::new(0);
 const SLEEP: Duration = Duration::from_micros(50);
@@ -174,6 +177,10 @@ impl Window {
     /// Returns false when the window is over.
     #[inline]
     fn tick(&mut self, ph: &Phase) -> bool {
+        let cap = CAP.load(Ordering::Relaxed);
+        if cap > 0 && self.packets >= cap {
+            return false;
+        }
         match ph.phase.load(Ordering::Relaxed) {
             0 => true,
             1 => {
@@ -223,6 +230,7 @@ fn pool(n: u32) -> Arc<Pool2K> {
     )
 }
 
+#[inline(never)]
 fn receiver_xdp(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     let p = pool(4096);
     let mut cfg = XdpConfig::new(ifname);
@@ -255,6 +263,7 @@ fn receiver_xdp(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     Ok(m)
 }
 
+#[inline(never)]
 fn receiver_vec(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     const B: usize = 64;
     let s = PacketSock::new(ifname, 4 << 20)?;
@@ -303,6 +312,7 @@ fn receiver_vec(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     Ok(w.finish())
 }
 
+#[inline(never)]
 fn receiver_uring(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     let s = PacketSock::new(ifname, 4 << 20)?;
     let p = pool(4096);
@@ -457,6 +467,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut secs, mut reps, mut size) = (0.5f64, 7usize, 64usize);
+    let mut only: Option<Rx> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |what: &str| -> f64 {
@@ -477,6 +488,18 @@ fn main() {
             "--reps" => reps = num("--reps") as usize,
             "--size" => size = (num("--size") as usize).clamp(60, 1514),
             "--block" => WAIT_BLOCK.store(true, Ordering::Relaxed),
+            "--only" => {
+                only = Some(match it.next().map(String::as_str) {
+                    Some("xdp") => Rx::Xdp,
+                    Some("vec") => Rx::Vec,
+                    Some("uring") => Rx::Uring,
+                    other => {
+                        eprintln!("--only xdp|vec|uring, not {other:?}");
+                        std::process::exit(2);
+                    }
+                })
+            }
+            "--packets" => CAP.store(num("--packets") as u64, Ordering::Relaxed),
             "--mode" => {
                 let m = match it.next().map(String::as_str) {
                     Some("skb") => 0,
@@ -499,7 +522,7 @@ fn main() {
         println!("xdp_rx skipped: {why}");
         return;
     }
-    let lab = match Lab::up("xdprx") {
+    let lab = match Lab::up(&format!("xr{}", std::process::id() % 100_000)) {
         Ok(l) => l,
         Err(why) => {
             println!("xdp_rx skipped: cannot make a veth pair: {why}");
@@ -541,6 +564,26 @@ fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let snd = sender(&lab, size, stop.clone(), sent.clone());
+    if let Some(rx) = only {
+        // One receiver for `--packets` packets, measured from its first: for instruction
+        // counts (run under callgrind twice with two counts; the difference divided by the
+        // difference of counts is the loop's cost per packet, set-up excluded).
+        let ph = Phase {
+            phase: std::sync::atomic::AtomicU8::new(1),
+        };
+        let r = match rx {
+            Rx::Xdp => receiver_xdp(&lab.a, &ph),
+            Rx::Vec => receiver_vec(&lab.a, &ph),
+            Rx::Uring => receiver_uring(&lab.a, &ph),
+        };
+        stop.store(true, Ordering::Relaxed);
+        let _ = snd.join();
+        match r {
+            Ok(m) => println!("{rx:?}: {} packets, {} allocations", m.packets, m.allocs),
+            Err(e) => println!("{rx:?} failed: {e}"),
+        }
+        return;
+    }
 
     // Cells: xdp, vec, uring, vec' (A/A of vec), xdp' (A/A of xdp); order rotated per round.
     let mut order: Vec<(&str, Rx)> = vec![

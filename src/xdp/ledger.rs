@@ -156,19 +156,21 @@ where
         }
     }
 
-    /// [`FrameLedger::lend`] of a handle known to be this pool's, without touching the pool's
-    /// `lent_to_kernel` counter (the caller adds a burst's count at once with
-    /// `add_kernel_lent`). The handle back when it is past the UMEM.
-    #[inline]
+    /// [`FrameLedger::lend`] of a handle known to be this pool's (from its own cache, or
+    /// checked), without touching the pool's `lent_to_kernel` counter (the caller adds a
+    /// burst's count at once with `add_kernel_lent`). The handle back when it is past the
+    /// UMEM.
+    #[inline(always)]
     pub(crate) fn lend_owned(&mut self, h: H<P>, ring: LentTo) -> Result<u64, H<P>> {
-        let index = self.pool.pool().index_of(&h);
+        let index = <P::R as ReprImpl>::index(&self.pool.pool().geometry, h.entry());
         let Some(off) = self.map.offset(index) else {
             return Err(h);
         };
         // `offset` is Some only below the capacity the ledger was made with: `state` has the
         // slot. A handle is unique, so this frame was not lent (its handle was live).
-        debug_assert_eq!(self.state[index as usize], NOT_LENT);
-        self.state[index as usize] = ring as u8;
+        let s = &mut self.state[index as usize];
+        debug_assert_eq!(*s, NOT_LENT);
+        *s = ring as u8;
         self.lent[ring as usize - 1] += 1;
         // The object is the kernel's now: the handle is given up (it has no destructor).
         let _given_up = h.into_entry();
@@ -185,46 +187,46 @@ where
     /// ([`DescriptorFault::PastFrame`]), or the frame not lent to `ring`
     /// ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent to the other ring).
     pub fn reclaim(&mut self, addr: u64, len: u32, ring: LentTo) -> Result<(H<P>, u32), PoolError> {
-        let r = self.reclaim_owned(addr, len, ring);
-        if r.is_ok() {
-            self.add_kernel_lent(-1);
+        match self.reclaim_owned(addr, len, ring) {
+            Ok(x) => {
+                self.add_kernel_lent(-1);
+                Ok(x)
+            }
+            Err(fault) => Err(PoolError::BadDescriptor { addr, len, fault }),
         }
-        r
     }
 
     /// [`FrameLedger::reclaim`] without the pool's counter (the caller subtracts a burst's
-    /// count at once).
-    #[inline]
+    /// count at once) and with the bare fault as its error (counted in `refused`).
+    #[inline(always)]
     pub(crate) fn reclaim_owned(
         &mut self,
         addr: u64,
         len: u32,
         ring: LentTo,
-    ) -> Result<(H<P>, u32), PoolError> {
-        let bad = |fault| PoolError::BadDescriptor { addr, len, fault };
-        let (index, within) = match self.map.locate(addr) {
-            Ok(x) => x,
-            Err(_) => {
-                self.refused += 1;
-                return Err(bad(DescriptorFault::OutOfRange));
-            }
+    ) -> Result<(H<P>, u32), DescriptorFault> {
+        let Some((index, within)) = self.map.split(addr) else {
+            self.refused += 1;
+            return Err(DescriptorFault::OutOfRange);
         };
         if u64::from(within) + u64::from(len) > self.object_size {
             self.refused += 1;
-            return Err(bad(DescriptorFault::PastFrame));
+            return Err(DescriptorFault::PastFrame);
         }
-        // `locate` checked index < the map's capacity = state.len().
+        // `split` checked index < the map's capacity = state.len().
         let s = &mut self.state[index as usize];
         if *s != ring as u8 {
             self.refused += 1;
-            return Err(bad(DescriptorFault::NotLent));
+            return Err(DescriptorFault::NotLent);
         }
         *s = NOT_LENT;
         self.lent[ring as usize - 1] -= 1;
-        let pool = self.pool.pool();
         // The frame was lent (its handle given up in `lend_owned`) and is now taken back
         // once: this is the only handle to the object.
-        let h = Handle::from_entry(<P::R as ReprImpl>::encode(&pool.geometry, index));
+        let h = Handle::from_entry(<P::R as ReprImpl>::encode(
+            &self.pool.pool().geometry,
+            index,
+        ));
         Ok((h, within))
     }
 
