@@ -690,8 +690,29 @@ fn main() {
             ratio("uring", "vec", &proc_ns),
         );
     }
-    let x = ratio("xdp", "vec", &rx_ns);
-    let noise = aa("vec", "vec'", &rx_ns).max(aa("xdp", "xdp'", &rx_ns));
+    // The verdict compares medians, as udp_rx does: each side is the mean of its two
+    // identical cells' medians (xdp and xdp', vec and vec'), and each A/A is how far apart
+    // those two medians are.
+    let pair = |a: &str, b: &str, f: &dyn Fn(&Cell) -> f64| {
+        let (x, y) = (med(a, f), med(b, f));
+        ((x + y) / 2.0, (x - y).abs() / ((x + y) / 2.0))
+    };
+    let (xdp_ns, aa_xdp) = pair("xdp", "xdp'", &rx_ns);
+    let (vec_ns, aa_vec) = pair("vec", "vec'", &rx_ns);
+    let x = xdp_ns / vec_ns;
+    let noise = aa_xdp.max(aa_vec);
+    let (xdp_p, aa_xdp_p) = pair("xdp", "xdp'", &proc_ns);
+    let (vec_p, aa_vec_p) = pair("vec", "vec'", &proc_ns);
+    println!(
+        "medians: xdp {xdp_ns:.0} ns, vec {vec_ns:.0} ns of receiving-thread CPU per packet \
+         (A/A xdp/xdp' {:.1}%, vec/vec' {:.1}%); process CPU per packet xdp {xdp_p:.0} ns, vec \
+         {vec_p:.0} ns: {:.3}x (A/A {:.1}%, {:.1}%)",
+        100.0 * aa_xdp,
+        100.0 * aa_vec,
+        xdp_p / vec_p,
+        100.0 * aa_xdp_p,
+        100.0 * aa_vec_p,
+    );
     println!(
         "verdict: AF_XDP with the pool as UMEM spends {x:.2}x the Vec-per-packet AF_PACKET \
          receiver's CPU per packet on the receiving thread (target <= 0.5: {}; A/A {:.1}%, \
