@@ -252,6 +252,18 @@ pub enum PoolError {
 }
 
 /// Why a pool's region cannot be an AF_XDP UMEM ([`PoolError::Umem`]).
+///
+/// ```
+/// # #[cfg(all(feature = "xdp", target_os = "linux"))] {
+/// use std::sync::Arc;
+/// use idxpool::{PoolBuilder, PoolError, error::UmemFault};
+/// // The default stride pads a 2 KiB object to 2,112 bytes: the object does not fill its
+/// // frame, so the region cannot be a UMEM (checked before any system call).
+/// let pool = Arc::new(PoolBuilder::<[u8; 2048]>::zeroed(8).build().unwrap());
+/// let err = idxpool::xdp::XdpSocket::new(pool, &idxpool::xdp::XdpConfig::new("lo")).unwrap_err();
+/// assert!(matches!(err, PoolError::Umem { fault: UmemFault::ObjectNotFrame { .. }, .. }));
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UmemFault {
@@ -318,6 +330,13 @@ pub enum UmemFault {
 }
 
 /// Why a frame descriptor was refused ([`PoolError::BadDescriptor`]).
+///
+/// ```
+/// use idxpool::error::DescriptorFault;
+/// // A frame returned twice, or never lent, or lent to the other ring:
+/// let f = DescriptorFault::NotLent;
+/// assert_eq!(f.to_string(), "frame not lent to this ring");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DescriptorFault {

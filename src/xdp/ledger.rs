@@ -18,7 +18,12 @@ use crate::owned::PoolRef;
 use crate::repr::ReprImpl;
 use crate::xdp::FrameMap;
 
-/// The ring a frame is lent to.
+/// The ring a frame is lent to ([`FrameLedger::lend`]).
+///
+/// ```
+/// use idxpool::xdp::LentTo;
+/// assert_ne!(LentTo::Fill, LentTo::Tx);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum LentTo {

@@ -22,6 +22,11 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 const MIN_CHUNK: u32 = 2048;
 
 /// Where the XDP program runs ([`XdpConfig::mode`]).
+///
+/// ```
+/// let cfg = idxpool::xdp::XdpConfig::new("eth0");
+/// assert_eq!(cfg.mode, idxpool::xdp::XdpMode::Auto);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XdpMode {
     /// The driver's mode when it has one, else the generic (SKB) hook: libxdp's choice.
@@ -33,6 +38,14 @@ pub enum XdpMode {
 }
 
 /// Settings of an [`XdpSocket`].
+///
+/// ```
+/// use idxpool::xdp::{XdpConfig, XdpMode};
+/// let mut cfg = XdpConfig::new("xdp0");
+/// cfg.mode = XdpMode::Skb; // the generic hook: any driver, one copy into the UMEM
+/// cfg.tx = true;           // a TX ring too
+/// assert_eq!((cfg.queue, cfg.fill_size, cfg.burst), (0, 2048, 64));
+/// ```
 #[derive(Clone, Debug)]
 pub struct XdpConfig {
     /// The interface (e.g. one end of a veth pair).
@@ -97,6 +110,18 @@ impl XdpConfig {
 
 /// A received packet (or a frame to transmit): the handle of its object, the packet's offset
 /// in the object and its length. Put `handle` back into the pool when done (or transmit it).
+///
+/// ```
+/// use idxpool::{PoolBuilder, StrideMode};
+/// use idxpool::xdp::Frame;
+/// let pool = PoolBuilder::<[u8; 2048]>::zeroed(4).stride(StrideMode::Natural).build()?;
+/// let mut h = pool.get()?;
+/// pool.get_mut(&mut h)[..6].copy_from_slice(&[0xff; 6]); // a broadcast destination
+/// let f = Frame { handle: h, offset: 0, len: 64 };        // what XdpSocket::transmit takes
+/// assert_eq!(pool.get_ref(&f.handle)[0], 0xff);
+/// pool.put(f.handle);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[must_use = "the frame's handle owns a pool object: put it back into the pool"]
 #[derive(Debug)]
 pub struct Frame<T, B = crate::brand::Runtime, R: crate::repr::Repr = crate::repr::DefaultRepr> {
@@ -109,7 +134,12 @@ pub struct Frame<T, B = crate::brand::Runtime, R: crate::repr::Repr = crate::rep
     pub len: u32,
 }
 
-/// Counters of an [`XdpSocket`] since its creation.
+/// Counters of an [`XdpSocket`] since its creation ([`XdpSocket::stats`]).
+///
+/// ```
+/// let s = idxpool::xdp::XdpStats::default();
+/// assert_eq!(s.bad_descriptors, 0); // descriptors refused: never a handle
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct XdpStats {
     /// Packets received (RX descriptors turned into handles).
@@ -139,7 +169,12 @@ pub struct XdpStats {
 }
 
 /// The kernel's counters of an AF_XDP socket (`XDP_STATISTICS`, `struct xdp_statistics`):
-/// packets it dropped, and why.
+/// packets it dropped, and why ([`XdpSocket::kernel_stats`]).
+///
+/// ```
+/// let k = idxpool::xdp::KernelXdpStats::default();
+/// assert_eq!(k.rx_fill_ring_empty_descs, 0); // packets dropped for want of a fill frame
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelXdpStats {
