@@ -48,15 +48,16 @@ A sender thread in a network namespace floods the other end of the pair (AF_PACK
 Per cell: packets/s, the receiving thread's CPU ns per packet (user, system), the process's
 CPU ns per packet (sender included), drops, heap allocations per packet (receiving thread).
 
-usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--mode M] [--help]
+usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U] [--mode M]
        xdp_rx --only xdp|vec|uring --packets N   (one receiver, N packets: for callgrind)
   --quick   1 round of 0.3 s cells: about 5 s in all
   --secs    measured seconds per cell (default 0.5)
   --reps    rounds, each running every receiver once; medians reported (default 7: ~30 s)
   --size    frame size in bytes (60..=1514; default 64)
   --block   each receiver waits in its own blocking call (poll(2), recvmmsg MSG_WAITFORONE,
-            io_uring_enter) when idle; default: every receiver drains, then sleeps 50 us
-            (one moderation for all: the CPU per packet is the receive path's, not wake-ups')
+            io_uring_enter) when idle; default: every receiver drains, then sleeps
+            (--sleep-us, default 1000: one moderation for all, so the CPU per packet is the
+            receive path's, not the wake-ups')
   --mode    the XDP hook: skb (generic, the default: one copy into the UMEM), drv (veth's
             driver hook: the skb is turned into an xdp_buff first), auto (libxdp's choice)
 Needs root (a veth pair, a network namespace, an XDP program) and AF_XDP; says why and
@@ -115,7 +116,7 @@ enum Rx {
     Uring,
 }
 
-/// How a receiver waits when it finds nothing: `Sleep` drains, then sleeps `SLEEP` (the same
+/// How a receiver waits when it finds nothing: `Sleep` drains, then sleeps `--sleep-us` (the same
 /// moderation for every receiver: each wake-up takes a batch, and the CPU per packet is the
 /// receive path's, not the scheduler's); `Block` uses each receiver's own blocking wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +130,14 @@ static WAIT_BLOCK: AtomicBool = AtomicBool::new(false);
 static CAP: AtomicU64 = AtomicU64::new(0);
 /// The XDP program's hook: 0 generic (SKB), 1 driver, 2 libxdp's choice.
 static MODE: AtomicU8 = AtomicU8::new(0);
-const SLEEP: Duration = Duration::from_micros(50);
+/// `--sleep-us`: the idle nap of `Wait::Sleep` (default 1 ms: at the rates veth reaches here,
+/// a few hundred packets per wake-up, so the wake-up's cost is a few ns per packet and the
+/// rings, 2,048 deep, never fill).
+static SLEEP_US: AtomicU64 = AtomicU64::new(1000);
+
+fn nap() {
+    std::thread::sleep(Duration::from_micros(SLEEP_US.load(Ordering::Relaxed)));
+}
 
 fn wait_mode() -> Wait {
     if WAIT_BLOCK.load(Ordering::Relaxed) {
@@ -248,7 +256,7 @@ fn receiver_xdp(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     while w.tick(ph) {
         let wait = block.then_some(Duration::from_millis(10));
         if xsk.poll(&mut frames, wait).map_err(|e| e.to_string())? == 0 && !block {
-            std::thread::sleep(SLEEP);
+            nap();
         }
         for f in &frames {
             w.seen(seq_of(xsk.bytes(f)).unwrap_or(0));
@@ -300,7 +308,7 @@ fn receiver_vec(ifname: &str, ph: &Phase) -> Result<Meas, String> {
             )
         };
         if n <= 0 && flags == libc::MSG_DONTWAIT {
-            std::thread::sleep(SLEEP);
+            nap();
         }
         for k in 0..n.max(0) as usize {
             let len = msgs[k].msg_len as usize;
@@ -329,7 +337,7 @@ fn receiver_uring(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     while w.tick(ph) {
         let wait = block.then_some(Duration::from_millis(10));
         if rx.poll(&mut packets, wait).map_err(|e| e.to_string())? == 0 && !block {
-            std::thread::sleep(SLEEP);
+            nap();
         }
         for pk in packets.drain(..) {
             w.seen(seq_of(rx.bytes(&pk)).unwrap_or(0));
@@ -500,6 +508,7 @@ fn main() {
                 })
             }
             "--packets" => CAP.store(num("--packets") as u64, Ordering::Relaxed),
+            "--sleep-us" => SLEEP_US.store(num("--sleep-us") as u64, Ordering::Relaxed),
             "--mode" => {
                 let m = match it.next().map(String::as_str) {
                     Some("skb") => 0,
