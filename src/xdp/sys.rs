@@ -124,13 +124,15 @@ impl RawRing {
         !self.ring.is_null()
     }
 
+    /// The producer or consumer word at `p` (one of this ring's), as an atomic borrowed for
+    /// as long as the ring struct.
     #[inline(always)]
-    fn word(p: *mut u32) -> &'static AtomicU32 {
-        // SAFETY: `p` is the producer or consumer word of a ring mapped by libxdp (checked
-        // by `is_mapped` before any ring operation is reached: the socket only keeps mapped
-        // rings), 4-byte aligned, shared with the kernel and accessed only atomically; the
-        // mapping outlives every use (the socket unmaps it in its drop, after the last one).
-        // The 'static is never held: every caller uses the reference at once.
+    fn word(&self, p: *mut u32) -> &AtomicU32 {
+        // SAFETY: `p` is this ring's producer, consumer or flags word, in the ring mapping
+        // libxdp made (only mapped rings reach here: the socket checks `is_mapped` first),
+        // 4-byte aligned, shared with the kernel and accessed only atomically. The mapping
+        // outlives the ring struct's use: the socket unmaps it (deleting the socket and the
+        // UMEM) only in its drop, after the last ring operation.
         unsafe { &*(p as *const AtomicU32) }
     }
 
@@ -141,7 +143,8 @@ impl RawRing {
     pub(crate) fn reserve(&mut self, nb: u32) -> (u32, u32) {
         let mut free = self.cached_cons.wrapping_sub(self.cached_prod);
         if free < nb {
-            self.cached_cons = Self::word(self.consumer)
+            self.cached_cons = self
+                .word(self.consumer)
                 .load(Ordering::Acquire)
                 .wrapping_add(self.size);
             free = self.cached_cons.wrapping_sub(self.cached_prod);
@@ -161,7 +164,7 @@ impl RawRing {
     /// Producer side: publishes `nb` reserved slots (one release store of the producer).
     #[inline]
     pub(crate) fn submit(&mut self, nb: u32) {
-        let w = Self::word(self.producer);
+        let w = self.word(self.producer);
         w.store(
             w.load(Ordering::Relaxed).wrapping_add(nb),
             Ordering::Release,
@@ -173,7 +176,7 @@ impl RawRing {
     pub(crate) fn peek(&mut self, nb: u32) -> (u32, u32) {
         let mut n = self.cached_prod.wrapping_sub(self.cached_cons);
         if n == 0 {
-            self.cached_prod = Self::word(self.producer).load(Ordering::Acquire);
+            self.cached_prod = self.word(self.producer).load(Ordering::Acquire);
             n = self.cached_prod.wrapping_sub(self.cached_cons);
         }
         let n = n.min(nb);
@@ -185,7 +188,7 @@ impl RawRing {
     /// Consumer side: gives `nb` read entries back (one release store of the consumer).
     #[inline]
     pub(crate) fn release(&mut self, nb: u32) {
-        let w = Self::word(self.consumer);
+        let w = self.word(self.consumer);
         w.store(
             w.load(Ordering::Relaxed).wrapping_add(nb),
             Ordering::Release,
@@ -195,15 +198,15 @@ impl RawRing {
     /// Entries the producer has published and the consumer not yet released (a consumer
     /// ring's backlog, read at drop).
     pub(crate) fn backlog(&self) -> u32 {
-        Self::word(self.producer)
+        self.word(self.producer)
             .load(Ordering::Acquire)
-            .wrapping_sub(Self::word(self.consumer).load(Ordering::Acquire))
+            .wrapping_sub(self.word(self.consumer).load(Ordering::Acquire))
     }
 
     /// The kernel asks for a system call to move this ring (`XDP_USE_NEED_WAKEUP`).
     #[inline]
     pub(crate) fn needs_wakeup(&self) -> bool {
-        Self::word(self.flags).load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+        self.word(self.flags).load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
     }
 
     /// Writes a fill-ring (or completion-ring) address at `idx`: a reserved slot, past the
