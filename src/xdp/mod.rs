@@ -18,6 +18,8 @@ mod frame_map;
 pub use frame_map::FrameMap;
 
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
+mod config;
+#[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 mod ledger;
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 mod socket;
@@ -26,8 +28,10 @@ mod sys;
 
 pub use crate::error::{DescriptorFault, UmemFault};
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
+pub use config::{available, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpStats};
+#[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 pub use ledger::{FrameLedger, LentTo};
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
-pub use socket::{available, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpSocket, XdpStats};
+pub use socket::XdpSocket;
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 pub use sys::XDP_PACKET_HEADROOM;
