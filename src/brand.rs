@@ -57,6 +57,14 @@ pub unsafe trait Brand {
     /// True for identities checked at run time ([`Runtime`]): every access, put and
     /// conversion compares the handle's entry with the pool's range of the handle space.
     /// False (the default) for brands: the compiler proved it, the check compiles away.
+    ///
+    /// ```
+    /// use idxpool::{Brand, Runtime, Scoped, Unchecked};
+    /// idxpool::brand!(Frames);
+    /// assert!(<Runtime as Brand>::CHECKED);
+    /// assert!(!<Frames as Brand>::CHECKED && !<Unchecked as Brand>::CHECKED);
+    /// assert!(!<Scoped<'static> as Brand>::CHECKED);
+    /// ```
     const CHECKED: bool = false;
 }
 
@@ -83,10 +91,10 @@ pub unsafe trait Brand {
 pub enum Runtime {}
 
 impl Runtime {
-    /// `(free, quarantined)`: raw entries of the process's handle space free for new run-time
-    /// pools, and held for good by pools dropped with objects still out (of `u32::MAX` in
-    /// all). Live pools hold the rest.
-    pub fn space_usage() -> (u64, u64) {
+    /// How the process's handle space is used: raw entries free for new run-time pools, and
+    /// held for good by pools dropped with objects still out (of `u32::MAX` in all); live
+    /// pools hold the rest. See [`crate::SpaceUsage`].
+    pub fn space_usage() -> crate::SpaceUsage {
         crate::space::usage()
     }
 }
@@ -113,7 +121,17 @@ unsafe impl Brand for Runtime {
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub unsafe trait NamedBrand: Brand + 'static {
-    /// The claim slot of this brand.
+    /// The claim slot of this brand: the same `'static` slot on every call.
+    ///
+    /// ```
+    /// use idxpool::NamedBrand;
+    /// idxpool::brand!(Ticks);
+    /// assert!(std::ptr::eq(Ticks::slot(), Ticks::slot()));
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(4).build_named::<Ticks>()?;
+    /// assert!(Ticks::slot().is_live());
+    /// drop(pool);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     fn slot() -> &'static BrandSlot;
 }
 

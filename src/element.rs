@@ -18,20 +18,22 @@
 use std::alloc::Layout;
 
 /// An object type a pool can hold: every sized type, and `[u8]` (byte buffers of a length set
-/// at build, [`crate::PoolBuilder::bytes`]). Sealed in effect: the only unsized element is
-/// `[u8]`.
+/// at build, [`crate::PoolBuilder::bytes`]).
 ///
-/// # Safety
-/// `from_addr(p, len)` must return a pointer to `p` whose metadata describes an object of
-/// `layout().size()` bytes (sized types) or of `len` bytes (`[u8]`).
+/// # Sealed
+/// Implemented for every sized type and for `[u8]`, and by nothing else: the pool's unsafe
+/// code trusts `from_addr(p, len)` to return a pointer to `p` whose metadata describes an
+/// object of `fixed_layout()`'s size (sized types) or of `len` bytes (`[u8]`), and a byte
+/// buffer to be valid when all zero (the builder zero-fills it). A user's unsized type (a
+/// struct ending in a slice) could meet the first promise and break the second (a
+/// `NonZeroU8` field), so the trait is closed (tests/ui/element_sealed.rs).
 ///
 /// ```
 /// use idxpool::{Element, Pool, PoolBuilder};
 /// // Code written once for pools of sized objects and of byte buffers.
-/// fn first_byte<T: ?Sized + Element>(pool: &Pool<T>) -> Result<u8, idxpool::PoolError> {
+/// fn first_byte<T: ?Sized + Element + AsRef<[u8]>>(pool: &Pool<T>) -> Result<u8, idxpool::PoolError> {
 ///     let h = pool.get()?;
-///     // SAFETY: the handle owns the object, which is at least one initialised byte long.
-///     let b = unsafe { *pool.as_ptr(&h).cast::<u8>().as_ptr() };
+///     let b = pool.get_ref(&h).as_ref()[0];
 ///     pool.put(h);
 ///     Ok(b)
 /// }
@@ -41,7 +43,7 @@ use std::alloc::Layout;
 /// assert_eq!((fixed.object_size(), bytes.object_size()), (64, 100));
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
-pub unsafe trait Element {
+pub trait Element: sealed::Sealed {
     /// The layout of one object when the type fixes it (`None` for `[u8]`, whose length the
     /// builder takes).
     #[doc(hidden)]
@@ -54,8 +56,15 @@ pub unsafe trait Element {
     fn needs_drop() -> bool;
 }
 
-// SAFETY: a sized object's pointer is its address; its size is the layout's.
-unsafe impl<T> Element for T {
+mod sealed {
+    /// Every sized type and `[u8]` (see [`super::Element`], "Sealed").
+    pub trait Sealed {}
+    impl<T> Sealed for T {}
+    impl Sealed for [u8] {}
+}
+
+// A sized object's pointer is its address; its size is the layout's.
+impl<T> Element for T {
     #[inline(always)]
     fn fixed_layout() -> Option<Layout> {
         Some(Layout::new::<T>())
@@ -70,8 +79,8 @@ unsafe impl<T> Element for T {
     }
 }
 
-// SAFETY: the slice pointer carries `len` as its metadata.
-unsafe impl Element for [u8] {
+// The slice pointer carries `len` as its metadata; every byte pattern is a valid `[u8]`.
+impl Element for [u8] {
     #[inline(always)]
     fn fixed_layout() -> Option<Layout> {
         None

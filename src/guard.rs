@@ -5,21 +5,23 @@ use std::fmt;
 use crate::brand::Brand;
 use crate::element::Element;
 use crate::error::PoolError;
-use crate::handle::Handle;
-use crate::owned::PoolRef;
+use crate::mempool::{Mempool, MempoolRef};
 use crate::pool::Pool;
 use crate::repr::Repr;
 
 /// The handle type of the pool behind `P`.
-type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
+type H<P> = <<P as MempoolRef>::Pool as Mempool>::Handle;
+/// The object type of the pool behind `P`.
+type Obj<P> = <<P as MempoolRef>::Pool as Mempool>::Object;
 
 /// An object that is put back through the dropping thread's cache when the guard is dropped,
 /// also when a panic unwinds through it. `Deref`/`DerefMut` to the object;
 /// [`Pooled::into_handle`] and [`Pooled::new`] convert from and to a plain handle. For code
 /// that prefers safety to a manual `put`; the plain handle stays the zero-overhead path.
 ///
-/// `P` is how it holds its pool ([`PoolRef`]): `&Pool` ([`Pool::get_pooled`]) or `Arc<Pool>`
-/// (`Pooled::get(arc.clone())`: `'static`, so the guard moves into a spawned thread).
+/// `P` is how it holds its pool ([`MempoolRef`]): `&Pool` ([`Pool::get_pooled`]) or `Arc<Pool>`
+/// (`Pooled::get(arc.clone())`: `'static`, so the guard moves into a spawned thread), and the
+/// same for any [`Mempool`], such as a [`crate::shared::SharedPool`] attachment.
 ///
 /// ```
 /// use idxpool::{PoolBuilder, Pooled};
@@ -40,33 +42,45 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 #[must_use = "dropping the guard at once puts the object straight back"]
-pub struct Pooled<P: PoolRef> {
+pub struct Pooled<P: MempoolRef> {
     /// Some for the guard's whole life; taken only by `into_handle` and `drop` (a niche: as
     /// small as the handle).
     h: Option<H<P>>,
     pool: P,
 }
 
-impl<P: PoolRef> Pooled<P> {
+impl<P: MempoolRef> Pooled<P> {
     /// Takes one object from the pool (through the calling thread's cache) in a guard.
     ///
     /// # Errors
     /// [`PoolError::Exhausted`], as [`Pool::get`].
     pub fn get(pool: P) -> Result<Self, PoolError> {
-        let h = pool.pool().get()?;
+        let h = pool.get()?;
         Ok(Pooled { h: Some(h), pool })
     }
 
     /// Wraps a handle of the pool.
     ///
-    /// # Panics
-    /// Run-time pools: when `h` is another pool's (use [`Pool::check`] first to test).
-    #[track_caller]
-    pub fn new(pool: P, h: H<P>) -> Self {
-        if let Err(e) = pool.pool().check(&h) {
-            panic!("idxpool: {e}");
+    /// # Errors
+    /// Run-time pools: `Err(h)`, the handle given back untouched, when `h` is another pool's
+    /// ([`Pool::check`] says which). Never for brands (the compiler already checked it).
+    ///
+    /// ```
+    /// use idxpool::{PoolBuilder, Pooled};
+    /// let a = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let b = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let guard = Pooled::new(&a, a.get()?).unwrap();
+    /// drop(guard); // back in a
+    /// let h = Pooled::new(&a, b.get()?).unwrap_err(); // b's handle is not consumed
+    /// b.put(h);
+    /// assert_eq!((a.in_use(), b.in_use()), (0, 0));
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    pub fn new(pool: P, h: H<P>) -> Result<Self, H<P>> {
+        if !pool.owns(&h) {
+            return Err(h);
         }
-        Pooled { h: Some(h), pool }
+        Ok(Pooled { h: Some(h), pool })
     }
 
     /// Gives up the guard and returns the plain handle (to be put back by hand).
@@ -105,36 +119,36 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 }
 
-impl<P: PoolRef> std::ops::Deref for Pooled<P> {
-    type Target = P::T;
+impl<P: MempoolRef> std::ops::Deref for Pooled<P> {
+    type Target = Obj<P>;
     #[inline(always)]
-    fn deref(&self) -> &P::T {
-        self.pool.pool().get_ref(self.h())
+    fn deref(&self) -> &Obj<P> {
+        Mempool::get_ref(&*self.pool, self.h())
     }
 }
 
-impl<P: PoolRef> std::ops::DerefMut for Pooled<P> {
+impl<P: MempoolRef> std::ops::DerefMut for Pooled<P> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut P::T {
+    fn deref_mut(&mut self) -> &mut Obj<P> {
         let h = self
             .h
             .as_mut()
             .expect("a guard holds its handle until into_handle or drop");
-        self.pool.pool().get_mut(h)
+        Mempool::get_mut(&*self.pool, h)
     }
 }
 
-impl<P: PoolRef> Drop for Pooled<P> {
+impl<P: MempoolRef> Drop for Pooled<P> {
     fn drop(&mut self) {
         if let Some(h) = self.h.take() {
-            self.pool.pool().put(h);
+            Mempool::put(&*self.pool, h);
         }
     }
 }
 
-impl<P: PoolRef> fmt::Debug for Pooled<P>
+impl<P: MempoolRef> fmt::Debug for Pooled<P>
 where
-    P::T: fmt::Debug,
+    Obj<P>: fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Pooled").field(&&**self).finish()

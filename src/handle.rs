@@ -133,18 +133,4 @@ mod tests {
             std::mem::size_of::<usize>()
         );
     }
-
-    #[test]
-    fn raw_round_trip() {
-        // SAFETY: not used with any pool.
-        let h: Handle<u8, Unchecked, crate::Index> = unsafe { Handle::from_raw(41) };
-        assert_eq!(h.into_raw(), 41);
-        // SAFETY: as above.
-        let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
-        assert_eq!(h.into_raw(), 41);
-        assert_eq!(
-            std::mem::size_of::<Option<Handle<u8, Unchecked, crate::Index>>>(),
-            4
-        );
-    }
 }

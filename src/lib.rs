@@ -68,6 +68,7 @@ pub mod handle;
 pub mod handle_ring;
 pub mod leaks;
 mod local;
+pub mod mempool;
 #[cfg(feature = "metrics")]
 mod metrics_export;
 mod on_put;
@@ -105,10 +106,12 @@ pub use guard::Pooled;
 pub use handle::Handle;
 pub use handle_ring::HandleRing;
 pub use local::LocalCache;
+pub use mempool::{Mempool, MempoolRef};
 pub use owned::PoolRef;
 pub use pool::{Pool, Resolver};
 pub use region::{Backing, BackingPolicy, BackingReport};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
+pub use space::SpaceUsage;
 pub use stats::Stats;
 
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools. Its derives name

@@ -147,6 +147,33 @@ impl<P: PoolRef> LocalCache<P> {
             .put_via(&self.geometry, || &mut self.cm, &[h]);
     }
 
+    /// [`LocalCache::put`] that gives a foreign handle back (`Err(h)`, nothing moved) instead
+    /// of panicking, as [`Pool::try_put`](crate::Pool::try_put).
+    ///
+    /// # Errors
+    /// `Err(h)` when `h` is another pool's ([`Pool::check`](crate::Pool::check) says which).
+    ///
+    /// ```
+    /// use idxpool::PoolBuilder;
+    /// let a = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let b = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let mut cache = a.local_cache();
+    /// let h = b.get()?;
+    /// let h = cache.try_put(h).unwrap_err(); // b's handle: given back, not consumed
+    /// b.put(h);
+    /// let mine = cache.get()?;
+    /// cache.try_put(mine).unwrap();
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline(always)]
+    pub fn try_put(&mut self, h: H<P>) -> Result<(), H<P>> {
+        if !self.pool.pool().owns(&h) {
+            return Err(h);
+        }
+        self.put(h);
+        Ok(())
+    }
+
     /// Appends exactly `n` handles to `out`, or none.
     ///
     /// # Errors

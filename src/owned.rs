@@ -72,25 +72,75 @@ use crate::repr::Repr;
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 ///
-/// # Safety
-/// `pool()` returns the same pool on every call, and that pool neither moves nor is dropped
-/// while the value lives (a borrow and an `Arc` both guarantee it): companions keep raw
-/// pointers into it.
-pub unsafe trait PoolRef:
-    Deref<Target = Pool<<Self as PoolRef>::T, <Self as PoolRef>::B, <Self as PoolRef>::R>>
+/// # Sealed
+/// Implemented by `&Pool` and `Arc<Pool>` only; no other type can implement it. The crate
+/// relies on three things of every value: `pool()` returns the same pool on every call; that
+/// pool neither moves nor is dropped while the value lives (companions keep raw pointers into
+/// it); and no `&mut Pool` can be taken while the value lives. The third is what a borrow and
+/// an `Arc` give and a hand-written owner (a raw pointer, say) could not be made to promise:
+/// the pool's `&mut self` operations (`audit`, `obj_iter`, drop) read `&mut self` as proof
+/// that no `LocalCache` of the pool is alive, so that a cache still registered was forgotten
+/// and its storage can be reclaimed (DESIGN.md, "Where `&mut self` is the proof"). A
+/// raw-pointer owner would let `audit` free a live cache's storage and the pool hand its
+/// objects out twice (tests/ui/pool_ref_sealed.rs keeps that reproducer from compiling).
+pub trait PoolRef:
+    sealed::Sealed
+    + Deref<Target = Pool<<Self as PoolRef>::T, <Self as PoolRef>::B, <Self as PoolRef>::R>>
 {
     /// The object type.
+    ///
+    /// ```
+    /// use idxpool::{Pool, PoolRef};
+    /// fn object_bytes<P: PoolRef>(_: &P) -> usize where P::T: Sized {
+    ///     std::mem::size_of::<P::T>()
+    /// }
+    /// let pool: Pool<[u8; 64]> = idxpool::PoolBuilder::zeroed(4).build()?;
+    /// assert_eq!(object_bytes(&&pool), 64);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     type T: ?Sized + Element;
     /// The pool's identity ([`crate::Runtime`] or a brand).
+    ///
+    /// ```
+    /// use idxpool::{Brand, PoolRef};
+    /// fn checked<P: PoolRef>(_: &P) -> bool { <P::B as Brand>::CHECKED }
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(4).build()?;
+    /// assert!(checked(&std::sync::Arc::new(pool)));       // a run-time pool
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     type B: Brand;
     /// The pool's entry representation.
+    ///
+    /// ```
+    /// use idxpool::{repr::Repr, PoolRef};
+    /// fn repr_name<P: PoolRef>(_: &P) -> &'static str { <P::R as Repr>::NAME }
+    /// let pool = idxpool::PoolBuilder::<u64>::with_default(4).repr::<idxpool::Index>().build()?;
+    /// assert_eq!(repr_name(&&pool), "index");
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     type R: Repr;
-    /// The pool.
+    /// The pool (as `&Pool` whichever the owner).
+    ///
+    /// ```
+    /// use idxpool::PoolRef;
+    /// let pool = std::sync::Arc::new(idxpool::PoolBuilder::<u64>::with_default(4).build()?);
+    /// let owner = pool.clone();
+    /// assert!(std::ptr::eq(owner.pool(), &*pool));
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     fn pool(&self) -> &Pool<Self::T, Self::B, Self::R>;
 }
 
-// SAFETY: a shared borrow keeps the pool in place and alive for 'p.
-unsafe impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
+mod sealed {
+    /// The owners `PoolRef` admits: a borrow and an `Arc` (see [`super::PoolRef`], "Sealed").
+    pub trait Sealed {}
+}
+
+// A shared borrow keeps the pool in place and alive for 'p, and no `&mut Pool` can be taken
+// while it lives.
+impl<T: ?Sized + Element, B: Brand, R: Repr> sealed::Sealed for &Pool<T, B, R> {}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
     type T = T;
     type B = B;
     type R = R;
@@ -100,9 +150,12 @@ unsafe impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
     }
 }
 
-// SAFETY: the pool lives in the Arc's allocation, which never moves and lives while any clone
-// does.
-unsafe impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for Arc<Pool<T, B, R>> {
+// The pool lives in the Arc's allocation, which never moves and lives while any clone does;
+// `Arc::get_mut` (the only safe `&mut Pool` from an `Arc`) fails while a second clone, such as
+// the one a companion holds, exists.
+impl<T: ?Sized + Element, B: Brand, R: Repr> sealed::Sealed for Arc<Pool<T, B, R>> {}
+
+impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for Arc<Pool<T, B, R>> {
     type T = T;
     type B = B;
     type R = R;

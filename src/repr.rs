@@ -262,12 +262,26 @@ fn prefetch_write(p: *const u8) {
 /// ```
 pub trait Repr: 'static + Sized + ReprImpl {
     /// Name used in reports: `"offset"`, `"index"` or `"pointer"`.
+    ///
+    /// ```
+    /// use idxpool::{repr::Repr, Index, Offset, Pointer};
+    /// assert_eq!([Offset::NAME, Index::NAME, Pointer::NAME], ["offset", "index", "pointer"]);
+    /// ```
     const NAME: &'static str;
 }
 
 /// The default representation of [`crate::Pool`], [`crate::Handle`] and
 /// [`crate::PoolBuilder`]: [`Offset`], chosen by measurement (BENCHMARKS.md, "Handle to
 /// `&mut T`"). `PoolBuilder::repr::<Index>()` or `::<Pointer>()` picks another.
+///
+/// ```
+/// use idxpool::{repr::Repr, DefaultRepr, Handle, Pool, PoolBuilder, Runtime};
+/// let pool: Pool<u64, Runtime, DefaultRepr> = PoolBuilder::with_default(8).build()?;
+/// let h: Handle<u64> = pool.get()?; // Handle<u64, Runtime, DefaultRepr>: 4 bytes
+/// assert_eq!((DefaultRepr::NAME, std::mem::size_of_val(&h)), ("offset", 4));
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 pub type DefaultRepr = Offset;
 
 /// The 4-byte representations ([`Offset`], [`Index`]): entries are `NonZeroU32`, so a handle

@@ -180,13 +180,35 @@ pub(crate) fn name_of(r: Range) -> String {
         .unwrap_or_else(|| format!("range {}", r.lo))
 }
 
-/// `(free, quarantined)` raw entries now: for tests and `dump`.
-pub(crate) fn usage() -> (u64, u64) {
+/// How the process's handle space is used now ([`crate::Runtime::space_usage`]).
+pub(crate) fn usage() -> SpaceUsage {
     let t = table();
-    (
-        t.free.values().sum(),
-        t.quarantined.values().map(|(l, _)| *l).sum(),
-    )
+    SpaceUsage {
+        free: t.free.values().sum(),
+        quarantined: t.quarantined.values().map(|(l, _)| *l).sum(),
+    }
+}
+
+/// How the process's 32-bit handle space (the entries of every run-time pool, `u32::MAX` in
+/// all) is used, from [`crate::Runtime::space_usage`]. Live run-time pools hold what is
+/// neither free nor quarantined.
+///
+/// ```
+/// use idxpool::{PoolBuilder, Runtime, SpaceUsage};
+/// // A pool of 1000 u64 with offset entries needs 1000 entries: it holds a block of 1024.
+/// let pool = PoolBuilder::<u64>::with_default(1000).build()?;
+/// let SpaceUsage { free, quarantined } = Runtime::space_usage();
+/// assert!(free + quarantined + 1024 <= u32::MAX as u64);
+/// drop(pool); // every object home: its block is free again, not quarantined
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceUsage {
+    /// Raw entries free for new run-time pools.
+    pub free: u64,
+    /// Raw entries held for good by pools dropped with objects still out (a stale handle of
+    /// such a pool must never meet a later pool that would accept it).
+    pub quarantined: u64,
 }
 
 #[cfg(test)]

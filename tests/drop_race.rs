@@ -18,7 +18,10 @@ fn a_pool_dropped_after_scoped_threads_reports_no_false_leak() {
         }
     });
     let rounds = if cfg!(miri) { 3 } else { 300 };
-    let (free0, quarantined0) = idxpool::Runtime::space_usage();
+    let idxpool::SpaceUsage {
+        free: free0,
+        quarantined: quarantined0,
+    } = idxpool::Runtime::space_usage();
     for i in 0..rounds {
         let pool = PoolBuilder::<u64>::with_default(1024)
             .cache_size(64)
@@ -38,7 +41,7 @@ fn a_pool_dropped_after_scoped_threads_reports_no_false_leak() {
     }
     idxpool::leaks::clear_leak_hook();
     assert_eq!(REPORTS.load(Ordering::SeqCst), 0, "false leak reports");
-    let (free, quarantined) = idxpool::Runtime::space_usage();
+    let idxpool::SpaceUsage { free, quarantined } = idxpool::Runtime::space_usage();
     assert_eq!(quarantined, quarantined0, "no block quarantined");
     assert_eq!(free, free0, "every block came back");
 }

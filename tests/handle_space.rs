@@ -23,7 +23,7 @@ fn big_pool(i: usize) -> Result<Pool<Big, Runtime, Offset>, PoolError> {
 #[test]
 #[cfg_attr(miri, ignore = "maps 2 GiB regions")]
 fn exhausting_the_handle_space_is_a_typed_error_and_never_aliases() {
-    let (free0, _) = Runtime::space_usage();
+    let free0 = Runtime::space_usage().free;
     let mut outstanding: Vec<(usize, Handle<Big, Runtime, Offset>)> = Vec::new();
     let mut made = 0;
     let err = loop {
@@ -70,7 +70,7 @@ fn exhausting_the_handle_space_is_a_typed_error_and_never_aliases() {
     // space holds 7 aligned blocks of 2^29 entries (entry 0 is none), each leaked pool takes
     // one for good, each pool that came home gave its block back.
     assert!(made >= 7, "{made} pools before exhaustion");
-    let (free, quarantined) = Runtime::space_usage();
+    let idxpool::SpaceUsage { free, quarantined } = Runtime::space_usage();
     assert!(free < free0 && quarantined >= (outstanding.len() as u64) << 29);
     assert!(outstanding.len() >= 3, "half the pools leaked");
     // Small pools still fit in what is left, and still reject the leaked handles.

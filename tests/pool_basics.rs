@@ -150,3 +150,20 @@ fn caches_written_by_one_thread_sit_on_their_own_pair_of_cache_lines() {
         })
         .unwrap();
 }
+
+/// `into_raw` / `from_raw` keep the raw value (`entry - 1`) of both 4-byte representations,
+/// and `Option<Handle>` stays 4 bytes (the niche).
+#[test]
+fn raw_round_trip() {
+    use idxpool::{Handle, Index, Unchecked};
+    // SAFETY: not used with any pool.
+    let h: Handle<u8, Unchecked, Index> = unsafe { Handle::from_raw(41) };
+    assert_eq!(h.into_raw(), 41);
+    // SAFETY: as above.
+    let h: Handle<u8, Unchecked> = unsafe { Handle::from_raw(41) };
+    assert_eq!(h.into_raw(), 41);
+    assert_eq!(
+        std::mem::size_of::<Option<Handle<u8, Unchecked, Index>>>(),
+        4
+    );
+}

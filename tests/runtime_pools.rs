@@ -183,6 +183,28 @@ fn a_foreign_handle_is_rejected_naming_both_pools() {
     assert_eq!(b.in_use(), 0);
 }
 
+/// The non-panicking forms give a foreign handle back untouched: `LocalCache::try_put` and
+/// `Pooled::new` (which consumed it and panicked before), with nothing moved in either pool.
+#[test]
+fn try_put_and_pooled_new_give_a_foreign_handle_back() {
+    let a = pool("back-a", 8, 4);
+    let b = pool("back-b", 8, 4);
+    let mut cache = b.local_cache();
+    let ha = a.get().unwrap();
+    let ha = cache.try_put(ha).unwrap_err();
+    assert_eq!((a.in_use(), b.in_use(), cache.len()), (1, 0, 0));
+    let ha = Pooled::new(&*b, ha).unwrap_err();
+    assert_eq!((a.in_use(), b.in_use()), (1, 0));
+    // Still a's, and a takes it: through a guard this time.
+    drop(Pooled::new(&*a, ha).unwrap());
+    assert_eq!(a.in_use(), 0);
+    // The cache's own handle goes back through try_put.
+    let hb = cache.get().unwrap();
+    cache.try_put(hb).unwrap();
+    drop(cache);
+    assert_eq!(b.in_use(), 0);
+}
+
 #[test]
 fn a_handle_that_outlives_its_pool_is_rejected_by_a_new_pool() {
     let old = pool("outlived", 4, 0);
@@ -332,7 +354,7 @@ fn guards_return_objects_on_drop_and_on_panic() {
     assert_eq!(p.in_use(), 0, "returned while unwinding");
     let h = p.get_pooled().unwrap().into_handle();
     assert_eq!(p.in_use(), 1);
-    let g = Pooled::new(&*p, h);
+    let g = Pooled::new(&*p, h).unwrap();
     assert_eq!(g.len(), 4);
     drop(g);
     assert_eq!(p.in_use(), 0);
@@ -353,12 +375,12 @@ fn guards_return_objects_on_drop_and_on_panic() {
             assert!(r.is_err());
             assert_eq!(pool.in_use(), 0);
             let h = Pooled::get(&pool).unwrap().into_handle();
-            let g = Pooled::new(&pool, h);
+            let g = Pooled::new(&pool, h).unwrap();
             assert_eq!(g[0], 3, "the object comes back as it was put");
             drop(g);
             let h = pool.get_pooled().unwrap().into_handle();
             assert_eq!(pool.in_use(), 1);
-            drop(Pooled::new(&pool, h));
+            drop(Pooled::new(&pool, h).unwrap());
             assert_eq!(pool.in_use(), 0);
         })
         .unwrap();
@@ -749,7 +771,7 @@ fn byte_buffer_pools_take_their_object_size_at_run_time() {
     tx.produce(h).unwrap();
     let h = rx.consume().unwrap();
     {
-        let mut g = Pooled::new(&*pool, h);
+        let mut g = Pooled::new(&*pool, h).unwrap();
         g[0] = 1;
         assert_eq!(g.len(), len);
     }

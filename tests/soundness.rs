@@ -18,10 +18,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 
 use idxpool::{
-    Backing, BackingPolicy, FlushPolicy, HandleRing, PoolBuilder, PoolError, CACHE_MAX_SIZE,
-    MAX_THREADS_LIMIT,
+    Backing, BackingPolicy, FlushPolicy, HandleRing, LocalCache, PoolBuilder, PoolError,
+    CACHE_MAX_SIZE, MAX_THREADS_LIMIT,
 };
 
 fn heap<T>(b: PoolBuilder<'_, T>) -> PoolBuilder<'_, T> {
@@ -421,6 +422,57 @@ fn a_forgotten_local_cache_is_not_counted_as_available() {
             .build_named::<ForgottenCache>()
             .unwrap(),
     );
+}
+
+// ---- `&mut Pool` as the proof that no companion is alive ------------------------------------
+
+/// `audit()` and the pool's drop reclaim every `LocalCache` still registered as forgotten,
+/// reading `&mut Pool` as proof that none is alive. `PoolRef` is sealed to `&Pool` and
+/// `Arc<Pool>` (a raw-pointer owner no longer compiles: tests/ui/pool_ref_sealed.rs); for the
+/// `Arc` the proof is that `Arc::get_mut` fails while any companion's clone exists, also one
+/// that was forgotten (it leaks its clone), so a live or forgotten cache's storage is never
+/// reclaimed under it. Its objects stay stranded in it, counted as in use, never handed out
+/// twice.
+#[test]
+fn an_arc_companion_keeps_mut_access_away_even_when_forgotten() {
+    let mut arc = Arc::new(
+        heap(PoolBuilder::<u64>::with_default(64))
+            .cache_size(16)
+            .build()
+            .unwrap(),
+    );
+    let mut c = LocalCache::new(arc.clone());
+    let mut v = Vec::new();
+    c.get_bulk(&mut v, 16).unwrap();
+    c.put_bulk(&mut v);
+    let cached = c.len();
+    assert!(cached > 0);
+    assert!(
+        Arc::get_mut(&mut arc).is_none(),
+        "a live companion: no &mut Pool"
+    );
+    drop(c);
+    let pool = Arc::get_mut(&mut arc).expect("the companion is gone: &mut Pool");
+    assert_eq!(pool.audit().unwrap().in_use, 0);
+
+    let mut c = LocalCache::new(arc.clone());
+    c.get_bulk(&mut v, 16).unwrap();
+    c.put_bulk(&mut v);
+    let stranded = c.len();
+    std::mem::forget(c);
+    assert!(
+        Arc::get_mut(&mut arc).is_none(),
+        "a forgotten companion leaks its clone: no &mut Pool, so nothing reclaims its storage"
+    );
+    // Every object the pool can hand out is distinct, and the stranded ones are not among them.
+    let mut all = Vec::new();
+    arc.get_bulk(&mut all, 64 - stranded).unwrap();
+    let mut idx: Vec<u32> = all.iter().map(|h| arc.index_of(h)).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    assert_eq!(idx.len(), 64 - stranded, "no object handed out twice");
+    assert!(arc.get().is_err(), "the stranded objects are not free");
+    arc.put_bulk(&mut all);
 }
 
 // ---- case 10: audit during thread-exit flushes -----------------------------------------------

@@ -15,130 +15,13 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use crate::error::PoolError;
 
-/// 2 MiB: the x86-64 / arm64 PMD huge page size.
-pub const HUGE_2M: usize = 2 << 20;
-/// 1 GiB: the x86-64 PUD huge page size.
-pub const HUGE_1G: usize = 1 << 30;
+pub use backing::{
+    free_hugepages, free_hugepages_2m, os_page_size, Backing, BackingPolicy, BackingReport,
+    HUGE_1G, HUGE_2M,
+};
+use backing::{hugepages_available, thp_available};
 
-/// The memory behind a region.
-///
-/// ```
-/// use idxpool::{Backing, PoolBuilder};
-/// let pool = PoolBuilder::<u64>::with_default(1024).build()?;
-/// let b: Backing = pool.backing().backing; // hugetlb 2 MiB, THP or 4 KiB pages
-/// assert!(b.page_size() >= 4096 && b.page_size().is_power_of_two());
-/// assert_eq!(Backing::Hugetlb2M.page_size(), 2 << 20);
-/// println!("{b}");
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Backing {
-    /// hugetlbfs pages of 2 MiB (`MAP_HUGETLB | MAP_HUGE_2MB`), reserved in
-    /// `/proc/sys/vm/nr_hugepages`. Never swapped, never split; the mmap fails up front when the
-    /// reserve is short, so first use cannot die of SIGBUS.
-    Hugetlb2M,
-    /// hugetlbfs pages of 1 GiB (`MAP_HUGE_1GB`); only tried when asked for.
-    Hugetlb1G,
-    /// Transparent huge pages: a 2 MiB-aligned anonymous mapping advised with `MADV_HUGEPAGE`.
-    /// The kernel backs it with 2 MiB pages when it can (see `AnonHugePages` in
-    /// `/proc/meminfo`), else with 4 KiB pages.
-    Thp,
-    /// Normal anonymous pages (4 KiB on x86-64).
-    Pages4K,
-    /// The global allocator (`std::alloc::alloc_zeroed`). Used under Miri, which does not
-    /// interpret mmap flags, and available on request for tiny pools.
-    Heap,
-}
-
-impl Backing {
-    /// Page size of this backing in bytes (the heap reports the OS page size).
-    pub fn page_size(self) -> usize {
-        match self {
-            Backing::Hugetlb2M | Backing::Thp => HUGE_2M,
-            Backing::Hugetlb1G => HUGE_1G,
-            Backing::Pages4K | Backing::Heap => os_page_size(),
-        }
-    }
-}
-
-impl fmt::Display for Backing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backing::Hugetlb2M => "hugetlb 2 MiB",
-            Backing::Hugetlb1G => "hugetlb 1 GiB",
-            Backing::Thp => "THP",
-            Backing::Pages4K => "4 KiB pages",
-            Backing::Heap => "heap",
-        })
-    }
-}
-
-/// Which backing to use.
-///
-/// ```
-/// use idxpool::{Backing, BackingPolicy, PoolBuilder};
-/// let pool = PoolBuilder::<u64>::with_default(64)
-///     .backing(BackingPolicy::Require(Backing::Pages4K)) // no fallback
-///     .build()?;
-/// assert_eq!(pool.backing().backing, Backing::Pages4K);
-/// assert!(pool.backing().fallbacks.is_empty());
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum BackingPolicy {
-    /// Try hugetlb 2 MiB, then THP, then 4 KiB pages; record why each skipped one failed.
-    #[default]
-    Auto,
-    /// As `Auto`, but try hugetlb 1 GiB pages first.
-    AutoPrefer1G,
-    /// Exactly this backing, or [`PoolError::BackingUnavailable`]: no fallback.
-    Require(Backing),
-}
-
-/// What a pool got: the backing, the fallbacks on the way, and the mapping's size.
-///
-/// ```
-/// use idxpool::{BackingReport, PoolBuilder};
-/// let pool = PoolBuilder::<[u8; 256]>::zeroed(1024).build()?;
-/// let r: &BackingReport = pool.backing();
-/// assert!(r.mapped_bytes >= 1024 * 256);
-/// assert_eq!(r.mapped_bytes % r.backing.page_size(), 0);
-/// println!("{r}"); // e.g. "THP (2097152 bytes mapped); hugetlb 2 MiB unavailable: ..."
-/// for (tried, why) in &r.fallbacks {
-///     assert!(*tried != r.backing && !why.is_empty());
-/// }
-/// // Nothing was skipped exactly when the first choice (hugetlb 2 MiB) was had.
-/// assert_eq!(r.fallbacks.is_empty(), r.backing == idxpool::Backing::Hugetlb2M);
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BackingReport {
-    /// The backing in use.
-    pub backing: Backing,
-    /// The backings tried before it, in order, each with the OS error or the configuration
-    /// that ruled it out. Empty when the first choice succeeded.
-    pub fallbacks: Vec<(Backing, String)>,
-    /// Bytes mapped (a multiple of the backing's page size, alignment slack included). For a
-    /// pool with a larger [`crate::PoolBuilder::max_capacity`]: the bytes made usable at
-    /// build (the rest of the reservation is address space only; `grow` maps more).
-    pub mapped_bytes: usize,
-    /// Whether the pages were faulted in at creation.
-    pub prefaulted: bool,
-}
-
-impl fmt::Display for BackingReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} bytes mapped", self.backing, self.mapped_bytes)?;
-        if self.prefaulted {
-            f.write_str(", prefaulted")?;
-        }
-        f.write_str(")")?;
-        for (tried, why) in &self.fallbacks {
-            write!(f, "; {tried} unavailable: {why}")?;
-        }
-        Ok(())
-    }
-}
+mod backing;
 
 enum Mapping {
     Mmap(#[allow(dead_code)] memmap2::MmapMut),
@@ -666,25 +549,6 @@ enum MapError {
     Fatal(PoolError),
 }
 
-/// `Ok` when the kernel may back memory with transparent huge pages.
-fn thp_available() -> Result<(), io::Error> {
-    let mode =
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    if mode.contains("[never]") {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "transparent_hugepage/enabled is [never]",
-        ));
-    }
-    if mode.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "kernel has no transparent hugepage support",
-        ));
-    }
-    Ok(())
-}
-
 fn round_up(len: usize, to: usize) -> Result<usize, MapError> {
     len.checked_next_multiple_of(to)
         .filter(|&v| v <= isize::MAX as usize)
@@ -703,69 +567,6 @@ fn touch_pages(base: NonNull<u8>, len: usize, step: usize) {
         off += step;
     }
 }
-
-/// The OS page size (sysconf), 4096 on x86-64.
-pub fn os_page_size() -> usize {
-    #[cfg(not(miri))]
-    {
-        // SAFETY: sysconf has no preconditions.
-        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if v > 0 {
-            return v as usize;
-        }
-    }
-    4096
-}
-
-/// Where the kernel publishes per-size hugetlb counters.
-const SYSFS_HUGEPAGES: &str = "/sys/kernel/mm/hugepages";
-
-/// Free hugetlb pages of `page_size` bytes (e.g. [`HUGE_2M`], [`HUGE_1G`]), read from
-/// `/sys/kernel/mm/hugepages/hugepages-<page_size / 1024>kB/free_hugepages`; `None` when the
-/// kernel has no pool of that size (or no hugetlb support) or the file is unreadable.
-///
-/// Per-size counters, not `/proc/meminfo`'s `HugePages_Free`: that line counts only the
-/// *default* huge page size, which is 1 GiB on hosts booted with `default_hugepagesz=1G`.
-pub fn free_hugepages(page_size: usize) -> Option<usize> {
-    free_hugepages_in(std::path::Path::new(SYSFS_HUGEPAGES), page_size)
-}
-
-/// Free 2 MiB hugetlb pages: [`free_hugepages`]`(HUGE_2M)`.
-pub fn free_hugepages_2m() -> Option<usize> {
-    free_hugepages(HUGE_2M)
-}
-
-/// Huge pages of `page_size` bytes a mapping could get now: the free ones plus those the
-/// kernel may still add as surplus (`nr_overcommit_hugepages - surplus_hugepages`); `None`
-/// when unreadable. A hint (other processes take pages too), used to fail a growth early.
-fn hugepages_available(page_size: usize) -> Option<usize> {
-    let dir =
-        std::path::Path::new(SYSFS_HUGEPAGES).join(format!("hugepages-{}kB", page_size / 1024));
-    let read = |f: &str| -> Option<usize> {
-        std::fs::read_to_string(dir.join(f))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    };
-    let free = read("free_hugepages")?;
-    let extra = read("nr_overcommit_hugepages")
-        .zip(read("surplus_hugepages"))
-        .map_or(0, |(o, s)| o.saturating_sub(s));
-    Some(free + extra)
-}
-
-/// [`free_hugepages`] under another sysfs root (for tests).
-fn free_hugepages_in(root: &std::path::Path, page_size: usize) -> Option<usize> {
-    if page_size < 1024 {
-        return None;
-    }
-    let path = root
-        .join(format!("hugepages-{}kB", page_size / 1024))
-        .join("free_hugepages");
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -870,70 +671,6 @@ mod tests {
             ),
             Err(PoolError::SizeOverflow { .. })
         ));
-    }
-
-    /// Per-size counters are read from the size's own directory, whatever the default huge
-    /// page size is (a fake sysfs tree: 1 GiB default pages with 2 MiB pages also reserved,
-    /// where `/proc/meminfo`'s `HugePages_Free` would report the 1 GiB count for both).
-    #[test]
-    #[cfg_attr(miri, ignore = "file system access is isolated under Miri")]
-    fn free_hugepages_reads_the_per_size_counter() {
-        let root = std::env::temp_dir().join(format!(
-            "idxpool-sysfs-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        for (dir, free) in [("hugepages-2048kB", "17\n"), ("hugepages-1048576kB", "3\n")] {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-            std::fs::write(root.join(dir).join("free_hugepages"), free).unwrap();
-        }
-        assert_eq!(free_hugepages_in(&root, HUGE_2M), Some(17));
-        assert_eq!(free_hugepages_in(&root, HUGE_1G), Some(3));
-        assert_eq!(
-            free_hugepages_in(&root, 64 << 10),
-            None,
-            "no such pool size"
-        );
-        assert_eq!(free_hugepages_in(&root, 0), None);
-        std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    /// On this machine: the answer is the real sysfs file's content, for every size the kernel
-    /// offers.
-    #[test]
-    #[cfg_attr(miri, ignore = "file system access is isolated under Miri")]
-    fn free_hugepages_matches_the_sysfs_files() {
-        let Ok(dirs) = std::fs::read_dir(SYSFS_HUGEPAGES) else {
-            eprintln!("skip: no {SYSFS_HUGEPAGES} (no hugetlb support)");
-            return;
-        };
-        for d in dirs.flatten() {
-            let name = d.file_name().into_string().unwrap();
-            let kb: usize = name
-                .strip_prefix("hugepages-")
-                .and_then(|s| s.strip_suffix("kB"))
-                .and_then(|s| s.parse().ok())
-                .unwrap();
-            let read = || -> usize {
-                let text = std::fs::read_to_string(d.path().join("free_hugepages")).unwrap();
-                text.trim().parse().unwrap()
-            };
-            // Other tests (and processes) may map huge pages meanwhile: compare only when the
-            // file reads the same before and after the call (a few tries, else no verdict).
-            for _ in 0..100 {
-                let before = read();
-                let got = free_hugepages(kb << 10);
-                if before == read() {
-                    assert_eq!(got, Some(before), "{name}");
-                    break;
-                }
-            }
-        }
-        assert_eq!(
-            free_hugepages_2m(),
-            free_hugepages(HUGE_2M),
-            "the 2 MiB shortcut is the per-size counter"
-        );
     }
 
     #[cfg(not(miri))]

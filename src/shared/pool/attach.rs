@@ -1,0 +1,507 @@
+//! Creating a shared pool's region and attaching to one by name.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::marker::PhantomData;
+use std::mem::size_of;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bytemuck::Pod;
+
+use super::SharedPool;
+use crate::error::PoolError;
+use crate::repr::Geometry;
+use crate::shared::file::{self, SharedBacking, SharedBackingPolicy, TempFile};
+use crate::shared::header::{policy_code, Header, Params, Sections, MAGIC, VERSION};
+use crate::shared::owner::{holder_id, ProcessId};
+use crate::shared::xring::{XRing, REC_IDLE};
+use crate::shared::SharedOptions;
+
+impl<T: Pod> SharedPool<T> {
+    /// Creates the region `name` holding `capacity` objects of `T` and attaches to it (the
+    /// primary). `name` is a file name, looked up in the hugetlbfs mount and `/dev/shm`, or an
+    /// absolute path. `fingerprint` identifies `T` (see [`crate::shared::fingerprint`]): attaches that
+    /// pass another value fail. Objects start zeroed.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, a relative path, longer than
+    /// [`crate::shared::MAX_NAME_LEN`] bytes, or an absolute path longer than [`crate::shared::MAX_PATH_LEN`]:
+    /// the same limits in every mode, checked first), capacity (0 or above 2^31), cache size
+    /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
+    /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
+    /// created (`AlreadyExists` if the name is taken by a region that a live process still
+    /// uses, or by a regular file: remove a stale one with [`SharedPool::remove`]), sized,
+    /// reserved (`fallocate`: no huge pages / tmpfs full), sealed or mapped.
+    ///
+    /// # Backing
+    /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
+    /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
+    /// and `name` is a symbolic link to a *member link* `.<name>.member.<pid>.<fd>.<inode>`,
+    /// itself a link to `/proc/<pid>/fd/<fd>`: attaching opens it like a file, but nobody can
+    /// truncate the region (issue 15; [`SharedPool::is_sealed`]). Every attachment publishes
+    /// a member link of its own, so the name works as long as any attached process lives,
+    /// the creator or not (issue 25: an attacher whose name leads to a dead member goes
+    /// through another member's link and points the name at its own). Once every process of
+    /// the region is gone, the name is stale and `create` replaces it
+    /// ([`SharedPool::replaced_stale`] says so). Dropping the creator's pool removes the name
+    /// (`unlink_on_drop`): attached processes go on, new ones cannot attach.
+    /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
+    /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
+    /// regular file at `name`, which a peer with write access could truncate.
+    pub fn create(
+        name: &str,
+        capacity: u32,
+        fingerprint: u64,
+        opts: SharedOptions,
+    ) -> Result<Self, PoolError> {
+        file::check_name(name)?;
+        let stride = opts
+            .stride
+            .stride_for(size_of::<T>(), std::mem::align_of::<T>())? as u64;
+        let params = Params {
+            obj_size: size_of::<T>() as u64,
+            obj_align: std::mem::align_of::<T>() as u64,
+            stride,
+            capacity,
+            cache_size: opts.cache_size.unwrap_or(capacity.min(32)),
+            max_procs: opts.max_processes,
+            channels: opts.channels,
+            policy: policy_code(opts.policy),
+            _reserved: 0,
+        };
+        let sections = params.layout()?;
+        let ident = ProcessId::current()
+            .map_err(|e| file::file_err(Path::new("/proc/self/stat"), "read", e))?;
+        let cands = file::candidates(name);
+        // Names in the link directory change under its lock: a stale name is judged and
+        // replaced atomically with respect to other creators and to attachers re-pointing it.
+        let link_dir = match name.starts_with('/') {
+            true => Path::new(name).parent().unwrap_or(Path::new("/")),
+            false => Path::new(file::SHM_DIR),
+        };
+        let lock = file::lock_dir(link_dir)?;
+        let mut replaced_stale = false;
+        for (p, _) in &cands {
+            if std::fs::symlink_metadata(p).is_err() {
+                continue;
+            }
+            let exists = |why: &str| {
+                file::file_err(
+                    p,
+                    "create",
+                    std::io::Error::new(std::io::ErrorKind::AlreadyExists, why.to_string()),
+                )
+            };
+            if let Some(m) = file::read_link_member(p) {
+                match file::resolve_link(p, m) {
+                    Ok(file::Resolved::Stale { member }) => {
+                        // Every process of that region is gone (so is the region): replace.
+                        file::remove_member_links(p, Some(member.ino));
+                        std::fs::remove_file(p).map_err(|e| file::file_err(p, "unlink", e))?;
+                        replaced_stale = true;
+                        continue;
+                    }
+                    Ok(file::Resolved::Live { via: Some(_), .. }) => {
+                        return Err(exists(
+                            "a pool of this name exists: its creator is gone, but processes \
+                             are still attached to it (attach to it instead)",
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            return Err(exists(
+                "a pool of this name exists (remove a stale one with SharedPool::remove)",
+            ));
+        }
+        // Not held while the region is built (a large one takes a while): a name that
+        // another creator publishes meanwhile makes our publication fail with AlreadyExists.
+        drop(lock);
+        let order: Vec<(PathBuf, SharedBacking)> = match opts.backing {
+            _ if name.starts_with('/') => cands,
+            SharedBackingPolicy::Auto => cands,
+            SharedBackingPolicy::Require(b) => {
+                let v: Vec<_> = cands.into_iter().filter(|c| c.1 == b).collect();
+                if v.is_empty() {
+                    return Err(PoolError::BackingUnavailable {
+                        backing: crate::region::Backing::Hugetlb2M,
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!(
+                                "no {b} location (hugetlbfs: none writable in /proc/mounts; \
+                                 mount -t hugetlbfs nodev /dev/hugepages)"
+                            ),
+                        ),
+                    });
+                }
+                v
+            }
+        };
+        let mut last = None;
+        for (i, (path, backing)) in order.iter().enumerate() {
+            match Self::create_at(
+                path,
+                *backing,
+                &params,
+                &sections,
+                fingerprint,
+                ident,
+                &opts,
+            ) {
+                Ok(mut pool) => {
+                    pool.replaced_stale = replaced_stale;
+                    return Ok(pool);
+                }
+                // Auto: a hugetlbfs that cannot hold the region falls back to /dev/shm.
+                Err(e) if i + 1 < order.len() && !is_exists(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| PoolError::config("no place for the shared region")))
+    }
+
+    /// Creates the region for candidate `path`: a sealed memfd published as a link at `path`
+    /// when only this user may attach (mode without group/other bits, the default 0600) and
+    /// the name goes with the creator (`unlink_on_drop`, the default); else a regular file
+    /// built under a temporary name and linked at `path` (which a peer with write access
+    /// could truncate: see DESIGN.md, threat model).
+    fn create_at(
+        path: &Path,
+        backing: SharedBacking,
+        params: &Params,
+        sections: &Sections,
+        fingerprint: u64,
+        ident: ProcessId,
+        opts: &SharedOptions,
+    ) -> Result<Self, PoolError> {
+        if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
+            // hugetlbfs cannot hold a symbolic link (EINVAL): a huge-page memfd is named from
+            // /dev/shm, where attach looks next.
+            let link = match (backing, path.file_name()) {
+                (SharedBacking::Hugetlbfs, Some(f)) => Path::new(file::SHM_DIR).join(f),
+                _ => path.to_path_buf(),
+            };
+            let path = link.as_path();
+            let r = file::SealedRegion::create(
+                path,
+                sections.end,
+                opts.mode,
+                backing == SharedBacking::Hugetlbfs,
+            )?;
+            let map = map_file(&r.file, r.len, path)?;
+            let mut pool = Self::from_map(
+                map,
+                Self::new_header(params, sections, fingerprint, ident),
+                path.to_path_buf(),
+                r.file,
+                r.backing,
+                r.page,
+                ident,
+            )?;
+            pool.init_region();
+            {
+                let _lock = file::lock_dir(path.parent().unwrap_or(Path::new("/")))?;
+                let (member_link, m) = file::publish_member(&pool.file, path)?;
+                pool.member_link = Some(member_link);
+                file::publish_link(&m, path)?;
+            }
+            pool.primary = true;
+            pool.unlink_on_drop = opts.unlink_on_drop;
+            pool.claim_slot()?;
+            return Ok(pool);
+        }
+        let tmp = TempFile::create(path, sections.end, opts.mode)?;
+        let map = map_file(&tmp.file, tmp.len, &tmp.tmp)?;
+        let header = Self::new_header(params, sections, fingerprint, ident);
+        let mut pool = Self::from_map(
+            map,
+            header,
+            path.to_path_buf(),
+            tmp.file
+                .try_clone()
+                .map_err(|e| file::file_err(path, "dup", e))?,
+            tmp.backing,
+            tmp.page,
+            ident,
+        )?;
+        pool.init_region();
+        pool.file = tmp.publish(path)?;
+        pool.primary = true;
+        pool.unlink_on_drop = opts.unlink_on_drop;
+        pool.claim_slot()?;
+        Ok(pool)
+    }
+
+    fn new_header(
+        params: &Params,
+        sections: &Sections,
+        fingerprint: u64,
+        ident: ProcessId,
+    ) -> Header {
+        Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: size_of::<Header>() as u32,
+            fingerprint,
+            params: *params,
+            sections: *sections,
+            creator_pid: ident.pid,
+            _pad: 0,
+            creator_start: ident.start_time,
+        }
+    }
+
+    /// Writes the header and fills the common ring with every object, before publication.
+    fn init_region(&mut self) {
+        // SAFETY: the region is ours alone until published: no other process can map it yet.
+        // The header is written at offset 0 of the mapping (page-aligned, large enough).
+        unsafe { self.base.as_ptr().cast::<Header>().write(self.header) };
+        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
+        // process slots free with idle records, stats 0. The common ring gets every object.
+        for i in 0..self.params.capacity {
+            self.ring.slot(i).store(i, Ordering::Relaxed);
+        }
+        self.ring
+            .st()
+            .tail
+            .store(self.params.capacity, Ordering::Release);
+    }
+
+    /// Attaches to the existing region `name` (a secondary), at whatever address the kernel
+    /// picks. `T` and `fingerprint` must match the creator's.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] for a bad name (as [`SharedPool::create`]);
+    /// [`PoolError::SharedFile`] when no region of that name exists, or only a stale one
+    /// whose processes are all gone (`source.kind()` is `NotFound`), when it cannot be opened
+    /// (`PermissionDenied`, `IsADirectory`, not a regular file) or mapped;
+    /// [`PoolError::LayoutMismatch`] naming the first header field that
+    /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
+    /// `file_len`); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
+    /// process slot is held by a live process.
+    pub fn attach(name: &str, fingerprint: u64) -> Result<Self, PoolError> {
+        file::check_name(name)?;
+        let ident = ProcessId::current()
+            .map_err(|e| file::file_err(Path::new("/proc/self/stat"), "read", e))?;
+        let mut tried = Vec::new();
+        for (path, _) in file::candidates(name) {
+            // A sealed region's name is a link to a member link (`None` for a regular file).
+            let sealed = file::read_link_member(&path);
+            let (f, relink) = match sealed {
+                Some(m) => match file::resolve_link(&path, m) {
+                    Ok(file::Resolved::Live { file, via }) => (file, via),
+                    Ok(file::Resolved::Stale { .. }) => {
+                        tried.push(format!(
+                            "{} (stale: every process of that region is gone)",
+                            path.display()
+                        ));
+                        continue;
+                    }
+                    Err(e) => return Err(file::file_err(&path, "open", e)),
+                },
+                None => match file::open_existing(&path) {
+                    Ok(f) => (f, None),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        tried.push(path.display().to_string());
+                        continue;
+                    }
+                    Err(e) => return Err(file::file_err(&path, "open", e)),
+                },
+            };
+            let len = f
+                .metadata()
+                .map_err(|e| file::file_err(&path, "stat", e))?
+                .len();
+            if len < size_of::<Header>() as u64 {
+                return Err(PoolError::LayoutMismatch {
+                    field: "file_len",
+                    expected: size_of::<Header>() as u64,
+                    found: len,
+                });
+            }
+            let (backing, page) =
+                file::fs_info(&f).map_err(|e| file::file_err(&path, "statfs", e))?;
+            let map = map_file(&f, len, &path)?;
+            // SAFETY: the mapping is at least size_of::<Header>() bytes (checked above) and
+            // page-aligned; the header is plain integers (any bit pattern valid). A volatile
+            // copy: the region is shared memory that another process could be writing.
+            let header = unsafe { map.as_ptr().cast::<Header>().read_volatile() };
+            header.validate(
+                len,
+                size_of::<T>() as u64,
+                std::mem::align_of::<T>() as u64,
+                fingerprint,
+            )?;
+            let mut pool = Self::from_map(map, header, path.clone(), f, backing, page, ident)?;
+            pool.claim_slot()?;
+            if sealed.is_some() {
+                // Any member's link lets later processes in (issue 25); a name whose member
+                // is gone (we came in through another's) is pointed at ours. Best effort:
+                // the attachment works without (only later joins depend on it).
+                if let Ok((member_link, m)) = file::publish_member(&pool.file, &path) {
+                    pool.member_link = Some(member_link);
+                    if let Some(old) = relink {
+                        let _ = file::repoint_link(&path, &old, &m);
+                    }
+                }
+            }
+            return Ok(pool);
+        }
+        Err(PoolError::SharedFile {
+            path: tried.join(", "),
+            op: "open",
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no shared pool named {name:?}"),
+            ),
+        })
+    }
+
+    /// Builds the process-local view over a mapping whose header copy is validated (attach) or
+    /// was just computed (create). Does not claim a slot.
+    fn from_map(
+        mut map: memmap2::MmapMut,
+        header: Header,
+        path: PathBuf,
+        file: File,
+        backing: SharedBacking,
+        page_size: u64,
+        ident: ProcessId,
+    ) -> Result<Self, PoolError> {
+        let base = NonNull::new(map.as_mut_ptr()).expect("mmap never returns null");
+        let (params, sections) = (header.params, header.sections);
+        debug_assert!(sections.end as usize <= map.len());
+        let nn =
+            |off: u64| NonNull::new(base.as_ptr().wrapping_add(off as usize)).expect("non-null");
+        // The state and slot offsets were computed by this process from the validated
+        // parameters and lie inside the mapping, which lives as long as the pool (the ring
+        // views are fields dropped with it).
+        let mask = sections.ring_slot_count as u32 - 1;
+        let view = |state: u64, slots: u64, id: u32| XRing {
+            state: nn(state).as_ptr().cast(),
+            slots: nn(slots).as_ptr().cast(),
+            mask,
+            capacity: params.capacity,
+            id,
+        };
+        let ring = view(sections.ring_state, sections.ring_slots, 0);
+        let chans = (0..params.channels)
+            .map(|c| {
+                view(
+                    sections.chan_states + c as u64 * sections.state_stride,
+                    sections.chan_slots + c as u64 * sections.chan_stride,
+                    1 + c,
+                )
+            })
+            .collect();
+        let geometry = Geometry::new(
+            nn(sections.objects),
+            params.stride as usize,
+            params.capacity,
+        );
+        Ok(SharedPool {
+            map,
+            base,
+            geometry,
+            header,
+            params,
+            plan: params.plan(),
+            sections,
+            ring,
+            chans,
+            slot: u32::MAX,
+            me: 0,
+            ident,
+            serial: next_serial()?,
+            ofd_locked: false,
+            held: (0..params.capacity.div_ceil(64))
+                .map(|_| Cell::new(0))
+                .collect(),
+            member_link: None,
+            replaced_stale: false,
+            path,
+            file,
+            backing,
+            page_size,
+            primary: false,
+            unlink_on_drop: false,
+            _object: PhantomData,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Takes a free process slot, reclaiming dead processes' slots once if none is free.
+    ///
+    /// Liveness lock first, owner word second (issue 15): the slot's `F_OFD_SETLK` byte lock
+    /// on this attachment's own open file description is held for the attachment's life, so
+    /// "owner word set and nobody holds the lock" proves the holder dead, in any pid namespace
+    /// and whatever became of its pid.
+    fn claim_slot(&mut self) -> Result<(), PoolError> {
+        let packed = self.ident.pack();
+        for attempt in 0..2 {
+            for (s, ps) in self.procs().iter().enumerate() {
+                if ps.owner.load(Ordering::Relaxed) != 0 {
+                    continue;
+                }
+                let locked = match file::lock_slot(&self.file, s as u32) {
+                    Ok(true) => true,
+                    Ok(false) => continue, // a live process holds it
+                    Err(_) => false,       // no OFD locks here: pid liveness only
+                };
+                if ps
+                    .owner
+                    .compare_exchange(0, packed, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    let gen = ps.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+                    ps.len.store(0, Ordering::Release);
+                    ps.rec_state.store(REC_IDLE, Ordering::Release);
+                    self.ofd_locked = locked;
+                    self.slot = s as u32;
+                    self.me = holder_id(s as u32, gen);
+                    self.stats().attaches.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                if locked {
+                    file::unlock_slot(&self.file, s as u32);
+                }
+            }
+            if attempt == 0 {
+                self.reclaim_dead();
+            }
+        }
+        Err(PoolError::NoProcessSlot {
+            slots: self.params.max_procs,
+        })
+    }
+}
+
+/// The next attachment serial of this process: 1, 2, ... Never reused, so a handle of an
+/// attachment that is gone matches no attachment of this process.
+fn next_serial() -> Result<u32, PoolError> {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    NEXT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+        .map_err(|_| {
+            PoolError::config(
+                "this process has used up its 2^32 - 1 shared-pool attachment serials",
+            )
+        })
+}
+
+fn is_exists(e: &PoolError) -> bool {
+    matches!(e, PoolError::SharedFile { source, .. }
+        if source.kind() == std::io::ErrorKind::AlreadyExists)
+}
+
+fn map_file(f: &File, len: u64, path: &Path) -> Result<memmap2::MmapMut, PoolError> {
+    let len = usize::try_from(len).map_err(|_| PoolError::overflow("shared region length"))?;
+    // A MAP_SHARED mapping of a file that other processes map too, by design. The process
+    // never forms references to region bytes except atomics and objects held under the
+    // owner-table protocol (see the module docs).
+    // SAFETY: (above); truncation of the file by another process would fault (SIGBUS), which
+    // the pool's files never do.
+    unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
+        .map_err(|e| file::file_err(path, "map", e))
+}

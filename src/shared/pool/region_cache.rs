@@ -1,0 +1,204 @@
+//! The shared pool's mechanics of the one cache algorithm: the attachment's cache array in
+//! its process slot, and the recoverable common ring.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::assume_init;
+use super::SharedPool;
+use crate::cache::CacheOps;
+use crate::ring::Behavior;
+use crate::shared::owner::FREE;
+use crate::shared::xring::{kill_hook, kill_point, K_DEQ_CACHE, NO_ENTRY, REC_BATCH};
+use crate::stats::Counter;
+
+/// Entries a get or put handles on the stack; larger runs use a heap buffer.
+const STACK_RUN: usize = 64;
+
+/// Runs `f` on a scratch buffer of `n` entries (on the stack up to [`STACK_RUN`]).
+pub(super) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<u32>]) -> R) -> R {
+    if n <= STACK_RUN {
+        let mut a = [MaybeUninit::<u32>::uninit(); STACK_RUN];
+        f(&mut a[..n])
+    } else {
+        f(&mut vec![MaybeUninit::<u32>::uninit(); n])
+    }
+}
+
+/// The shared pool's mechanics of the cache algorithm (see [`CacheOps`]): the attachment's
+/// cache array and length word in its process slot, and the recoverable common ring. Every
+/// step stays recoverable after a kill at any instruction:
+///
+/// * **pop** (a run of `k` from the top): claim all `k` owner words (FREE -> us), then publish
+///   the new length once. Killed in between, the objects are in the dead cache *and* marked
+///   held by the dead attachment, which `reclaim_dead` resolves (it frees them; they stay in
+///   the cache it flushes);
+/// * **push** (a run of `k`): write the entries above the length, publish the new length,
+///   then free the `k` owner words; killed in between, the same resolution;
+/// * **refill / flush**: one ring operation each (`K_DEQ_CACHE` / `K_ENQ_CACHE`), redo
+///   record first, so a completer finishes it;
+/// * **ring get / put** (bypass): held-object ring operations (`K_DEQ_HELD` / `K_ENQ_HELD`)
+///   in records of [`REC_BATCH`]; a bulk get that comes up short gives back what it took.
+///
+/// Entries found corrupt (out of range, held elsewhere) are dropped, counted in
+/// `corrupt_entries`, and written as [`NO_ENTRY`] in the caller's buffer; the adapter
+/// (`SharedPool::get_entries`) strikes them.
+pub(crate) struct RegionCache<'p, T> {
+    pub(super) pool: &'p SharedPool<T>,
+}
+
+impl<T> RegionCache<'_, T> {
+    fn len_word(&self) -> &AtomicU32 {
+        &self.pool.my_slot().len
+    }
+}
+
+impl<T> CacheOps<u32> for RegionCache<'_, T> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.len_word()
+            .load(Ordering::Relaxed)
+            .min(self.pool.cache_cap()) as usize
+    }
+
+    #[inline]
+    fn fill_limit(&self) -> usize {
+        self.pool.plan.fill_limit as usize
+    }
+
+    fn pop_top(&mut self, dst: &mut [MaybeUninit<u32>]) {
+        let k = dst.len();
+        if k == 0 {
+            return;
+        }
+        let p = self.pool;
+        let len = self.len();
+        let cache = &p.cache_of(p.slot)[len - k..len];
+        // Held first, popped second (see the type's docs).
+        for (i, (d, c)) in dst.iter_mut().zip(cache).enumerate() {
+            let e = c.load(Ordering::Relaxed);
+            d.write(if p.claim(e, FREE) { e } else { NO_ENTRY });
+            if i == 0 && k > 1 {
+                kill_hook(kill_point::CACHE_POP_RUN);
+            }
+        }
+        kill_hook(kill_point::CACHE_POP);
+        self.len_word().store((len - k) as u32, Ordering::Release);
+    }
+
+    fn push(&mut self, src: &[u32]) {
+        let p = self.pool;
+        let (len, k) = (self.len(), src.len());
+        if len + k > p.cache_cap() as usize {
+            // No room: only when a flush found the ring full (a corrupt region). The ring
+            // put keeps what does not fit marked held by us (lost to circulation, counted).
+            self.ring_put(src);
+            return;
+        }
+        for (c, &e) in p.cache_of(p.slot)[len..].iter().zip(src) {
+            c.store(e, Ordering::Relaxed);
+        }
+        self.len_word().store((len + k) as u32, Ordering::Release);
+        kill_hook(kill_point::CACHE_PUSH);
+        // In the cache first, free second (see the type's docs).
+        for (i, &e) in src.iter().enumerate() {
+            p.unmark_held(e);
+            if let Some(w) = p.owners().get(e as usize) {
+                w.store(FREE, Ordering::Release);
+            }
+            if i == 0 && k > 1 {
+                kill_hook(kill_point::CACHE_PUSH_RUN);
+            }
+        }
+    }
+
+    fn refill(&mut self, want: usize, how: Behavior) -> usize {
+        let p = self.pool;
+        let (rs, id) = p.party();
+        let len = self.len() as u32;
+        let want = want as u32;
+        p.with_ring(&p.ring, rs, id, K_DEQ_CACHE, |p, t| {
+            let avail = t.count();
+            let n = match how {
+                Behavior::Bulk if avail < want => 0,
+                _ => want.min(avail),
+            };
+            if n == 0 {
+                return 0;
+            }
+            p.record_head(rs, t, n);
+            p.commit(t, K_DEQ_CACHE, t.head, n, len, rs, 0, 0, &[]);
+            n as usize
+        })
+    }
+
+    /// Leaves the refilled entries in the cache: only a Dpdk2607 burst refill that came up
+    /// short gets here (the other policies refill all or nothing, and a full refill serves
+    /// the get), and then `len < n <= size / 2`, well within the fill limit. Moving them back
+    /// would be a second recoverable ring operation for nothing.
+    fn unrefill(&mut self, _k: usize) {}
+
+    fn flush_bottom(&mut self, k: usize) {
+        let p = self.pool;
+        p.flush_cache(p.slot, k as u32, p.party());
+    }
+
+    fn ring_get(&mut self, dst: &mut [MaybeUninit<u32>], how: Behavior) -> usize {
+        let p = self.pool;
+        let n = dst.len();
+        if how == Behavior::Bulk && p.ring.count() < n {
+            return 0;
+        }
+        let mut k = 0;
+        while k < n {
+            let want = (n - k).min(REC_BATCH as usize);
+            let mut j = k;
+            let left = p.deq_held(&p.ring, want as u32, FREE, |e| {
+                dst[j].write(e);
+                j += 1;
+            }) as usize;
+            for d in &mut dst[j..k + left] {
+                d.write(NO_ENTRY);
+            }
+            k += left;
+            if left < want {
+                break;
+            }
+        }
+        if how == Behavior::Bulk && k < n {
+            // Short (others took some meanwhile): give back what we claimed.
+            // SAFETY: dst[..k] were written above.
+            let taken: Vec<u32> = unsafe { assume_init(&dst[..k]) }
+                .iter()
+                .copied()
+                .filter(|&e| e != NO_ENTRY)
+                .collect();
+            for &e in &taken {
+                p.unmark_held(e);
+            }
+            p.enq_held(&p.ring, &taken, FREE);
+            return 0;
+        }
+        k
+    }
+
+    fn ring_put(&mut self, src: &[u32]) {
+        let p = self.pool;
+        for &e in src {
+            p.unmark_held(e);
+        }
+        p.enq_held(&p.ring, src, FREE);
+    }
+
+    fn ring_count(&self) -> usize {
+        self.pool.ring.count()
+    }
+
+    /// Every step stores the length itself.
+    #[inline(always)]
+    fn publish(&self) {}
+
+    /// The shared pool keeps no per-operation counters.
+    #[inline(always)]
+    fn count(&self, _which: Counter, _n: usize) {}
+}
