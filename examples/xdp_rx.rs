@@ -50,9 +50,9 @@ CPU ns per packet (sender included), drops, heap allocations per packet (receivi
 
 usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U] [--mode M]
        xdp_rx --only xdp|vec|uring --packets N   (one receiver, N packets: for callgrind)
-  --quick   1 round of 0.3 s cells: about 5 s in all
+  --quick   1 round of 0.3 s cells: about 3 s in all
   --secs    measured seconds per cell (default 0.5)
-  --reps    rounds, each running every receiver once; medians reported (default 7: ~30 s)
+  --reps    rounds, each running every receiver once; medians reported (default 7: ~25 s)
   --size    frame size in bytes (60..=1514; default 64)
   --block   each receiver waits in its own blocking call (poll(2), recvmmsg MSG_WAITFORONE,
             io_uring_enter) when idle; default: every receiver drains, then sleeps
