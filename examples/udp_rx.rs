@@ -101,6 +101,10 @@ struct Phase {
     received: [AtomicU64; 3],
     cpu_ns: [AtomicU64; 3],
     rx_cpu_ns: [AtomicU64; 3],
+    /// User-space CPU of the receiver and the worker together (getrusage, tick-sampled split).
+    user_ns: [AtomicU64; 3],
+    /// The same, of the receiver alone.
+    rx_user_ns: [AtomicU64; 3],
     /// The pool receiver's re-arm bursts, buffers lent and ring-tail publishes (whole run).
     rearm: [AtomicU64; 3],
 }
@@ -115,6 +119,7 @@ impl Phase {
 struct Window {
     last: u8,
     cpu0: u64,
+    user0: u64,
     n0: u64,
 }
 
@@ -123,24 +128,46 @@ impl Window {
         Window {
             last: 0,
             cpu0: 0,
+            user0: 0,
             n0: 0,
         }
     }
     /// Call once per loop iteration with the thread's running count; returns the phase.
-    fn tick(&mut self, ph: &Phase, n: u64, count: &AtomicU64, cpu: &AtomicU64) -> u8 {
+    fn tick(
+        &mut self,
+        ph: &Phase,
+        n: u64,
+        count: &AtomicU64,
+        (cpu, user, user_part): (&AtomicU64, &AtomicU64, &AtomicU64),
+    ) -> u8 {
         let p = ph.get();
         if p != self.last {
             if p == 1 {
                 self.cpu0 = thread_cpu_ns();
+                self.user0 = thread_user_ns();
                 self.n0 = n;
             } else if p == 2 && self.last == 1 {
                 cpu.fetch_add(thread_cpu_ns() - self.cpu0, Ordering::Relaxed);
+                let u = thread_user_ns() - self.user0;
+                user.fetch_add(u, Ordering::Relaxed);
+                user_part.fetch_add(u, Ordering::Relaxed);
                 count.fetch_add(n - self.n0, Ordering::Relaxed);
             }
             self.last = p;
         }
         p
     }
+}
+
+/// User-space CPU time of the calling thread (getrusage(RUSAGE_THREAD)): the kernel samples
+/// the user/system split at the scheduler tick and scales the exact total by it, so it is
+/// exact only in sum over many ticks (long windows, several rounds).
+fn thread_user_ns() -> u64 {
+    // SAFETY: a zeroed rusage is valid output space; RUSAGE_THREAD is the calling thread.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    ru.ru_utime.tv_sec as u64 * 1_000_000_000 + ru.ru_utime.tv_usec as u64 * 1000
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -338,7 +365,12 @@ fn receiver_pool(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle<()>
         let mut burst = Vec::with_capacity(BURST);
         let (mut n, mut acc, mut w, mut empty) = (0u64, 0u64, Window::new(), 0u32);
         loop {
-            let p = w.tick(&wph, n, &wph.received[0], &wph.cpu_ns[0]);
+            let p = w.tick(
+                &wph,
+                n,
+                &wph.received[0],
+                (&wph.cpu_ns[0], &wph.user_ns[0], &AtomicU64::new(0)),
+            );
             if rxq.consume_burst(&mut burst, BURST) == 0 {
                 if p == 2 && wph.rx_done.load(Ordering::Acquire) && rxq.is_empty() {
                     break;
@@ -372,7 +404,13 @@ fn receiver_pool(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle<()>
         let mut w = Window::new();
         loop {
             let n = rx.stats().packets;
-            if w.tick(&ph, n, &AtomicU64::new(0), &ph.rx_cpu_ns[0]) == 2 {
+            if w.tick(
+                &ph,
+                n,
+                &AtomicU64::new(0),
+                (&ph.rx_cpu_ns[0], &ph.user_ns[0], &ph.rx_user_ns[0]),
+            ) == 2
+            {
                 break;
             }
             let _ = rx.poll(&mut pkts, Some(Duration::from_millis(1)));
@@ -400,7 +438,12 @@ fn receiver_vec(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle<()> 
     let worker = std::thread::spawn(move || {
         let (mut n, mut acc, mut w, mut empty) = (0u64, 0u64, Window::new(), 0u32);
         loop {
-            let p = w.tick(&wph, n, &wph.received[1], &wph.cpu_ns[1]);
+            let p = w.tick(
+                &wph,
+                n,
+                &wph.received[1],
+                (&wph.cpu_ns[1], &wph.user_ns[1], &AtomicU64::new(0)),
+            );
             let mut got = 0;
             while let Some(v) = wq.pop() {
                 parse(&v, &mut acc);
@@ -439,7 +482,13 @@ fn receiver_vec(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle<()> 
         arm(&mut ring, fd, 0);
         let (mut n, mut w) = (0u64, Window::new());
         loop {
-            if w.tick(&ph, n, &AtomicU64::new(0), &ph.rx_cpu_ns[1]) == 2 {
+            if w.tick(
+                &ph,
+                n,
+                &AtomicU64::new(0),
+                (&ph.rx_cpu_ns[1], &ph.user_ns[1], &ph.rx_user_ns[1]),
+            ) == 2
+            {
                 break;
             }
             wait(&mut ring);
@@ -482,7 +531,12 @@ fn receiver_freelist(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle
     let worker = std::thread::spawn(move || {
         let (mut n, mut acc, mut w, mut empty) = (0u64, 0u64, Window::new(), 0u32);
         loop {
-            let p = w.tick(&wph, n, &wph.received[2], &wph.cpu_ns[2]);
+            let p = w.tick(
+                &wph,
+                n,
+                &wph.received[2],
+                (&wph.cpu_ns[2], &wph.user_ns[2], &AtomicU64::new(0)),
+            );
             let mut got = 0;
             while let Some((b, len)) = wq.pop() {
                 parse(&b[..len as usize], &mut acc);
@@ -539,7 +593,13 @@ fn receiver_freelist(sock: UdpSocket, ph: Arc<Phase>) -> std::thread::JoinHandle
         arm(&mut ring, fd, 0);
         let (mut n, mut w) = (0u64, Window::new());
         loop {
-            if w.tick(&ph, n, &AtomicU64::new(0), &ph.rx_cpu_ns[2]) == 2 {
+            if w.tick(
+                &ph,
+                n,
+                &AtomicU64::new(0),
+                (&ph.rx_cpu_ns[2], &ph.user_ns[2], &ph.rx_user_ns[2]),
+            ) == 2
+            {
                 break;
             }
             wait(&mut ring);
@@ -600,7 +660,8 @@ fn sender(
         }
         let (mut seq, mut sent, mut w) = (0u32, 0u64, Window::new());
         loop {
-            if w.tick(&ph, sent, &ph.sent[slot], &AtomicU64::new(0)) == 2 {
+            let none = || AtomicU64::new(0);
+            if w.tick(&ph, sent, &ph.sent[slot], (&none(), &none(), &none())) == 2 {
                 break;
             }
             for b in &mut bufs {
@@ -624,6 +685,9 @@ struct Cell {
     pps: f64,
     ns: f64,
     rx_ns: f64,
+    /// User-space ns per packet, receiver + worker, and the receiver's part.
+    user: f64,
+    rx_user: f64,
     drops: f64,
     allocs: f64,
 }
@@ -659,6 +723,8 @@ fn run(v: Variant, size: usize, secs: f64) -> Cell {
         received: Default::default(),
         cpu_ns: Default::default(),
         rx_cpu_ns: Default::default(),
+        user_ns: Default::default(),
+        rx_user_ns: Default::default(),
         rearm: Default::default(),
     });
     let (rx, tx) = udp_pair();
@@ -688,6 +754,8 @@ fn run(v: Variant, size: usize, secs: f64) -> Cell {
             as f64
             / got,
         rx_ns: ph.rx_cpu_ns[slot].load(Ordering::Relaxed) as f64 / got,
+        user: ph.user_ns[slot].load(Ordering::Relaxed) as f64 / got,
+        rx_user: ph.rx_user_ns[slot].load(Ordering::Relaxed) as f64 / got,
         drops: if sent > 0.0 {
             (1.0 - got / sent).max(0.0)
         } else {
@@ -762,8 +830,15 @@ fn main() {
     for &size in &sizes {
         println!("\n{size} B datagrams");
         println!(
-            "  {:<10} {:>12} {:>12} {:>10} {:>8} {:>13}",
-            "receiver", "packets/s", "CPU ns/pkt", "(rx part)", "drops", "allocs/pkt"
+            "  {:<10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>8} {:>13}",
+            "receiver",
+            "packets/s",
+            "CPU ns/pkt",
+            "(rx part)",
+            "user ns/pkt",
+            "(rx part)",
+            "drops",
+            "allocs/pkt"
         );
         let mut cells: Vec<Vec<Cell>> = (0..order.len()).map(|_| Vec::new()).collect();
         for rep in 0..reps {
@@ -775,14 +850,20 @@ fn main() {
             }
         }
         let med = |k: usize, f: fn(&Cell) -> f64| median(cells[k].iter().map(f).collect());
+        // The user/system split is tick-sampled: user-space figures are means over rounds.
+        let mean = |k: usize, f: fn(&Cell) -> f64| {
+            cells[k].iter().map(f).sum::<f64>() / cells[k].len().max(1) as f64
+        };
         for (k, &v) in order.iter().enumerate() {
             let label = if k == 3 { "pool (A/A)" } else { v.name() };
             println!(
-                "  {:<10} {:>12.0} {:>12.0} {:>10.0} {:>7.1}% {:>13.3}",
+                "  {:<10} {:>12.0} {:>12.0} {:>10.0} {:>12.0} {:>10.0} {:>7.1}% {:>13.3}",
                 label,
                 med(k, |c| c.pps),
                 med(k, |c| c.ns),
                 med(k, |c| c.rx_ns),
+                mean(k, |c| c.user),
+                mean(k, |c| c.rx_user),
                 100.0 * med(k, |c| c.drops),
                 med(k, |c| c.allocs)
             );
@@ -826,6 +907,19 @@ fn main() {
             (med(0, |c| c.allocs) + med(3, |c| c.allocs)) / 2.0,
             med(1, |c| c.allocs),
             med(2, |c| c.allocs),
+        ));
+        let (ua, ub) = (mean(0, |c| c.user), mean(3, |c| c.user));
+        let u_pool = (ua + ub) / 2.0;
+        verdicts.push(format!(
+            "{size} B: user-space CPU per packet (receiver + worker, means over rounds): pool \
+             {u_pool:.0} ns, vec {:.0} ns: {:.2}x (A/A {:.1}%); the receiver's alone: pool {:.0} \
+             ns, vec {:.0} ns: {:.2}x",
+            mean(1, |c| c.user),
+            u_pool / mean(1, |c| c.user),
+            100.0 * (ua - ub).abs() / u_pool.max(1e-9),
+            (mean(0, |c| c.rx_user) + mean(3, |c| c.rx_user)) / 2.0,
+            mean(1, |c| c.rx_user),
+            (mean(0, |c| c.rx_user) + mean(3, |c| c.rx_user)) / 2.0 / mean(1, |c| c.rx_user),
         ));
     }
     println!();

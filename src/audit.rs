@@ -76,7 +76,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// [`Pool::audit`], where `lent` (when given) lists the indices of every object lent to
     /// the kernel: each must be named once, by the lender alone (not free, not twice), and
     /// their number must be the pool's `kernel_lent` count.
-    #[cfg_attr(not(feature = "uring"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "uring", feature = "xdp")), allow(dead_code))]
     pub(crate) fn audit_with_lent(
         &mut self,
         lent: Option<&[u32]>,

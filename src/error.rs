@@ -236,6 +236,129 @@ pub enum PoolError {
         /// How long it waited.
         waited: std::time::Duration,
     },
+    /// A pool's region cannot be registered as an AF_XDP UMEM as configured (feature `xdp`,
+    /// `idxpool::xdp::XdpSocket`): `fault` says which rule it breaks.
+    #[error("AF_XDP UMEM over pool {pool}: {fault}")]
+    Umem {
+        /// The pool's name.
+        pool: String,
+        /// The rule broken.
+        fault: UmemFault,
+    },
+    /// A frame descriptor was refused (feature `xdp`): one the kernel (or a broken peer)
+    /// returned on the RX or completion ring that does not name a frame lent to that ring,
+    /// or one given to transmit that does not fit its frame. Never a handle: counted and
+    /// dropped.
+    #[error("AF_XDP descriptor addr {addr:#x} len {len} refused: {fault}")]
+    BadDescriptor {
+        /// The descriptor's address (UMEM offset).
+        addr: u64,
+        /// The descriptor's length.
+        len: u32,
+        /// Why it was refused.
+        fault: DescriptorFault,
+    },
+}
+
+/// Why a pool's region cannot be an AF_XDP UMEM ([`PoolError::Umem`]).
+///
+/// ```
+/// # #[cfg(all(feature = "xdp", target_os = "linux"))] {
+/// use std::sync::Arc;
+/// use idxpool::{PoolBuilder, PoolError, error::UmemFault};
+/// // The default stride pads a 2 KiB object to 2,112 bytes: the object does not fill its
+/// // frame, so the region cannot be a UMEM (checked before any system call).
+/// let pool = Arc::new(PoolBuilder::<[u8; 2048]>::zeroed(8).build().unwrap());
+/// let err = idxpool::xdp::XdpSocket::new(pool, &idxpool::xdp::XdpConfig::new("lo")).unwrap_err();
+/// assert!(matches!(err, PoolError::Umem { fault: UmemFault::ObjectNotFrame { .. }, .. }));
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UmemFault {
+    /// The configured frame size is not the pool's stride: a UMEM frame must be one object.
+    #[error("frame size {frame_size} is not the pool's stride {stride}")]
+    FrameSizeNotStride {
+        /// The frame size asked for.
+        frame_size: u32,
+        /// The pool's stride.
+        stride: usize,
+    },
+    /// The object does not fill its frame (`size_of::<T>() < stride`): the kernel writes
+    /// anywhere in a frame, so every frame byte must belong to the object (use
+    /// `StrideMode::Natural`, or an object of the stride's size).
+    #[error("object of {object_size} bytes does not fill its {stride}-byte frame")]
+    ObjectNotFrame {
+        /// `size_of::<T>()`.
+        object_size: usize,
+        /// The pool's stride.
+        stride: usize,
+    },
+    /// The region's first object is not page aligned (the kernel pins the UMEM by pages).
+    #[error("region base {base:#x} is not aligned to the {page}-byte page")]
+    RegionNotPageAligned {
+        /// Address of object 0.
+        base: usize,
+        /// The page size.
+        page: usize,
+    },
+    /// The stride is outside the kernel's chunk sizes (`min..=max`).
+    #[error("stride {stride} outside the chunk sizes {min}..={max}")]
+    ChunkSize {
+        /// The pool's stride.
+        stride: usize,
+        /// `XDP_UMEM_MIN_CHUNK_SIZE`.
+        min: u32,
+        /// The page size.
+        max: u32,
+    },
+    /// The frame headroom leaves no room for a packet after the kernel's own 256 bytes.
+    #[error("frame headroom {headroom} must be below {max}")]
+    Headroom {
+        /// The headroom asked for.
+        headroom: u32,
+        /// `stride - XDP_PACKET_HEADROOM`.
+        max: u32,
+    },
+    /// A ring size is not a power of two (the kernel's rule).
+    #[error("{ring} ring size {size} is not a power of two")]
+    RingSize {
+        /// `fill`, `completion`, `rx` or `tx`.
+        ring: &'static str,
+        /// The size asked for.
+        size: u32,
+    },
+    /// The pool has no objects, or its region passes the 2^48 bytes a UMEM offset can name.
+    #[error("{capacity} frames of {stride} bytes cannot be a UMEM")]
+    Size {
+        /// The pool's capacity.
+        capacity: u32,
+        /// The pool's stride.
+        stride: usize,
+    },
+}
+
+/// Why a frame descriptor was refused ([`PoolError::BadDescriptor`]).
+///
+/// ```
+/// use idxpool::error::DescriptorFault;
+/// // A frame returned twice, or never lent, or lent to the other ring:
+/// let f = DescriptorFault::NotLent;
+/// assert_eq!(f.to_string(), "frame not lent to this ring");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DescriptorFault {
+    /// The address is past the last frame of the UMEM.
+    #[error("past the last frame")]
+    OutOfRange,
+    /// The packet does not fit in its frame (offset + length past the frame's end).
+    #[error("packet runs past its frame")]
+    PastFrame,
+    /// The frame is not lent to the ring that returned it (never lent, returned twice, or
+    /// lent to the other ring): returning it would make a second handle.
+    #[error("frame not lent to this ring")]
+    NotLent,
 }
 
 impl PoolError {

@@ -88,8 +88,9 @@ mod thread;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;
 mod wait;
-// AF_XDP's frame map: with the io_uring half of "feeding the kernel" (feature `uring`).
-#[cfg(feature = "uring")]
+// AF_XDP: the frame map with either half of "feeding the kernel" (feature `uring` or `xdp`);
+// the socket over a pool's region with feature `xdp`.
+#[cfg(any(feature = "uring", feature = "xdp"))]
 pub mod xdp;
 
 pub use audit::AuditReport;

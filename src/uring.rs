@@ -272,6 +272,8 @@ struct Group {
     bgid: u16,
     /// Pool index of bid 0.
     first: u32,
+    /// Buffers in the group (`BidMap::group_len`, kept here for the completion path).
+    len: u32,
     mask: u16,
     /// The ring's memory: page-aligned, shared with the kernel (it pins the pages). A
     /// `MmapRaw`, which gives raw pointers only (never a `&[u8]` / `&mut [u8]` over memory
@@ -312,6 +314,7 @@ impl Group {
         Ok(Group {
             bgid,
             first,
+            len,
             mask: (entries - 1) as u16,
             mem,
             tail: 0,
@@ -777,7 +780,7 @@ where
             let o = &mut self.ops[op];
             if let Some(bid) = cqueue::buffer_select(flags) {
                 let g = &mut self.groups[o.group];
-                if bid as u32 >= self.map.group_len(o.group as u32) || !g.take(bid) {
+                if u32::from(bid) >= g.len || !g.take(bid) {
                     self.stats.bad_completions += 1;
                 } else {
                     self.lent -= 1;

@@ -1,5 +1,4 @@
-//! AF_XDP's frame addressing over a pool's region (no socket here: DESIGN.md, "Feeding the
-//! kernel", says what an AF_XDP socket over a pool needs and what blocked it).
+//! AF_XDP's frame addressing over a pool's region.
 //!
 //! An AF_XDP UMEM is one registered region of equal frames, and its fill, completion, RX and
 //! TX rings carry **byte offsets within the UMEM**. When the UMEM is a pool's region (base =
@@ -102,21 +101,32 @@ impl FrameMap {
     /// descriptor: never a handle).
     #[inline]
     pub fn locate(&self, addr: u64) -> Result<(u32, u32), PoolError> {
-        let (index, within) = match self.shift {
+        self.split(addr).ok_or_else(|| {
+            let (index, _) = self.split_unchecked(addr);
+            PoolError::IndexOutOfRange {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                capacity: self.capacity,
+            }
+        })
+    }
+
+    /// [`FrameMap::locate`] without the error's construction: None past the last frame.
+    #[inline(always)]
+    pub(crate) fn split(&self, addr: u64) -> Option<(u32, u32)> {
+        let (index, within) = self.split_unchecked(addr);
+        (index < u64::from(self.capacity)).then_some((index as u32, within as u32))
+    }
+
+    #[inline(always)]
+    fn split_unchecked(&self, addr: u64) -> (u64, u64) {
+        match self.shift {
             Some(s) => (addr >> s, addr & (self.stride - 1)),
             None => {
                 let base = addr & ((1 << UNALIGNED_ADDR_BITS) - 1);
                 let total = base + (addr >> UNALIGNED_ADDR_BITS);
                 (total / self.stride, total % self.stride)
             }
-        };
-        if index >= u64::from(self.capacity) {
-            return Err(PoolError::IndexOutOfRange {
-                index: u32::try_from(index).unwrap_or(u32::MAX),
-                capacity: self.capacity,
-            });
         }
-        Ok((index as u32, within as u32))
     }
 }
 

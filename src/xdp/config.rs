@@ -1,0 +1,291 @@
+//! The settings of an [`XdpSocket`](super::XdpSocket), the checks that a pool's region can be
+//! its UMEM, the frames and counters it hands out, and whether AF_XDP can run here.
+
+use std::io;
+
+use crate::error::{PoolError, UmemFault};
+use crate::handle::Handle;
+use crate::pool::Pool;
+use crate::xdp::sys;
+use crate::xdp::FrameMap;
+
+/// `XDP_UMEM_MIN_CHUNK_SIZE`: the smallest frame the kernel takes.
+const MIN_CHUNK: u32 = 2048;
+
+/// Where the XDP program runs ([`XdpConfig::mode`]).
+///
+/// ```
+/// let cfg = idxpool::xdp::XdpConfig::new("eth0");
+/// assert_eq!(cfg.mode, idxpool::xdp::XdpMode::Auto);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpMode {
+    /// The driver's mode when it has one, else the generic (SKB) hook: libxdp's choice.
+    Auto,
+    /// The generic hook (`XDP_FLAGS_SKB_MODE`): every driver, a copy per packet.
+    Skb,
+    /// The driver's hook (`XDP_FLAGS_DRV_MODE`): veth has one.
+    Drv,
+}
+
+/// Settings of an [`XdpSocket`](super::XdpSocket).
+///
+/// ```
+/// use idxpool::xdp::{XdpConfig, XdpMode};
+/// let mut cfg = XdpConfig::new("xdp0");
+/// cfg.mode = XdpMode::Skb; // the generic hook: any driver, one copy into the UMEM
+/// cfg.tx = true;           // a TX ring too
+/// assert_eq!((cfg.queue, cfg.fill_size, cfg.burst), (0, 2048, 64));
+/// ```
+#[derive(Clone, Debug)]
+pub struct XdpConfig {
+    /// The interface (e.g. one end of a veth pair).
+    pub ifname: String,
+    /// Its receive queue (0 on veth).
+    pub queue: u32,
+    /// The UMEM frame size: 0 (the default) takes the pool's stride; anything else must be
+    /// the stride ([`UmemFault::FrameSizeNotStride`]).
+    pub frame_size: u32,
+    /// Bytes the kernel leaves free after its own [`crate::xdp::XDP_PACKET_HEADROOM`] before a
+    /// received packet. Default 0.
+    pub frame_headroom: u32,
+    /// Fill and completion ring sizes (powers of two). Default 2048 each.
+    pub fill_size: u32,
+    /// See `fill_size`.
+    pub comp_size: u32,
+    /// RX and TX ring sizes (powers of two). Default 2048 each.
+    pub rx_size: u32,
+    /// See `rx_size`.
+    pub tx_size: u32,
+    /// Open the RX side (fill and RX rings used). Default true.
+    pub rx: bool,
+    /// Open the TX side. Default false.
+    pub tx: bool,
+    /// Where the program runs. Default [`XdpMode::Auto`].
+    pub mode: XdpMode,
+    /// Load libxdp's default redirect program (an `XSKMAP` redirect of the queue to the
+    /// socket) and put the socket in its map. False for a TX-only socket, or when the
+    /// caller attached a program of its own. Default true.
+    pub load_program: bool,
+    /// Bind with `XDP_COPY` (never zero-copy). Default false (the kernel picks).
+    pub force_copy: bool,
+    /// Frames to keep in the fill ring: 0 (the default) means the fill ring's size or three
+    /// quarters of the pool, whichever is smaller.
+    pub lend: u32,
+    /// Most frames moved per ring operation (one `get_burst`, one producer store). Default 64.
+    pub burst: u32,
+}
+
+impl XdpConfig {
+    /// The defaults for interface `ifname`.
+    pub fn new(ifname: &str) -> Self {
+        XdpConfig {
+            ifname: ifname.to_string(),
+            queue: 0,
+            frame_size: 0,
+            frame_headroom: 0,
+            fill_size: 2048,
+            comp_size: 2048,
+            rx_size: 2048,
+            tx_size: 2048,
+            rx: true,
+            tx: false,
+            mode: XdpMode::Auto,
+            load_program: true,
+            force_copy: false,
+            lend: 0,
+            burst: 64,
+        }
+    }
+}
+
+/// A received packet (or a frame to transmit): the handle of its object, the packet's offset
+/// in the object and its length. Put `handle` back into the pool when done (or transmit it).
+///
+/// ```
+/// use idxpool::{PoolBuilder, StrideMode};
+/// use idxpool::xdp::Frame;
+/// let pool = PoolBuilder::<[u8; 2048]>::zeroed(4).stride(StrideMode::Natural).build()?;
+/// let mut h = pool.get()?;
+/// pool.get_mut(&mut h)[..6].copy_from_slice(&[0xff; 6]); // a broadcast destination
+/// let f = Frame { handle: h, offset: 0, len: 64 };        // what XdpSocket::transmit takes
+/// assert_eq!(pool.get_ref(&f.handle)[0], 0xff);
+/// pool.put(f.handle);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[must_use = "the frame's handle owns a pool object: put it back into the pool"]
+#[derive(Debug)]
+pub struct Frame<T, B = crate::brand::Runtime, R: crate::repr::Repr = crate::repr::DefaultRepr> {
+    /// The object holding the packet.
+    pub handle: Handle<T, B, R>,
+    /// Where the packet starts in the object (received: `XDP_PACKET_HEADROOM` + the frame
+    /// headroom in copy mode).
+    pub offset: u32,
+    /// The packet's length in bytes.
+    pub len: u32,
+}
+
+/// Counters of an [`XdpSocket`](super::XdpSocket) since its creation ([`XdpSocket::stats`](super::XdpSocket::stats)).
+///
+/// ```
+/// let s = idxpool::xdp::XdpStats::default();
+/// assert_eq!(s.bad_descriptors, 0); // descriptors refused: never a handle
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpStats {
+    /// Packets received (RX descriptors turned into handles).
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Fill-ring refills that lent at least one frame (one producer store each).
+    pub fill_bursts: u64,
+    /// Frames lent on the fill ring in all.
+    pub frames_filled: u64,
+    /// Refills that found the pool (the socket's cache and the common ring) empty: the fill
+    /// ring went without, the kernel drops what it cannot place (nothing of ours is lost).
+    pub fill_starved: u64,
+    /// Frames handed to the TX ring.
+    pub tx_frames: u64,
+    /// TX completions returned to the pool.
+    pub tx_completed: u64,
+    /// `sendto` kicks of the TX ring.
+    pub tx_kicks: u64,
+    /// Descriptors refused (RX or completion ring): never a handle.
+    pub bad_descriptors: u64,
+    /// RX descriptors still queued when the socket was dropped (their frames went back).
+    pub discarded_at_drop: u64,
+    /// Objects the cache gave that are not UMEM frames (added by a `grow` after the socket
+    /// was made): kept aside, back to the pool at drop.
+    pub parked: u64,
+}
+
+/// The kernel's counters of an AF_XDP socket (`XDP_STATISTICS`, `struct xdp_statistics`):
+/// packets it dropped, and why ([`XdpSocket::kernel_stats`](super::XdpSocket::kernel_stats)).
+///
+/// ```
+/// let k = idxpool::xdp::KernelXdpStats::default();
+/// assert_eq!(k.rx_fill_ring_empty_descs, 0); // packets dropped for want of a fill frame
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelXdpStats {
+    /// Dropped for other reasons.
+    pub rx_dropped: u64,
+    /// Dropped because of an invalid descriptor.
+    pub rx_invalid_descs: u64,
+    /// Invalid TX descriptors.
+    pub tx_invalid_descs: u64,
+    /// Dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was found empty (a packet dropped each time).
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the TX ring was found empty.
+    pub tx_ring_empty_descs: u64,
+}
+
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+pub(crate) fn kernel(op: &'static str, rc: i32) -> PoolError {
+    PoolError::Kernel {
+        op,
+        source: io::Error::from_raw_os_error(rc.abs()),
+    }
+}
+
+/// Checks that the pool's region can be the UMEM of `cfg`; returns the frame map.
+pub(crate) fn check_layout<T, B: crate::Brand, R: crate::repr::Repr>(
+    pool: &Pool<T, B, R>,
+    cfg: &XdpConfig,
+) -> Result<FrameMap, PoolError> {
+    let fault = |fault| PoolError::Umem {
+        pool: pool.name().to_string(),
+        fault,
+    };
+    let stride = pool.stride();
+    let page = page_size();
+    if cfg.frame_size != 0 && cfg.frame_size as usize != stride {
+        return Err(fault(UmemFault::FrameSizeNotStride {
+            frame_size: cfg.frame_size,
+            stride,
+        }));
+    }
+    if stride < MIN_CHUNK as usize || stride > page {
+        return Err(fault(UmemFault::ChunkSize {
+            stride,
+            min: MIN_CHUNK,
+            max: page as u32,
+        }));
+    }
+    if std::mem::size_of::<T>() != stride {
+        return Err(fault(UmemFault::ObjectNotFrame {
+            object_size: std::mem::size_of::<T>(),
+            stride,
+        }));
+    }
+    let base = pool.base().as_ptr() as usize;
+    if base % page != 0 {
+        return Err(fault(UmemFault::RegionNotPageAligned { base, page }));
+    }
+    let max_headroom = stride as u32 - sys::XDP_PACKET_HEADROOM;
+    if cfg.frame_headroom >= max_headroom {
+        return Err(fault(UmemFault::Headroom {
+            headroom: cfg.frame_headroom,
+            max: max_headroom,
+        }));
+    }
+    for (ring, size, used) in [
+        ("fill", cfg.fill_size, true),
+        ("completion", cfg.comp_size, true),
+        ("rx", cfg.rx_size, cfg.rx),
+        ("tx", cfg.tx_size, cfg.tx),
+    ] {
+        if used && !size.is_power_of_two() {
+            return Err(fault(UmemFault::RingSize { ring, size }));
+        }
+    }
+    if pool.capacity() == 0 {
+        return Err(fault(UmemFault::Size {
+            capacity: 0,
+            stride,
+        }));
+    }
+    FrameMap::of_pool(pool).map_err(|_| {
+        fault(UmemFault::Size {
+            capacity: pool.capacity(),
+            stride,
+        })
+    })
+}
+
+/// True when AF_XDP sockets can be opened here: `socket(AF_XDP)` succeeds (it fails with
+/// `EAFNOSUPPORT` on kernels without `CONFIG_XDP_SOCKETS`, `EPERM` without CAP_NET_RAW).
+/// `Err` says why not, for tests and examples that skip with the reason. Attaching a program
+/// and binding also need CAP_NET_ADMIN and CAP_BPF (root).
+///
+/// # Errors
+/// The reason AF_XDP is unavailable.
+pub fn available() -> Result<(), String> {
+    // SAFETY: plain socket(2); the fd is closed at once.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!(
+            "socket(AF_XDP) failed: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: our fd.
+    unsafe { libc::close(fd) };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root: attaching an XDP program needs CAP_NET_ADMIN and CAP_BPF".into());
+    }
+    Ok(())
+}

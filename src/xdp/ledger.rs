@@ -1,0 +1,305 @@
+//! Which frames of a pool are lent to the kernel, and to which ring: the one place where a
+//! descriptor address becomes a handle again (feature `xdp`).
+//!
+//! An AF_XDP socket lends frames on two rings: the **fill** ring (the kernel may write a
+//! received packet into the frame and hands it back on the RX ring) and the **TX** ring (the
+//! kernel reads the frame and hands it back on the completion ring). [`FrameLedger`] keeps
+//! one state byte per frame (not lent / lent to fill / lent to TX). Lending consumes the
+//! handle; reclaiming validates the descriptor (inside the UMEM, the packet inside its frame,
+//! the frame lent to the ring it came back on) and only then rebuilds the handle, so a
+//! descriptor returned twice, or never lent, or lent to the other ring, is refused
+//! ([`PoolError::BadDescriptor`]) and can never make a second handle to an object.
+
+use bytemuck::Pod;
+
+use crate::error::{DescriptorFault, PoolError};
+use crate::handle::Handle;
+use crate::owned::PoolRef;
+use crate::repr::ReprImpl;
+use crate::xdp::FrameMap;
+
+/// The ring a frame is lent to ([`FrameLedger::lend`]).
+///
+/// ```
+/// use idxpool::xdp::LentTo;
+/// assert_ne!(LentTo::Fill, LentTo::Tx);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LentTo {
+    /// The fill ring: the kernel may write a packet into it; it comes back on the RX ring.
+    Fill = 1,
+    /// The TX ring: the kernel reads it; it comes back on the completion ring.
+    Tx = 2,
+}
+
+const NOT_LENT: u8 = 0;
+
+type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
+
+/// The frames of a pool lent to the kernel (see the [module docs](crate::xdp)). `P` holds the pool
+/// (`Arc<Pool>` or `&'static Pool`) so a handle rebuilt here is always this pool's. Every
+/// frame still lent when the ledger is dropped goes back to the pool (the socket that owns a
+/// ledger closes the kernel's side first). Frames lent are counted by
+/// [`crate::Pool::lent_to_kernel`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use idxpool::xdp::{FrameLedger, LentTo};
+/// use idxpool::{PoolBuilder, PoolError, StrideMode};
+///
+/// let pool = Arc::new(PoolBuilder::<[u8; 2048]>::zeroed(8).stride(StrideMode::Natural).build()?);
+/// let mut ledger = FrameLedger::new(pool.clone())?;
+/// let h = pool.get()?;
+/// let i = pool.index_of(&h);
+/// let addr = ledger.lend(h, LentTo::Fill).map_err(|(_, e)| e)?; // the handle is given up
+/// assert_eq!(addr, u64::from(i) * 2048);
+/// assert_eq!(pool.lent_to_kernel(), 1);
+/// // The kernel hands the frame back on the RX ring with a packet 256 bytes in:
+/// let (h, offset) = ledger.reclaim(addr + 256, 60, LentTo::Fill)?;
+/// assert_eq!((pool.index_of(&h), offset), (i, 256));
+/// // The same descriptor again (a broken peer): refused, no second handle.
+/// assert!(matches!(ledger.reclaim(addr + 256, 60, LentTo::Fill), Err(PoolError::BadDescriptor { .. })));
+/// pool.put(h);
+/// assert_eq!(pool.lent_to_kernel(), 0);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+pub struct FrameLedger<P: PoolRef + 'static>
+where
+    P::T: Pod,
+{
+    map: FrameMap,
+    /// One byte per frame: `NOT_LENT` or a `LentTo`.
+    state: Vec<u8>,
+    lent: [u32; 2],
+    object_size: u64,
+    refused: u64,
+    pool: P,
+}
+
+impl<P: PoolRef + 'static> FrameLedger<P>
+where
+    P::T: Pod,
+{
+    /// A ledger over the frames the pool has now (`FrameMap::of_pool`: a later
+    /// [`crate::Pool::grow`]'s objects are not frames, and [`FrameLedger::lend`] refuses them).
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] when the region cannot be a UMEM (`FrameMap::new`).
+    pub fn new(pool: P) -> Result<Self, PoolError> {
+        let p = pool.pool();
+        let map = FrameMap::of_pool(p)?;
+        let frames = p.capacity() as usize;
+        let mut state = Vec::new();
+        state
+            .try_reserve_exact(frames)
+            .map_err(|_| PoolError::overflow("xdp frame ledger"))?;
+        state.resize(frames, NOT_LENT);
+        Ok(FrameLedger {
+            map,
+            state,
+            lent: [0; 2],
+            object_size: std::mem::size_of::<P::T>().min(p.stride()) as u64,
+            refused: 0,
+            pool,
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &P {
+        &self.pool
+    }
+
+    /// The frame map in use.
+    pub fn map(&self) -> FrameMap {
+        self.map
+    }
+
+    /// Frames: the pool's capacity when the ledger was made.
+    pub fn frames(&self) -> u32 {
+        self.state.len() as u32
+    }
+
+    /// Frames lent to `ring` now.
+    pub fn lent(&self, ring: LentTo) -> u32 {
+        self.lent[ring as usize - 1]
+    }
+
+    /// Descriptors refused since creation (each also returned as an error).
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// The indices of every frame lent now, in order.
+    pub fn lent_indices(&self) -> Vec<u32> {
+        (0..self.frames())
+            .filter(|&i| self.state[i as usize] != NOT_LENT)
+            .collect()
+    }
+
+    /// Lends the object of `h` to `ring`: the handle is given up and the frame's UMEM offset
+    /// returned (what a fill-ring entry or a TX descriptor carries).
+    ///
+    /// # Errors
+    /// The handle back, with [`PoolError::ForeignHandle`] (another run-time pool's) or
+    /// [`PoolError::IndexOutOfRange`] (an object added by a `grow` after the ledger was made:
+    /// not a frame of the UMEM).
+    pub fn lend(&mut self, h: H<P>, ring: LentTo) -> Result<u64, (H<P>, PoolError)> {
+        if let Err(e) = self.pool.pool().check(&h) {
+            return Err((h, e));
+        }
+        match self.lend_owned(h, ring) {
+            Ok(off) => {
+                self.add_kernel_lent(1);
+                Ok(off)
+            }
+            Err(h) => {
+                let index = self.pool.pool().index_of(&h);
+                let capacity = self.frames();
+                Err((h, PoolError::IndexOutOfRange { index, capacity }))
+            }
+        }
+    }
+
+    /// [`FrameLedger::lend`] of a handle known to be this pool's (from its own cache, or
+    /// checked), without touching the pool's `lent_to_kernel` counter (the caller adds a
+    /// burst's count at once with `add_kernel_lent`). The handle back when it is past the
+    /// UMEM.
+    #[inline(always)]
+    pub(crate) fn lend_owned(&mut self, h: H<P>, ring: LentTo) -> Result<u64, H<P>> {
+        let index = <P::R as ReprImpl>::index(&self.pool.pool().geometry, h.entry());
+        let Some(off) = self.map.offset(index) else {
+            return Err(h);
+        };
+        // `offset` is Some only below the capacity the ledger was made with: `state` has the
+        // slot. A handle is unique, so this frame was not lent (its handle was live).
+        let s = &mut self.state[index as usize];
+        debug_assert_eq!(*s, NOT_LENT);
+        *s = ring as u8;
+        self.lent[ring as usize - 1] += 1;
+        // The object is the kernel's now: the handle is given up (it has no destructor).
+        let _given_up = h.into_entry();
+        Ok(off)
+    }
+
+    /// The frame of a descriptor `(addr, len)` returned on the ring that `ring`'s frames come
+    /// back on (RX for [`LentTo::Fill`], completion for [`LentTo::Tx`]): its handle and the
+    /// packet's offset in the object.
+    ///
+    /// # Errors
+    /// [`PoolError::BadDescriptor`], nothing handed out: past the last frame
+    /// ([`DescriptorFault::OutOfRange`]), the packet past its object
+    /// ([`DescriptorFault::PastFrame`]), or the frame not lent to `ring`
+    /// ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent to the other ring).
+    pub fn reclaim(&mut self, addr: u64, len: u32, ring: LentTo) -> Result<(H<P>, u32), PoolError> {
+        match self.reclaim_owned(addr, len, ring) {
+            Ok(x) => {
+                self.add_kernel_lent(-1);
+                Ok(x)
+            }
+            Err(fault) => Err(PoolError::BadDescriptor { addr, len, fault }),
+        }
+    }
+
+    /// [`FrameLedger::reclaim`] without the pool's counter (the caller subtracts a burst's
+    /// count at once) and with the bare fault as its error (counted in `refused`).
+    #[inline(always)]
+    pub(crate) fn reclaim_owned(
+        &mut self,
+        addr: u64,
+        len: u32,
+        ring: LentTo,
+    ) -> Result<(H<P>, u32), DescriptorFault> {
+        let Some((index, within)) = self.map.split(addr) else {
+            self.refused += 1;
+            return Err(DescriptorFault::OutOfRange);
+        };
+        if u64::from(within) + u64::from(len) > self.object_size {
+            self.refused += 1;
+            return Err(DescriptorFault::PastFrame);
+        }
+        // `split` checked index < the map's capacity = state.len().
+        let s = &mut self.state[index as usize];
+        if *s != ring as u8 {
+            self.refused += 1;
+            return Err(DescriptorFault::NotLent);
+        }
+        *s = NOT_LENT;
+        self.lent[ring as usize - 1] -= 1;
+        // The frame was lent (its handle given up in `lend_owned`) and is now taken back
+        // once: this is the only handle to the object.
+        let h = Handle::from_entry(<P::R as ReprImpl>::encode(
+            &self.pool.pool().geometry,
+            index,
+        ));
+        Ok((h, within))
+    }
+
+    /// Adds `n` (may be negative) to the pool's `lent_to_kernel` count.
+    #[inline]
+    pub(crate) fn add_kernel_lent(&self, n: isize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.pool.pool().core.kernel_lent;
+        if n >= 0 {
+            c.fetch_add(n as usize, Relaxed);
+        } else {
+            c.fetch_sub(n.unsigned_abs(), Relaxed);
+        }
+    }
+
+    /// Takes back every lent frame as a handle (for a socket whose kernel side is closed):
+    /// appended to `out`, the pool's count lowered. Returns how many.
+    pub(crate) fn reclaim_all(&mut self, out: &mut Vec<H<P>>) -> usize {
+        let pool = self.pool.pool();
+        let mut n = 0usize;
+        for (i, s) in self.state.iter_mut().enumerate() {
+            if *s != NOT_LENT {
+                *s = NOT_LENT;
+                out.push(Handle::from_entry(<P::R as ReprImpl>::encode(
+                    &pool.geometry,
+                    i as u32,
+                )));
+                n += 1;
+            }
+        }
+        self.lent = [0; 2];
+        self.add_kernel_lent(-(n as isize));
+        n
+    }
+}
+
+impl<T: Pod, B: crate::Brand, R: crate::repr::Repr>
+    FrameLedger<std::sync::Arc<crate::Pool<T, B, R>>>
+{
+    /// The pool, mutably, when this ledger holds the only reference to it (the socket's
+    /// audit: quiescence).
+    pub(crate) fn pool_mut(&mut self) -> Option<&mut crate::Pool<T, B, R>> {
+        std::sync::Arc::get_mut(&mut self.pool)
+    }
+}
+
+impl<P: PoolRef + 'static> Drop for FrameLedger<P>
+where
+    P::T: Pod,
+{
+    fn drop(&mut self) {
+        let mut back = Vec::new();
+        if self.reclaim_all(&mut back) > 0 {
+            self.pool.pool().put_bulk(&mut back);
+        }
+    }
+}
+
+impl<P: PoolRef + 'static> std::fmt::Debug for FrameLedger<P>
+where
+    P::T: Pod,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameLedger")
+            .field("frames", &self.frames())
+            .field("lent_fill", &self.lent[0])
+            .field("lent_tx", &self.lent[1])
+            .field("refused", &self.refused)
+            .finish()
+    }
+}

@@ -1,0 +1,695 @@
+//! [`XdpSocket`]: an AF_XDP socket whose UMEM is a pool's region (feature `xdp`).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use bytemuck::Pod;
+
+use crate::error::{DescriptorFault, PoolError};
+use crate::handle::Handle;
+use crate::local::LocalCache;
+use crate::owned::PoolRef;
+use crate::pool::Pool;
+use crate::xdp::config::{
+    check_layout, kernel, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpStats,
+};
+use crate::xdp::ledger::{FrameLedger, LentTo};
+use crate::xdp::sys::{self, RawRing, XdpDesc};
+use crate::xdp::FrameMap;
+
+type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
+
+/// An AF_XDP socket whose UMEM is the pool's region (see the [module docs](crate::xdp)).
+///
+/// `P` is how it holds the pool: an `Arc<Pool>` or a `&'static Pool`, `'static` because the
+/// kernel writes into the region for as long as the socket is open, and a socket passed to
+/// `mem::forget` (safe) is never closed (the leaked `Arc` then keeps the region mapped). The
+/// object type must be [`Pod`] and fill its frame exactly (`size_of::<T>() == stride`): every
+/// byte the kernel writes is a byte of an object, and any bytes are a valid object. Not
+/// `Send`: make it on the thread that uses it.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use idxpool::xdp::{XdpConfig, XdpSocket};
+/// use idxpool::{PoolBuilder, StrideMode};
+///
+/// // 2 KiB frames: the aligned chunk mode wants a power-of-two stride.
+/// let pool = Arc::new(PoolBuilder::<[u8; 2048]>::zeroed(4096).stride(StrideMode::Natural).build()?);
+/// let mut xsk = XdpSocket::new(pool.clone(), &XdpConfig::new("xdp0"))?;
+/// let mut frames = Vec::with_capacity(64);
+/// xsk.poll(&mut frames, Some(std::time::Duration::from_millis(10)))?;
+/// for f in frames.drain(..) {
+///     println!("{} bytes: {:02x?}", f.len, &xsk.bytes(&f)[..14.min(f.len as usize)]);
+///     pool.put(f.handle); // back to the pool; the fill ring gets it at a later refill
+/// }
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+pub struct XdpSocket<P: PoolRef + Clone + 'static>
+where
+    P::T: Pod,
+{
+    // Dropped after `Drop::drop` closed the socket and the UMEM and reclaimed every frame:
+    // the rings' structs (libxdp read them while closing), the cache, then the ledger (and
+    // with it the pool reference).
+    xsk: *mut sys::XskSocket,
+    umem: *mut sys::XskUmem,
+    fd: RawFd,
+    fill: Box<RawRing>,
+    comp: Box<RawRing>,
+    rx: Box<RawRing>,
+    tx: Box<RawRing>,
+    scratch: Vec<H<P>>,
+    parked: Vec<H<P>>,
+    cache: Option<LocalCache<P>>,
+    lend_target: u32,
+    burst: u32,
+    object_size: u64,
+    stats: XdpStats,
+    ledger: FrameLedger<P>,
+}
+
+impl<P: PoolRef + Clone + 'static> XdpSocket<P>
+where
+    P::T: Pod,
+{
+    /// Registers the pool's region as a UMEM (frame size = the stride, aligned chunks when
+    /// it is a power of two, else `XDP_UMEM_UNALIGNED_CHUNK_FLAG`), opens an AF_XDP socket
+    /// bound to `cfg.ifname` queue `cfg.queue`, and (`cfg.load_program`) has libxdp attach
+    /// its default redirect program. Nothing is lent until the first [`XdpSocket::poll`]
+    /// (or [`XdpSocket::refill`]).
+    ///
+    /// # Errors
+    /// [`PoolError::Umem`] when the region cannot be the UMEM ([`crate::error::UmemFault`]: frame size not
+    /// the stride, object smaller than its frame, stride outside 2048..=page size, base not
+    /// page aligned, headroom, ring sizes); [`PoolError::InvalidConfig`] for neither RX nor
+    /// TX, or an interface name with a NUL; [`PoolError::Kernel`] when libxdp or the kernel
+    /// refuses (`EPERM` without CAP_NET_ADMIN, `ENODEV` for an unknown interface, an XDP
+    /// program already attached, ...).
+    pub fn new(pool: P, cfg: &XdpConfig) -> Result<Self, PoolError> {
+        let p = pool.pool();
+        let map = check_layout(p, cfg)?;
+        if !cfg.rx && !cfg.tx {
+            return Err(PoolError::config("xdp socket: neither rx nor tx"));
+        }
+        let ifname = CString::new(cfg.ifname.as_str())
+            .map_err(|_| PoolError::config("xdp socket: interface name holds a NUL"))?;
+        let ledger = FrameLedger::new(pool.clone())?;
+        let stride = p.stride();
+        let burst = cfg.burst.clamp(1, cfg.fill_size.max(1));
+        let lend_target = match cfg.lend {
+            0 => (p.capacity() / 4 * 3).max(1).min(cfg.fill_size),
+            n => n.min(cfg.fill_size).min(p.capacity()),
+        };
+        let mut scratch = Vec::new();
+        scratch
+            .try_reserve_exact(burst as usize)
+            .map_err(|_| PoolError::overflow("xdp burst"))?;
+        let (mut fill, mut comp, mut rx, mut tx) = (
+            RawRing::empty(),
+            RawRing::empty(),
+            RawRing::empty(),
+            RawRing::empty(),
+        );
+        let ucfg = sys::UmemConfig {
+            fill_size: cfg.fill_size,
+            comp_size: cfg.comp_size,
+            frame_size: stride as u32,
+            frame_headroom: cfg.frame_headroom,
+            flags: if map.aligned() {
+                0
+            } else {
+                sys::UMEM_UNALIGNED_CHUNK_FLAG
+            },
+        };
+        let mut umem = std::ptr::null_mut();
+        // SAFETY: the area is the pool's region: `capacity x stride` bytes from the base,
+        // mapped for as long as `pool` (held by the ledger, 'static) lives, which outlives
+        // the UMEM (closed in Drop before the ledger drops; never when leaked). The kernel
+        // writes into it only frames lent to the fill ring (the ledger holds their handles
+        // given up). The ring structs are boxed: libxdp keeps pointers to them until the
+        // socket and UMEM are deleted (Drop), and the boxes drop after that.
+        let rc = unsafe {
+            sys::xsk_umem__create(
+                &mut umem,
+                p.base().as_ptr().cast(),
+                u64::from(p.capacity()) * stride as u64,
+                &mut *fill,
+                &mut *comp,
+                &ucfg,
+            )
+        };
+        if rc != 0 || umem.is_null() {
+            return Err(kernel("xsk_umem__create", rc));
+        }
+        let scfg = sys::SocketConfig {
+            rx_size: if cfg.rx { cfg.rx_size } else { 0 },
+            tx_size: if cfg.tx { cfg.tx_size } else { 0 },
+            libxdp_flags: if cfg.load_program {
+                0
+            } else {
+                sys::INHIBIT_PROG_LOAD
+            },
+            xdp_flags: match cfg.mode {
+                XdpMode::Auto => 0,
+                XdpMode::Skb => sys::XDP_FLAGS_SKB_MODE,
+                XdpMode::Drv => sys::XDP_FLAGS_DRV_MODE,
+            },
+            bind_flags: sys::XDP_USE_NEED_WAKEUP | if cfg.force_copy { sys::XDP_COPY } else { 0 },
+        };
+        let mut xsk = std::ptr::null_mut();
+        let rx_ptr: *mut RawRing = if cfg.rx {
+            &mut *rx
+        } else {
+            std::ptr::null_mut()
+        };
+        let tx_ptr: *mut RawRing = if cfg.tx {
+            &mut *tx
+        } else {
+            std::ptr::null_mut()
+        };
+        // A socket closed on this queue a moment ago keeps it busy until the kernel's
+        // deferred release runs (its buffer pool is detached from the queue in a work item):
+        // `EBUSY` is retried for up to a second.
+        let t0 = std::time::Instant::now();
+        let rc = loop {
+            // SAFETY: `umem` was just created; the name is NUL-terminated; the ring structs
+            // are boxed (stable addresses, alive until after the socket is deleted).
+            let rc = unsafe {
+                sys::xsk_socket__create(
+                    &mut xsk,
+                    ifname.as_ptr(),
+                    cfg.queue,
+                    umem,
+                    rx_ptr,
+                    tx_ptr,
+                    &scfg,
+                )
+            };
+            if rc != -libc::EBUSY || t0.elapsed() > Duration::from_secs(1) {
+                break rc;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if rc != 0 || xsk.is_null() {
+            // SAFETY: no socket uses the UMEM; nothing was lent.
+            unsafe { sys::xsk_umem__delete(umem) };
+            return Err(kernel("xsk_socket__create", rc));
+        }
+        // SAFETY: a live socket.
+        let fd = unsafe { sys::xsk_socket__fd(xsk) };
+        Ok(XdpSocket {
+            xsk,
+            umem,
+            fd,
+            fill,
+            comp,
+            rx,
+            tx,
+            scratch,
+            parked: Vec::new(),
+            cache: Some(LocalCache::new(pool)),
+            lend_target,
+            burst,
+            object_size: std::mem::size_of::<P::T>() as u64,
+            stats: XdpStats::default(),
+            ledger,
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool<P::T, P::B, P::R> {
+        self.ledger.pool().pool()
+    }
+
+    /// The socket's file descriptor (for `poll`/`epoll`; do not close it).
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The frame map (pool index <-> UMEM offset) in use.
+    pub fn frame_map(&self) -> FrameMap {
+        self.ledger.map()
+    }
+
+    /// Frames lent to the kernel now on `ring` (fill ring and RX ring not yet read; TX ring
+    /// and completions not yet reaped).
+    pub fn lent(&self, ring: LentTo) -> u32 {
+        self.ledger.lent(ring)
+    }
+
+    /// The counters since creation.
+    pub fn stats(&self) -> XdpStats {
+        self.stats
+    }
+
+    /// The kernel's counters of this socket (`getsockopt(SOL_XDP, XDP_STATISTICS)`).
+    ///
+    /// # Errors
+    /// [`PoolError::Kernel`] when the kernel refuses the option.
+    pub fn kernel_stats(&self) -> Result<KernelXdpStats, PoolError> {
+        let mut s = KernelXdpStats::default();
+        let mut len = std::mem::size_of::<KernelXdpStats>() as libc::socklen_t;
+        // SAFETY: the output buffer is a repr(C) struct of six u64, as `struct xdp_statistics`
+        // (Linux 5.9+; older kernels write the first three and shorten `len`).
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut s as *mut KernelXdpStats).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(PoolError::Kernel {
+                op: "getsockopt XDP_STATISTICS",
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(s)
+    }
+
+    /// The received bytes of a frame (empty if its offset and length do not fit the object:
+    /// a frame whose public fields were changed).
+    ///
+    /// # Panics
+    /// Run-time pools: when the frame's handle is another pool's.
+    #[inline]
+    pub fn bytes<'a>(&'a self, f: &'a Frame<P::T, P::B, P::R>) -> &'a [u8] {
+        let obj = bytemuck::bytes_of(self.pool().get_ref(&f.handle));
+        let start = f.offset as usize;
+        obj.get(start..start.saturating_add(f.len as usize))
+            .unwrap_or(&[])
+    }
+
+    /// An object for a frame to transmit, from the socket's own cache (where completed TX
+    /// frames go back).
+    ///
+    /// # Errors
+    /// [`PoolError::Exhausted`] when the cache and the common ring are empty (frames may be
+    /// in flight: [`XdpSocket::complete`] brings completed ones back).
+    #[inline]
+    pub fn get(&mut self) -> Result<H<P>, PoolError> {
+        match self.cache.as_mut() {
+            Some(c) => c.get(),
+            None => self.ledger.pool().pool().get(),
+        }
+    }
+
+    /// Up to `n` objects from the socket's cache, appended to `out` (best effort); returns
+    /// how many.
+    pub fn get_burst(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
+        match self.cache.as_mut() {
+            Some(c) => c.get_burst(out, n),
+            None => self.ledger.pool().pool().get_burst(out, n),
+        }
+    }
+
+    /// Gives a frame's object back through the socket's own cache, where the next
+    /// [`XdpSocket::refill`] finds it first (a `put` into the pool from this thread goes to
+    /// the thread's cache of the pool instead, which the socket's refill reaches only
+    /// through the common ring).
+    #[inline]
+    pub fn put(&mut self, h: H<P>) {
+        match self.cache.as_mut() {
+            Some(c) => c.put(h),
+            None => self.ledger.pool().pool().put(h),
+        }
+    }
+
+    /// [`XdpSocket::put`] of every frame of `frames` (drained), in one bulk put.
+    pub fn put_frames(&mut self, frames: &mut Vec<Frame<P::T, P::B, P::R>>) {
+        self.scratch.clear();
+        self.scratch.extend(frames.drain(..).map(|f| f.handle));
+        match self.cache.as_mut() {
+            Some(c) => c.put_bulk(&mut self.scratch),
+            None => self.ledger.pool().pool().put_bulk(&mut self.scratch),
+        }
+    }
+
+    /// Lends frames to the fill ring up to the lend target: up to one burst from the cache,
+    /// one fill entry each, one producer store. Returns how many. [`XdpSocket::poll`] calls
+    /// it first.
+    pub fn refill(&mut self) -> u32 {
+        if !self.fill.is_mapped() || !self.rx.is_mapped() {
+            return 0;
+        }
+        let want = self
+            .lend_target
+            .saturating_sub(self.ledger.lent(LentTo::Fill))
+            .min(self.burst);
+        if want == 0 {
+            return 0;
+        }
+        let (idx, room) = self.fill.reserve(want);
+        if room == 0 {
+            return 0;
+        }
+        let Some(cache) = self.cache.as_mut() else {
+            self.fill.unreserve(room);
+            return 0;
+        };
+        let got = cache.get_burst(&mut self.scratch, room as usize) as u32;
+        let mut written = 0u32;
+        for h in self.scratch.drain(..) {
+            match self.ledger.lend_owned(h, LentTo::Fill) {
+                Ok(off) => {
+                    self.fill.write_addr(idx.wrapping_add(written), off);
+                    written += 1;
+                }
+                Err(h) => {
+                    self.stats.parked += 1;
+                    self.parked.push(h);
+                }
+            }
+        }
+        self.fill.unreserve(room - written);
+        if got == 0 {
+            self.stats.fill_starved += 1;
+        }
+        if written > 0 {
+            self.fill.submit(written);
+            self.ledger.add_kernel_lent(written as isize);
+            self.stats.fill_bursts += 1;
+            self.stats.frames_filled += u64::from(written);
+        }
+        written
+    }
+
+    /// Reads up to a burst of RX descriptors: each validated by the ledger and appended to
+    /// `out` as a [`Frame`]. Returns how many were appended.
+    fn rx_burst(&mut self, out: &mut Vec<Frame<P::T, P::B, P::R>>) -> usize {
+        if !self.rx.is_mapped() {
+            return 0;
+        }
+        let (idx, n) = self.rx.peek(self.burst);
+        let mut good = 0usize;
+        for k in 0..n {
+            let d = self.rx.read_desc(idx.wrapping_add(k));
+            match self.ledger.reclaim_owned(d.addr, d.len, LentTo::Fill) {
+                Ok((handle, offset)) => {
+                    self.stats.rx_bytes += u64::from(d.len);
+                    out.push(Frame {
+                        handle,
+                        offset,
+                        len: d.len,
+                    });
+                    good += 1;
+                }
+                Err(_) => self.stats.bad_descriptors += 1,
+            }
+        }
+        if n > 0 {
+            self.rx.release(n);
+        }
+        if good > 0 {
+            self.ledger.add_kernel_lent(-(good as isize));
+            self.stats.rx_packets += good as u64;
+        }
+        good
+    }
+
+    /// One receive round: refills the fill ring, reaps TX completions (when TX is open),
+    /// reads the RX ring, and when it is empty and `wait` is given, waits in `poll(2)` up to
+    /// `wait` for a packet and reads again. Appends a [`Frame`] per packet to `out` and
+    /// returns how many.
+    ///
+    /// # Errors
+    /// [`PoolError::Kernel`] when `poll(2)` fails (other than `EINTR`).
+    pub fn poll(
+        &mut self,
+        out: &mut Vec<Frame<P::T, P::B, P::R>>,
+        wait: Option<Duration>,
+    ) -> Result<usize, PoolError> {
+        self.refill();
+        if self.tx.is_mapped() {
+            self.complete();
+        }
+        let n = self.rx_burst(out);
+        if n > 0 {
+            return Ok(n);
+        }
+        let ms = match wait {
+            Some(d) if !d.is_zero() => d.as_millis().clamp(1, i32::MAX as u128) as i32,
+            _ => {
+                if self.fill.is_mapped() && self.fill.needs_wakeup() {
+                    self.wake_rx();
+                }
+                return Ok(0);
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(PoolError::Kernel {
+                    op: "poll (xdp socket)",
+                    source: e,
+                });
+            }
+        }
+        self.refill();
+        Ok(self.rx_burst(out))
+    }
+
+    /// A `recvfrom` that lets the kernel take from the fill ring when it asked for it
+    /// (`XDP_USE_NEED_WAKEUP`, driver mode).
+    fn wake_rx(&mut self) {
+        // SAFETY: a zero-length receive on our socket, no buffer.
+        unsafe {
+            libc::recvfrom(
+                self.fd,
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Hands frames to the TX ring, from the front of `frames`, as many as the ring has room
+    /// for (they are removed from `frames`; the rest stay), then kicks the kernel. Each frame
+    /// is lent until its completion comes back ([`XdpSocket::complete`], also called by every
+    /// [`XdpSocket::poll`]), when its object goes back to the pool. Returns how many were
+    /// handed over.
+    ///
+    /// # Errors
+    /// Nothing is handed over when a frame is not valid: [`PoolError::ForeignHandle`],
+    /// [`PoolError::BadDescriptor`] (`offset + len` past the object, or an empty packet),
+    /// [`PoolError::IndexOutOfRange`] (an object past the UMEM); [`PoolError::InvalidConfig`]
+    /// when the socket has no TX ring. [`PoolError::Kernel`] when the kick fails with other
+    /// than `EAGAIN`/`EBUSY`/`ENOBUFS` (the frames are lent then, and complete later).
+    pub fn transmit(
+        &mut self,
+        frames: &mut Vec<Frame<P::T, P::B, P::R>>,
+    ) -> Result<usize, PoolError> {
+        if !self.tx.is_mapped() {
+            return Err(PoolError::config("xdp socket: no TX ring (XdpConfig::tx)"));
+        }
+        let frames_max = self.ledger.frames();
+        for f in frames.iter() {
+            self.pool().check(&f.handle)?;
+            if f.len == 0 || u64::from(f.offset) + u64::from(f.len) > self.object_size {
+                return Err(PoolError::BadDescriptor {
+                    addr: u64::from(f.offset),
+                    len: f.len,
+                    fault: DescriptorFault::PastFrame,
+                });
+            }
+            let index = self.pool().index_of(&f.handle);
+            if index >= frames_max {
+                return Err(PoolError::IndexOutOfRange {
+                    index,
+                    capacity: frames_max,
+                });
+            }
+        }
+        let (idx, n) = self.tx.reserve(frames.len().min(u32::MAX as usize) as u32);
+        let mut w = 0u32;
+        for f in frames.drain(..n as usize) {
+            let Ok(off) = self.ledger.lend_owned(f.handle, LentTo::Tx) else {
+                unreachable!("every frame was checked to be in the UMEM");
+            };
+            self.tx.write_desc(
+                idx.wrapping_add(w),
+                XdpDesc {
+                    addr: off + u64::from(f.offset),
+                    len: f.len,
+                    options: 0,
+                },
+            );
+            w += 1;
+        }
+        if w > 0 {
+            self.tx.submit(w);
+            self.ledger.add_kernel_lent(w as isize);
+            self.stats.tx_frames += u64::from(w);
+        }
+        self.kick_tx()?;
+        Ok(w as usize)
+    }
+
+    /// Asks the kernel to send what the TX ring holds (`sendto` of nothing), when it said it
+    /// needs that. In copy mode the kernel sends a bounded batch per call: call it (or
+    /// [`XdpSocket::transmit`]) again while frames are lent to TX.
+    ///
+    /// # Errors
+    /// As [`XdpSocket::transmit`]'s kick.
+    pub fn kick_tx(&mut self) -> Result<(), PoolError> {
+        if !self.tx.is_mapped() || !self.tx.needs_wakeup() {
+            return Ok(());
+        }
+        self.stats.tx_kicks += 1;
+        // SAFETY: a zero-length send on our socket, no buffer.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)
+                | Some(libc::EINTR) => {}
+                _ => {
+                    return Err(PoolError::Kernel {
+                        op: "sendto (xdp tx kick)",
+                        source: e,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reaps the completion ring: every completed TX frame goes back to the pool (through
+    /// the socket's cache). Returns how many.
+    pub fn complete(&mut self) -> usize {
+        if !self.comp.is_mapped() {
+            return 0;
+        }
+        let mut total = 0usize;
+        loop {
+            let (idx, n) = self.comp.peek(self.burst);
+            if n == 0 {
+                break;
+            }
+            for k in 0..n {
+                let addr = self.comp.read_addr(idx.wrapping_add(k));
+                match self.ledger.reclaim_owned(addr, 0, LentTo::Tx) {
+                    Ok((h, _)) => self.scratch.push(h),
+                    Err(_) => self.stats.bad_descriptors += 1,
+                }
+            }
+            self.comp.release(n);
+            let good = self.scratch.len();
+            total += good;
+            self.ledger.add_kernel_lent(-(good as isize));
+            match self.cache.as_mut() {
+                Some(c) => c.put_bulk(&mut self.scratch),
+                None => self.ledger.pool().pool().put_bulk(&mut self.scratch),
+            }
+        }
+        self.stats.tx_completed += total as u64;
+        total
+    }
+
+    /// The pool indices of every frame lent now (either ring), in order.
+    pub fn lent_indices(&self) -> Vec<u32> {
+        self.ledger.lent_indices()
+    }
+
+    /// Closes the socket and the UMEM (the kernel neither writes nor reads the region after
+    /// this) and gives every lent and parked frame back. Idempotent; [`Drop`] calls it.
+    fn close(&mut self) {
+        if !self.xsk.is_null() {
+            if self.rx.is_mapped() {
+                self.stats.discarded_at_drop += u64::from(self.rx.backlog());
+            }
+            // SAFETY: our socket, deleted once (nulled). Closing it unbinds it: the kernel
+            // waits for its receive paths to finish (synchronize_net) and writes no frame
+            // after; libxdp removes it from the program's map and detaches the program it
+            // loaded. The rings' structs are still alive (boxes in self).
+            unsafe { sys::xsk_socket__delete(self.xsk) };
+            self.xsk = std::ptr::null_mut();
+        }
+        if !self.umem.is_null() {
+            // SAFETY: our UMEM, its only socket deleted above; deleted once (nulled).
+            unsafe { sys::xsk_umem__delete(self.umem) };
+            self.umem = std::ptr::null_mut();
+        }
+        let mut back = std::mem::take(&mut self.parked);
+        self.ledger.reclaim_all(&mut back);
+        match self.cache.as_mut() {
+            Some(c) => c.put_bulk(&mut back),
+            None => self.ledger.pool().pool().put_bulk(&mut back),
+        }
+    }
+}
+
+impl<T: Pod, B: crate::Brand, R: crate::repr::Repr> XdpSocket<std::sync::Arc<Pool<T, B, R>>> {
+    /// Audits the pool while frames are lent ([`Pool::audit`], plus: every lent frame is
+    /// named once, by the socket's ledger alone, and their number is the pool's
+    /// `lent_to_kernel`). The socket's cache is flushed first. Needs the socket to hold the
+    /// only references to the pool (quiescence).
+    ///
+    /// # Errors
+    /// [`PoolError::AuditFailed`] for a broken invariant, or when other references to the
+    /// pool are alive.
+    pub fn audit(&mut self) -> Result<crate::AuditReport, PoolError> {
+        let mut lent = self.ledger.lent_indices();
+        // Parked objects are held by the socket: count them as lent for the audit's naming.
+        let pool = self.ledger.pool().clone();
+        lent.extend(self.parked.iter().map(|h| pool.index_of(h)));
+        drop(pool);
+        self.cache = None;
+        let parked = self.parked.len() as isize;
+        self.ledger.add_kernel_lent(parked);
+        let r = match self.ledger.pool_mut() {
+            Some(pool) => pool.audit_with_lent(Some(&lent)),
+            None => Err(PoolError::AuditFailed(
+                "xdp: other references to the pool are alive".into(),
+            )),
+        };
+        self.ledger.add_kernel_lent(-parked);
+        self.cache = Some(LocalCache::new(self.ledger.pool().clone()));
+        r
+    }
+}
+
+impl<P: PoolRef + Clone + 'static> Drop for XdpSocket<P>
+where
+    P::T: Pod,
+{
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl<P: PoolRef + Clone + 'static> std::fmt::Debug for XdpSocket<P>
+where
+    P::T: Pod,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpSocket")
+            .field("pool", &self.pool().name())
+            .field("fd", &self.fd)
+            .field("ledger", &self.ledger)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
