@@ -1,4 +1,4 @@
-//! A library-style buffer manager that owns a pool created at run time (issue 11).
+//! A library-style buffer manager that owns a pool created at run time.
 //!
 //! `BufferManager` is what a library would export: built from a config value, stored in the
 //! caller's structs, any number of instances at once (two here, plus the parallel tests at the

@@ -1,5 +1,5 @@
 //! One pool, many processes: a primary and N secondaries exchange handles through a shared
-//! region (issue 7).
+//! region.
 //!
 //! ```text
 //! cargo run --release --example multiproc -- [--quick] [--kill] [--procs N] [--items M]
@@ -20,9 +20,9 @@
 //! halfway through and recovers while the others keep running: `reclaim_dead` (their slots and
 //! cached objects), `reclaim_in_use_of_dead` (the objects they held) and `reset_channel` on the
 //! victim's inbox (work it never took). Then it starts a new secondary 0, a process that
-//! attaches after the creator died (issue 25: any live member keeps the region joinable).
+//! attaches after the creator died (any live member keeps the region joinable).
 //! A kill inside an operation on a ring (the common ring during a cache refill or flush, or a
-//! channel) is completed by the next process that needs that ring (issue 15: the
+//! channel) is completed by the next process that needs that ring (the
 //! rings carry redo records, see DESIGN.md), so nothing is lost and nothing waits: the run
 //! fails if `repair_lost` finds anything. A watchdog still exits with status 2 instead of
 //! hanging if no progress is made for 5 s.
@@ -648,7 +648,7 @@ fn primary(args: &Args) -> ExitCode {
         repaired = unsafe { pool.repair_lost() };
         println!(
             "  {repaired} object(s) lost in flight by the killed process, returned by \
-             repair_lost: a recovery bug (issue 15 makes every transfer recoverable)"
+             repair_lost: a recovery bug (every transfer is recoverable)"
         );
     }
     pool.flush();

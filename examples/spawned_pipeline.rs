@@ -1,4 +1,4 @@
-//! A two-stage packet pipeline on spawned threads (issue 11): an RX thread fills buffers from
+//! A two-stage packet pipeline on spawned threads: an RX thread fills buffers from
 //! a pool and hands them through a handle ring to a worker thread, which checks and frees them.
 //!
 //! Everything is `std::thread::spawn`: no `static`, no `thread::scope`, no `unsafe`, no brand.

@@ -1,4 +1,4 @@
-//! A UDP receive path on a real socket (issue 26), in the style of DPDK's l2fwd: a sender thread
+//! A UDP receive path on a real socket, in the style of DPDK's l2fwd: a sender thread
 //! blasts datagrams over loopback with `sendmmsg`; a receiver takes them with a multishot
 //! io_uring `recv` from a provided-buffer ring and hands them to a worker thread, which parses
 //! and frees them. Three receivers, side by side in one run, with an A/A pair:

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# DPDK's C mempool against idxpool, cell by cell, on this machine, in minutes (issue 16).
+# DPDK's C mempool against idxpool, cell by cell, on this machine, in minutes.
 #
 # Builds bench/dpdk/mempool_perf.c (DPDK's mempool_perf_autotest loop, reproduced exactly, with
 # the cells and the seconds on its command line) against the installed dpdk-dev, then runs, per
 # cell, interleaved: DPDK C, idxpool (index pool and pointer twin, mempool_perf), DPDK C,
 # idxpool, ... (--rounds times), and joins them (bench/examples/dpdk_join.rs):
 #   cell | DPDK C | index | pointer | index/DPDK | ptr/DPDK | A/A C | A/A idx | [floors]
-# then a verdict line (geomeans, cells won, issue 16's targets). The DPDK C side stays one
+# then a verdict line (geomeans, cells won, the targets). The DPDK C side stays one
 # process (EAL initialised once, cells fed on its stdin); idxpool runs once per cell and round.
 #
 # Default: DPDK 22.11's matrix, cache 512, 1 and 2 cores (120 cells), 2 rounds of 0.4 s (DPDK)
@@ -41,7 +41,7 @@
 #   --c-flags FLAGS    the C harness's optimisation flags [-O3 -march=native]; Debian's build of
 #                      DPDK: --c-flags "-O2 -march=corei7" (BENCHMARKS.md section 4)
 #   --native           build idxpool for this CPU too (RUSTFLAGS="-C target-cpu=native", in
-#                      target/native), as the C side is (-march=native): like for like (issue 24)
+#                      target/native), as the C side is (-march=native): like for like
 #   --out DIR          logs, CSV and table [target/compare-dpdk]
 #   --dpdk-log FILE    join only: DPDK lines from this file (harness or dpdk-test output)
 #   --idxpool-csv FILE join only: idxpool rows from this CSV (mempool_perf --csv)

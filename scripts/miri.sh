@@ -25,7 +25,7 @@ cargo +nightly miri test --lib "$@" -- \
   --skip every_policy_conserves_and_respects_its_limit
 if [ "${MIRI_QUICK:-0}" = 1 ]; then
   # CI subset: the multi-threaded stress (data races), the debug checks, the soundness
-  # regressions of issue 10 and the run-time pools of issue 11, ~1.5 min warm.
+  # regressions and the run-time pools, ~1.5 min warm.
   cargo +nightly miri test "$@" --test stress --test debug_checks --test soundness \
     --test runtime_pools --test reentrant_alloc --test grow
 else

@@ -81,7 +81,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         &mut self,
         lent: Option<&[u32]>,
     ) -> Result<crate::AuditReport, PoolError> {
-        // Forgotten LocalCaches' objects go back to the ring first (issue 25).
+        // Forgotten LocalCaches' objects go back to the ring first.
         self.reclaim_forgotten_caches();
         let cap = self.capacity() as usize;
         let mut seen = vec![false; cap];

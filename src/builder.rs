@@ -110,7 +110,7 @@ impl StrideMode {
 pub struct InitSlot<'s, T> {
     slot: &'s mut MaybeUninit<T>,
     /// Set by [`InitSlot::write`]: the builder's unwind guard then drops this object too when
-    /// the initialiser panics after writing it (issue 25 item 8).
+    /// the initialiser panics after writing it.
     written: &'s AtomicBool,
     _invariant: PhantomData<fn(&'s ()) -> &'s ()>,
 }
@@ -709,7 +709,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         if !matches!(self.stride, StrideMode::Bytes(_)) {
             // Every object aligned, not only the first: a multiple of the alignment. A no-op
             // for sized types (their size is one already); byte buffers' length need not be
-            // (`bytes(n, 17, 4096)`: found by attack, issue 23).
+            // (`bytes(n, 17, 4096)`: found by attack).
             stride = stride
                 .checked_next_multiple_of(align)
                 .ok_or_else(|| PoolError::overflow("stride rounding to the alignment"))?;
@@ -786,7 +786,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             self.prefault,
         )
         .map_err(release)?;
-        // After the mapping (issue 23): a pool far too large fails there at once, instead of
+        // After the mapping: a pool far too large fails there at once, instead of
         // first filling a state byte per object (debug builds: 264 MB, 4.7 s at 2^28 objects).
         let states = ObjectStates::alloc(max).map_err(release)?;
         let geometry = match space {

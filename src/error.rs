@@ -13,7 +13,7 @@ use crate::region::Backing;
 /// 0 for large `N`) and the error's fields are aligned. With rustc's default layout the array
 /// of `get_array::<N>` sat at offset 4, between the error's 8-byte fields, and LLVM moved it
 /// through the stack in 8-byte pieces straddling two entries (store-forwarding stalls, up to
-/// -40% per `get_array`; BENCHMARKS.md, issue 14 section).
+/// -40% per `get_array`; BENCHMARKS.md section 11).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, PoolError};
@@ -389,7 +389,7 @@ mod tests {
     /// The array `get_array::<N>` returns must start 8-aligned inside its `Result`: at offset 4
     /// (rustc's default layout once `PoolError` grew to 56 bytes) LLVM copied it through the
     /// stack in 8-byte pieces straddling two entries, and `get_array` lost up to 40%
-    /// (BENCHMARKS.md, issue 14). `repr(u64)` on `PoolError` keeps it at 0 or 8.
+    /// (BENCHMARKS.md). `repr(u64)` on `PoolError` keeps it at 0 or 8.
     #[test]
     fn get_array_result_keeps_the_array_8_aligned() {
         crate::brand!(Layout);

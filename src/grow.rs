@@ -1,4 +1,4 @@
-//! Growth to a reserved maximum (issue 27): [`Pool::grow`].
+//! Growth to a reserved maximum: [`Pool::grow`].
 //!
 //! A pool built with [`crate::PoolBuilder::max_capacity`]`(max)` reserves everything that
 //! names an object for `max` objects at build: the region's address space (a `PROT_NONE`

@@ -1,5 +1,5 @@
 //! The pool's counts and counters through the [`metrics`](https://docs.rs/metrics) facade
-//! (feature `metrics`, issue 27 part 4): a pull model. Nothing is added to the get and put
+//! (feature `metrics`): a pull model. Nothing is added to the get and put
 //! paths; [`Pool::export_metrics`], called periodically by the service (e.g. before each
 //! scrape, or once a second), reads the counts the pool keeps anyway and publishes them to the
 //! recorder installed in the process (Prometheus, StatsD, ... exporters of the `metrics`

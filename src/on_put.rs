@@ -1,4 +1,4 @@
-//! The reset hook ([`crate::PoolBuilder::on_put`], issue 27 part 2): user code run once on every
+//! The reset hook ([`crate::PoolBuilder::on_put`]): user code run once on every
 //! object given back to its pool, before the object reaches a cache.
 //!
 //! Every path that gives objects back funnels into two adapters, `put_via` /

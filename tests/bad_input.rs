@@ -382,7 +382,7 @@ fn bulk_requests_larger_than_the_pool() {
     }
 }
 
-/// Issue 25 item 10: every failed get is counted (`--features stats`), including a bulk larger
+/// Every failed get is counted (`--features stats`), including a bulk larger
 /// than the whole pool, which is refused before the cache algorithm runs. Before the fix,
 /// `get_fail_bulk`/`get_fail_objs` missed exactly those calls (3 of the 5 failures per round
 /// below).
@@ -715,7 +715,7 @@ fn panicking_init_drops_what_it_made_and_releases_the_brand() {
     );
 }
 
-// ---- Huge requests, failed bulk gets, out-of-range handles (issue 10, items 5, 7, 11) ------
+// ---- Huge requests, failed bulk gets, out-of-range handles ------
 
 #[test]
 fn huge_requests_are_exhausted_at_once_without_allocating() {
@@ -856,7 +856,7 @@ fn out_of_range_handles_panic_naming_the_index_on_every_access_path() {
     assert_eq!(pool.in_use(), 0);
 }
 
-/// Issue 12: the bulk conversions take any lengths: `resolve_bulk` converts
+/// The bulk conversions take any lengths: `resolve_bulk` converts
 /// `min(handles, out)` and returns that count (0 for an empty side), `get_mut_all` and
 /// `prefetch_all` of an empty slice do nothing.
 #[test]

@@ -1,4 +1,4 @@
-//! A pool dropped right after `std::thread::scope` (found by attack, issue 23): the scope
+//! A pool dropped right after `std::thread::scope` (found by attack): the scope
 //! returns before the threads' TLS destructors have flushed their caches into the ring, and the
 //! drop counted the ring and the caches in two snapshots, so a flush in between was counted
 //! nowhere: a false leak report, a retired brand or a quarantined handle-space block. The drop

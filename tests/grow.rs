@@ -1,4 +1,4 @@
-//! Growth to a reserved maximum (issue 27): `PoolBuilder::max_capacity` and `Pool::grow`.
+//! Growth to a reserved maximum: `PoolBuilder::max_capacity` and `Pool::grow`.
 //! Its own binary: it installs the process-wide leak hook (no false leak report after growth).
 
 use std::sync::atomic::{AtomicUsize, Ordering};

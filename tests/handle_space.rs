@@ -1,4 +1,4 @@
-//! The run-time handle space (issue 23): many run-time pools created and dropped in a loop,
+//! The run-time handle space: many run-time pools created and dropped in a loop,
 //! some with handles leaked, until the space is exhausted. Creation must then fail with the
 //! typed `HandleSpaceExhausted`, and no pool may ever accept a handle of another (no alias):
 //! every live pool rejects every earlier pool's outstanding handle. Its own test binary (its

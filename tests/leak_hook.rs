@@ -1,4 +1,4 @@
-//! A one-shot leak hook that clears itself (found by attack, issue 23): the report held the
+//! A one-shot leak hook that clears itself (found by attack): the report held the
 //! hook's read lock while calling it, and the hook's `clear_leak_hook` waited for the write lock
 //! on the same thread, forever. Its own binary: it installs the process-wide hook.
 

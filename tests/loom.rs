@@ -432,7 +432,7 @@ fn cache_burst_and_flush_race() {
     });
 }
 
-// ---- growth: publication of new objects (issue 27) ---------------------------------------
+// ---- growth: publication of new objects ---------------------------------------
 
 idxpool::brand!(LoomGrow);
 
@@ -488,7 +488,7 @@ fn grow_publishes_initialised_objects() {
     });
 }
 
-// ---- the waiter handshake (issue 27, src/wait.rs) ----------------------------------------
+// ---- the waiter handshake (src/wait.rs) ----------------------------------------
 //
 // A put into the ring (a pool with no caches: every put goes to the ring) against a getter
 // that finds the pool empty and waits. A lost wake-up leaves the waiter parked (or its future

@@ -5,7 +5,7 @@
 //! model of what the pool must do when one thread uses it:
 //!
 //! * conservation: `available() + held + held by the local caches == capacity` after every
-//!   step (a `LocalCache`'s objects are its holder's, not counted as available: issue 25);
+//!   step (a `LocalCache`'s objects are its holder's, not counted as available);
 //! * bulk is all-or-nothing: a failed `get_bulk` leaves the vector unchanged, and fails exactly
 //!   when the caller's cache plus the common ring held fewer than `n` objects (never spuriously,
 //!   the DPDK bug "a get that failed although cache + ring held enough"); its `Exhausted`

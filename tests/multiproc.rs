@@ -1,4 +1,4 @@
-//! Multi-process shared pool (issue 7): attach at other addresses, layout and fingerprint
+//! Multi-process shared pool: attach at other addresses, layout and fingerprint
 //! checks, concurrent attach/detach, kill -9 recovery, unlink semantics, permission errors.
 //!
 //! Child processes are this test binary run again with `--exact child_entry` and the role in
@@ -371,7 +371,7 @@ fn child_victim(name: &str) {
     pool_workload(&pool, &flat, &mut rng, true, &|| false);
 }
 
-/// Issue 25: the creator of a pool pair (cached, cache-less), which works on both until it is
+/// The creator of a pool pair (cached, cache-less), which works on both until it is
 /// killed (by the parent, or by an armed kill point). Prints whether `create` replaced a stale
 /// region of the same name.
 fn child_creator(name: &str) {
@@ -427,7 +427,7 @@ fn child_creator(name: &str) {
     pool_workload(&pool, &flat, &mut rng, true, &|| false);
 }
 
-/// Issue 25: a process that starts after the creator died: attaches to both pools, recovers
+/// A process that starts after the creator died: attaches to both pools, recovers
 /// what the dead creator left (its held objects, channels, caches, an operation it was inside
 /// of), and checks that every object is accounted for and can be taken exactly once.
 fn child_joiner(name: &str) {
@@ -1091,7 +1091,7 @@ fn exhaustion_and_cache_conservation() {
     }
 }
 
-/// Issue 14: the shared pool runs the core's cache algorithm under every flush policy. The
+/// The shared pool runs the core's cache algorithm under every flush policy. The
 /// region records the creator's policy (an attachment reads it); the cache never holds more
 /// than the policy's fill limit; bulk and burst gets and bulk puts keep every object in exactly
 /// one place, and fail only when the cache and the ring hold too few; gets and puts move whole
@@ -1198,9 +1198,9 @@ fn every_policy_runs_the_core_cache_algorithm() {
     assert!(pool.audit().is_consistent());
 }
 
-// ---- issue 10: holes found by attack (regression tests) ----
+// ---- holes found by attack (regression tests) ----
 
-/// Issue 10 item 3: two regions of the same `T`, both handing out index 0 first. A handle of
+/// Two regions of the same `T`, both handing out index 0 first. A handle of
 /// `a` used with `b` must be refused, or `b.get_mut(&mut ha)` and `b.get_mut(&mut hb)` would be
 /// two live `&mut T` to one object.
 #[test]
@@ -1235,7 +1235,7 @@ fn handle_of_another_region_is_refused() {
     assert_eq!(b.available(), 4);
 }
 
-/// Issue 10 item 4: a handle that outlived its attachment, whose object
+/// A handle that outlived its attachment, whose object
 /// `reclaim_in_use_of_dead` returned and another `get` handed out again, is refused.
 #[test]
 fn stale_handle_after_reclaim_in_use_is_refused() {
@@ -1264,7 +1264,7 @@ fn stale_handle_after_reclaim_in_use_is_refused() {
     assert!(primary.audit().is_consistent());
 }
 
-/// Issue 10 items 5 and 6: an impossible bulk get is `Exhausted` at once (no allocation, no
+/// An impossible bulk get is `Exhausted` at once (no allocation, no
 /// panic), and `available` never exceeds the capacity.
 #[test]
 fn impossible_bulk_gets_are_exhausted_with_true_counts() {
@@ -1313,7 +1313,7 @@ fn impossible_bulk_gets_are_exhausted_with_true_counts() {
     }
 }
 
-/// Issue 10 item 8: the default cache size never makes a small pool invalid; a size the user
+/// The default cache size never makes a small pool invalid; a size the user
 /// set is still checked.
 #[test]
 fn default_cache_size_fits_small_pools() {
@@ -1341,14 +1341,14 @@ fn default_cache_size_fits_small_pools() {
     assert!(matches!(r, Err(PoolError::InvalidConfig { .. })), "{r:?}");
 }
 
-// ---- issue 15: kill -9 at any instruction ----
+// ---- kill -9 at any instruction ----
 
-/// Issue 15: SIGKILLs a secondary again and again while a survivor in this process keeps
+/// SIGKILLs a secondary again and again while a survivor in this process keeps
 /// working on the same rings: at random moments (random delays), and deterministically at each
 /// step of each ring operation (lock taken, record prepared, half applied, applied, record
 /// idle; for each of: cache flush, cache refill, cache-less put, cache-less get, send,
 /// receive), inside a cache pop and a cache push (of one object, and between the first and
-/// the others of a run: issue 14), and inside `reclaim_dead` (after a planted dead slot), each
+/// the others of a run), and inside `reclaim_dead` (after a planted dead slot), each
 /// at a random hit count, under every flush policy. After each kill: the survivor must finish
 /// (never wait forever on the dead process's ring lock), and after `reclaim_in_use_of_dead`
 /// both pools' audits must be clean with every object in exactly one place: nothing lost (no
@@ -1393,7 +1393,7 @@ fn kill9_at_any_point_never_wedges_or_loses() {
         max_processes: 6,
         ..SharedOptions::default()
     };
-    // One pool pair (cached, cache-less) per flush policy (issue 14: the shared pool runs the
+    // One pool pair (cached, cache-less) per flush policy (the shared pool runs the
     // core's cache algorithm under every policy).
     let sets: Vec<_> = FlushPolicy::ALL
         .into_iter()
@@ -1540,7 +1540,7 @@ fn kill9_at_any_point_never_wedges_or_loses() {
     assert_eq!(by_case.iter().sum::<u32>(), kills);
 }
 
-/// Issue 15: a peer that truncates the region (or re-creates its file with `O_TRUNC`, or
+/// A peer that truncates the region (or re-creates its file with `O_TRUNC`, or
 /// replaces the name) cannot crash the processes attached to it: the region is a sealed memfd,
 /// so both attempts fail with `EPERM`, and the others go on working on their mappings.
 #[test]
@@ -1586,7 +1586,7 @@ fn truncation_by_a_peer_cannot_crash_the_others() {
     assert!(SharedPool::<Obj>::attach(&g.name, fp()).is_err());
 }
 
-/// Issue 15 item 2: liveness across pid namespaces. A secondary in its own pid namespace (pid 1
+/// Liveness across pid namespaces. A secondary in its own pid namespace (pid 1
 /// there, and `/proc` still the host's, so its recorded pid + start time name the *host's*
 /// init, which never dies) is killed; the survivor must still see it dead (its slot's
 /// `F_OFD_SETLK` lock is gone) and reclaim its slot, cache and held objects.
@@ -1642,7 +1642,7 @@ fn death_in_another_pid_namespace_is_seen() {
     assert_eq!(pool.available(), 64);
 }
 
-// ---- issue 25: the creator's death, liveness of the caller, names ----
+// ---- the creator's death, liveness of the caller, names ----
 
 /// The kind and message of a `SharedFile` error.
 fn file_msg<T>(r: Result<T, PoolError>) -> (std::io::ErrorKind, String) {
@@ -1653,7 +1653,7 @@ fn file_msg<T>(r: Result<T, PoolError>) -> (std::io::ErrorKind, String) {
     }
 }
 
-/// Issue 25 item 1: the creator of a (sealed, default) pool is SIGKILLed, at a random moment
+/// The creator of a (sealed, default) pool is SIGKILLed, at a random moment
 /// or at an armed kill point inside a ring operation, a cache pop or push, while this process
 /// stays attached and works on the same rings. Then a process that starts *after* the creator
 /// died must attach, recover the creator's objects and find every object accounted for. While
@@ -1775,7 +1775,7 @@ fn new_process_joins_after_the_creator_is_killed() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// Issue 25 item 2: `processes()` reports the caller's own slot alive (it probed the slot's
+/// `processes()` reports the caller's own slot alive (it probed the slot's
 /// lock on the caller's own open file description, which holds it, and saw it free), the same
 /// as another attachment sees it.
 #[test]
@@ -1798,7 +1798,7 @@ fn processes_reports_the_caller_alive() {
     assert_eq!(pool.processes().len(), 2);
 }
 
-/// Issue 25 item 11: one name length limit (`MAX_NAME_LEN` bytes; of an absolute path, the
+/// One name length limit (`MAX_NAME_LEN` bytes; of an absolute path, the
 /// last component), the same for a sealed region and a regular file, checked up front with
 /// a typed error naming the numbers, by create, attach and remove alike.
 #[test]

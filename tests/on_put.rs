@@ -1,4 +1,4 @@
-//! The reset hook (`PoolBuilder::on_put`, issue 27 part 2): it runs exactly once per object
+//! The reset hook (`PoolBuilder::on_put`): it runs exactly once per object
 //! given back, on every path that gives objects back, and on none that moves free objects; a
 //! panic inside it loses no object and counts none twice; it never sees another pool's object;
 //! it may re-enter the pool.

@@ -131,7 +131,7 @@ fn handle_sizes() {
 
 #[test]
 fn caches_written_by_one_thread_sit_on_their_own_pair_of_cache_lines() {
-    // Issue 12: LocalCaches kept side by side in a Vec (one per thread) shared a cache line,
+    // LocalCaches kept side by side in a Vec (one per thread) shared a cache line,
     // and each thread's writes of its fast state invalidated the other's (false sharing).
     const PAIR: usize = 2 * idxpool::CACHE_LINE;
     assert!(std::mem::align_of::<idxpool::LocalCache<&'static Pool<u64, Basic>>>() >= PAIR);

@@ -1,4 +1,4 @@
-//! Re-entrancy (issue 25, item 5): a global allocator that uses the pool on the same thread,
+//! Re-entrancy: a global allocator that uses the pool on the same thread,
 //! while the pool is in the middle of a bulk get that grows the caller's `Vec`. Before the fix,
 //! the implicit-cache `get_bulk` took the thread's cache token (with the length copied) and
 //! then grew the `Vec`: the allocator popped the top entry, and the outer call copied that same
@@ -115,7 +115,7 @@ fn an_allocator_that_reenters_the_pool_never_gets_a_duplicate() {
 
 /// The first get of a thread installs its cache, which allocates: an allocator that uses the
 /// pool there installed a cache first, and the outer install overwrote it, losing its objects
-/// (found by attack, issue 23). The install now keeps the cache already there.
+/// (found by attack). The install now keeps the cache already there.
 #[test]
 fn an_allocator_that_reenters_the_first_install_loses_nothing() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,4 +1,4 @@
-//! Pools in real programs (issues 11, 23): run-time pools (`Pool<T>`, in an `Arc`) created from configuration,
+//! Pools in real programs: run-time pools (`Pool<T>`, in an `Arc`) created from configuration,
 //! several of one `T` alive at once, stored in structs with their caches, moved with their
 //! caches and handle rings into `std::thread::spawn` (no `static`, no `scope`); foreign handles
 //! rejected naming both pools; RAII guards returning objects on drop and on panic; the leak
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use idxpool::handle_ring::Zeroing;
 use idxpool::{Handle, HandleRing, LocalCache, Pool, PoolBuilder, PoolError, Pooled};
 
-/// A run-time pool shared by reference counting (what `DynPool` was before issue 23).
+/// A run-time pool shared by reference counting (what `DynPool` was before).
 type DynPool<T> = Arc<Pool<T>>;
 type DynHandle<T> = Handle<T>;
 type DynLocalCache<T> = LocalCache<Arc<Pool<T>>>;
@@ -603,7 +603,7 @@ fn huge_dyn_requests_fail_or_clamp_without_allocating() {
     assert_eq!(p.in_use(), 0);
 }
 
-/// Issue 12: the bulk API of run-time pools checks every pool id before it converts anything:
+/// The bulk API of run-time pools checks every pool id before it converts anything:
 /// `try_` forms give the typed error, the plain forms panic naming both pools, prefetch of a
 /// foreign handle is a no-op; own handles round-trip through `get_mut_all` and `resolve_bulk`.
 #[test]
@@ -694,7 +694,7 @@ fn bulk_access_of_run_time_pools_rejects_a_foreign_handle_first() {
     assert!(a.is_full() && b.is_full());
 }
 
-/// Issue 12 for the owned companions: the owned cache and resolver forward the prefetch and
+/// The same for the owned companions: the owned cache and resolver forward the prefetch and
 /// bulk conversions.
 #[test]
 fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
@@ -733,7 +733,7 @@ fn owned_cache_and_resolver_prefetch_and_convert_in_bulk() {
     assert!(pool.is_full());
 }
 
-/// Issue 23 item 3: object size at run time. A byte-buffer pool (`Pool<[u8]>`) from a length
+/// Object size at run time. A byte-buffer pool (`Pool<[u8]>`) from a length
 /// and an alignment taken from configuration, with the same handles, caches, ring, bulk,
 /// prefetch and handle rings as a pool of a sized `T`.
 #[test]

@@ -1,4 +1,4 @@
-//! Soundness and robustness regressions of issue 10, each the attack or bad input that broke the
+//! Soundness and robustness regressions, each the attack or bad input that broke the
 //! core pool, now rejected (run under Miri by scripts/miri.sh).
 //!
 //! The cases that must not compile are trybuild cases in tests/ui/ (run by tests/trybuild.rs):
@@ -242,7 +242,7 @@ fn panicking_drop_still_drops_every_other_object() {
     drop(again);
 }
 
-// ---- issue 25 item 8: an in-place initialiser that panics after writing -----------------------
+// ---- an in-place initialiser that panics after writing -----------------------
 
 static INIT_DROPS: AtomicUsize = AtomicUsize::new(0);
 
@@ -290,7 +290,7 @@ fn a_panic_after_slot_write_still_drops_the_written_object() {
     assert_eq!(INIT_DROPS.load(SeqCst), 6);
 }
 
-// ---- issue 25 item 6: a leak hook that panics ---------------------------------------------------
+// ---- a leak hook that panics ---------------------------------------------------
 
 static HOOKED_DROPS: AtomicUsize = AtomicUsize::new(0);
 
@@ -360,7 +360,7 @@ fn a_panicking_leak_hook_does_not_stop_the_drop() {
     idxpool::leaks::clear_leak_hook();
 }
 
-// ---- issue 25 item 7: a forgotten LocalCache ------------------------------------------------------
+// ---- a forgotten LocalCache ------------------------------------------------------
 
 /// `mem::forget(LocalCache)`: its objects were still counted as available (`available 64,
 /// in_use 0`, the audit clean) while `get_bulk(64)` failed with `available: 48`. Now a local

@@ -1,4 +1,4 @@
-//! The caller's-table forms (`get_into` / `put_from`, issue 24): lengths 0, 1, N, the cache
+//! The caller's-table forms (`get_into` / `put_from`): lengths 0, 1, N, the cache
 //! size and more than the pool holds; all or nothing, with every count kept; typed errors for
 //! occupied, empty and foreign slots; both cache kinds and every representation.
 

@@ -3,10 +3,10 @@
 //! from `get_mut` cannot outlive the handle's borrow or the pool, nor coexist with a second
 //! borrow; a handle of one pool is rejected by a pool of another brand (named brands, nested
 //! and sibling scoped pools, local caches); scoped handles and pools cannot escape their
-//! closure; a `LocalCache` cannot outlive its pool and is not `Sync`. Run-time pools (issue 11):
+//! closure; a `LocalCache` cannot outlive its pool and is not `Sync`. Run-time pools:
 //! a `DynHandle` is not `Clone`; a `DynLocalCache` is not `Sync`; references from its `&self`
 //! `get_mut` cannot outlive the cache nor alias (twice, or across a `put` of the handle);
-//! `DynResolver` references and `DynPooled` guards cannot outlive the pool. Issue 12:
+//! `DynResolver` references and `DynPooled` guards cannot outlive the pool.
 //! `get_mut_all` borrows the slice of handles mutably (no second iterator, no put while a
 //! reference lives) and the pool (no drop while a reference lives).
 //!

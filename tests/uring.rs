@@ -417,7 +417,7 @@ fn bad_configurations_are_errors() {
 
 #[test]
 fn the_reset_hook_runs_on_every_buffer_given_back() {
-    // issue 27 part 2: the packets' puts and the receiver's drop (its lent buffers back) run
+    // The packets' puts and the receiver's drop (its lent buffers back) run
     // the pool's `on_put` hook, once per buffer.
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     if !uring_ok("the_reset_hook_runs_on_every_buffer_given_back") {

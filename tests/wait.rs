@@ -1,4 +1,4 @@
-//! Waiting on exhaustion (issue 27): blocking and async gets woken by puts and flushes,
+//! Waiting on exhaustion: blocking and async gets woken by puts and flushes,
 //! timeouts, cancellation (no object and no wake-up lost), FIFO order, and short stress runs.
 //! No test asserts on a duration: sleeps only make the interesting interleaving likely.
 #![cfg(not(loom))]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validates bench/dpdk/mempool_perf.c against DPDK's official test (issue 16): dpdk-test's
+# Validates bench/dpdk/mempool_perf.c against DPDK's official test: dpdk-test's
 # mempool_perf_autotest on CPU 0 and, at the same time, the harness on CPU 1, on the same cells
 # in the same order (the harness runs the no-cache 1-core section while dpdk-test does, then
 # waits until dpdk-test's log reaches its "(with cache)" section and runs the cache-512 1-core

@@ -27,7 +27,7 @@
 //! (the index pool over its `index-aa` copy, measured in the same runs), `index/floor`
 //! when floors are present, and a mark: `+` index at or above DPDK, `-` below it, `~` below it
 //! by less than the cell's A/A noise (the larger of the two A/A). Then the verdict: geomeans per core count, cells won, and
-//! the targets of issue 16 (every cell >= 1, geomean >= 1.5, bulk-32 cells within 1.3x of the
+//! the targets of the C comparison (every cell >= 1, geomean >= 1.5, bulk-32 cells within 1.3x of the
 //! floor), each "met" or "missed" with the missing cells. Exit status 0, 1 when nothing could be
 //! joined or a file is unreadable, 2 on bad arguments.
 
@@ -401,7 +401,7 @@ fn format_table(rows: &[Row], title: &str) -> String {
     out
 }
 
-/// The verdict: geomeans per core count, wins, and issue 16's targets.
+/// The verdict: geomeans per core count, wins, and the C comparison's targets.
 fn verdict(rows: &[Row]) -> String {
     let mut out = String::new();
     let n = rows.len();
@@ -504,7 +504,7 @@ fn verdict(rows: &[Row]) -> String {
             }
         );
     }
-    // Issue 24: the pointer twin is a faithful port when it runs within 0.9-1.1x of DPDK.
+    // The pointer twin is a faithful port when it runs within 0.9-1.1x of DPDK.
     let twin = |r: &Row| r.pointer.map_or(f64::NAN, |p| p / r.dpdk);
     let mut unfaithful: Vec<&Row> = rows
         .iter()

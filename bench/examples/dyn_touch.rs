@@ -1,4 +1,4 @@
-//! The price of run-time pools (issues 11, 23): a run-time pool (`Pool<T>` in an `Arc`: 4-byte handles, one
+//! The price of run-time pools: a run-time pool (`Pool<T>` in an `Arc`: 4-byte handles, one
 //! range compare per access and per put, bulk copies straight between the caller's `Vec` and
 //! the cache) against the branded pool of the same representation (offset entries), on
 //! mempool_perf's loop (one core, explicit cache of 512, get 32 / put 32, `keep` objects per

@@ -1,4 +1,4 @@
-//! How long `Pool::grow(n)` takes (issue 27), per backing: a pool of `--cap` objects of 2 KiB
+//! How long `Pool::grow(n)` takes, per backing: a pool of `--cap` objects of 2 KiB
 //! with a maximum of `cap + n`, built (untimed), then grown by `n` (timed, wall clock: growth
 //! is page faults and page zeroing by the kernel, which a thread CPU clock would count only
 //! in part). Each cell is a fresh pool, `--reps` times; the median is reported, with the time

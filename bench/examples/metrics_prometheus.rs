@@ -1,4 +1,4 @@
-//! A pool's metrics as a Prometheus text page (issue 27 part 4): the `metrics` facade's
+//! A pool's metrics as a Prometheus text page: the `metrics` facade's
 //! Prometheus exporter (`metrics-exporter-prometheus`, no HTTP listener: the page is rendered
 //! and printed) fed by `Pool::export_metrics`, the pull model a service would call before each
 //! scrape.

@@ -1,4 +1,4 @@
-//! The price of the reset hook (`PoolBuilder::on_put`, issue 27 part 2): the put paths of a pool
+//! The price of the reset hook (`PoolBuilder::on_put`): the put paths of a pool
 //! without a hook (what every pool pays for the hook's existence: one test of a flag per put
 //! call) and of a pool with a trivial hook (`obj.head = 0`: one out-of-line call per burst, one
 //! indirect call per object), on mempool_perf's object (2048 bytes) and loops.

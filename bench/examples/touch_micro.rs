@@ -1,4 +1,4 @@
-//! Micro-benchmarks of the touch loop (issue 12): "get a burst of handles, convert each to
+//! Micro-benchmarks of the touch loop: "get a burst of handles, convert each to
 //! `&mut T`, write 8 bytes, put them back", taken apart one step at a time, for the three entry
 //! representations (`offset`, `index`, `pointer`, see `idxpool::repr`).
 //!
@@ -177,7 +177,7 @@ fn fresh<M: Model>(
 // ---------------------------------------------------------------------------------------------
 
 /// Step 4: mempool_perf's worker_dyn with touch=1, on a real pool. `PREFETCH` (step
-/// `pool-prefetch`, issue 12): the got burst is prefetched for writing
+/// `pool-prefetch`): the got burst is prefetched for writing
 /// (`Resolver::prefetch_all`) before the writes; the `pool` instance (`PREFETCH = false`) has no
 /// prefetch code.
 #[inline(never)]

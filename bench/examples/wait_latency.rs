@@ -1,4 +1,4 @@
-//! Wake-up latency of a waiting get after a put (issue 27): the time from just before a put
+//! Wake-up latency of a waiting get after a put: the time from just before a put
 //! into an empty pool to the return of the get it wakes, median and p99, with 1 and 8 waiters.
 //!
 //! * blocking: `Pool::get_wait` against a `Mutex<Vec<u32>>` + `Condvar` pool;

@@ -1,7 +1,7 @@
 //! Thread pinning that cannot wreck a run, and the run's context line.
 //!
 //! On a shared machine a thread pinned to a busy CPU waits for that CPU even when another one
-//! is free: `pktpipe` measured 100-500x slower pinned than unpinned there (issue 13). So
+//! is free: `pktpipe` measured 100-500x slower pinned than unpinned there. So
 //! pinning is off by default; `--pin auto` pins only when the chosen CPUs are idle (less than
 //! [`IDLE_BUSY_MAX`] busy over [`IDLE_SAMPLE`], measured from `/proc/stat`), `--pin on`
 //! always. Every harness prints [`context_line`]: whether threads were pinned, and the load

@@ -411,7 +411,7 @@ mod tests {
         }
     }
 
-    /// The run-time pool's put (issue 23): the identity check fused into the fast path's copy,
+    /// The run-time pool's put: the identity check fused into the fast path's copy,
     /// and made before anything moves on the slow path. A failing entry changes nothing.
     #[test]
     fn put_checked_moves_nothing_when_an_entry_fails() {
@@ -449,7 +449,7 @@ mod tests {
 
     #[test]
     fn caches_are_two_cache_lines_apart() {
-        // Issue 12: each thread's cache (written on every operation) on its own line pair.
+        // Each thread's cache (written on every operation) on its own line pair.
         let pair = 2 * crate::CACHE_LINE;
         assert!(std::mem::align_of::<Cache<u32>>() >= pair);
         let boxes: Vec<Box<Cache<u32>>> = (0..4)

@@ -297,7 +297,7 @@ pub(crate) fn same_inode(path: &Path, file: &File) -> bool {
     }
 }
 
-/// A new region in a sealed memfd (issue 15: a peer cannot shrink it under the others).
+/// A new region in a sealed memfd (a peer cannot shrink it under the others).
 ///
 /// `memfd_create(MFD_ALLOW_SEALING [| MFD_HUGETLB])`, mode set with `fchmod`, sized to `len`
 /// rounded up to the page, pages reserved with `fallocate`, then sealed with `F_SEAL_SHRINK |
@@ -473,7 +473,7 @@ impl Member {
 /// Publishes this process's membership of the sealed region `file`, whose name is the link
 /// `link`: creates `<dir>/.<base>.member.<pid>.<fd>.<ino> -> /proc/<pid>/fd/<fd>` and returns
 /// its path and the member. Any member's link lets a new process reach the region after the
-/// creator died (issue 25): [`resolve_link`] falls back to them.
+/// creator died: [`resolve_link`] falls back to them.
 pub(crate) fn publish_member(file: &File, link: &Path) -> Result<(PathBuf, Member), PoolError> {
     let (dir, base) = split_link(link);
     let m = Member {

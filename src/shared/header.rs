@@ -17,10 +17,10 @@ use crate::error::PoolError;
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"IDXPSHRD");
 /// Format version of the region; bump on any change of the layout below.
 ///
-/// Version 2 (issue 15): recoverable rings (`XRingState`: lock, head, tail), redo records in
+/// Version 2: recoverable rings (`XRingState`: lock, head, tail), redo records in
 /// the process slots and a records section.
 ///
-/// Version 3 (issue 14): the flush policy in [`Params`] (`policy`, `_reserved`), cache arrays
+/// Version 3: the flush policy in [`Params`] (`policy`, `_reserved`), cache arrays
 /// and records of `2 x cache_size` entries (a Classic refill overshoots the fill limit
 /// transiently, as in the core's caches).
 pub(crate) const VERSION: u32 = 3;
@@ -513,10 +513,10 @@ mod tests {
         bad.sections.owners += 128;
         assert_eq!(field(bad.validate(len, 24, 8, 7)), "owners_offset");
         let mut bad = h;
-        bad.version = 1; // the format before issue 15
+        bad.version = 1; // the format before recoverable rings
         assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
         let mut bad = h;
-        bad.version = 2; // the format before issue 14 (no policy, caches of cache_size)
+        bad.version = 2; // the format before the flush policy was recorded (no policy, caches of cache_size)
         assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
         let mut bad = h;
         bad.params.policy = 0; // no policy

@@ -1,4 +1,4 @@
-//! The recoverable ring of a shared region (issue 15): one operation in flight per ring, each
+//! The recoverable ring of a shared region: one operation in flight per ring, each
 //! described by a redo record in the operator's process slot before it changes anything, so
 //! that a process killed at any instruction inside it is completed by whoever takes the ring
 //! over.
@@ -539,7 +539,7 @@ mod tests {
     use crate::shared::owner::{FREE, IN_CHANNEL};
     use crate::shared::{SharedOptions, SharedPool};
 
-    /// Issue 15, bad input: a ring lock naming no slot, and a prepared record of garbage, are
+    /// Bad input: a ring lock naming no slot, and a prepared record of garbage, are
     /// contained (the lock is taken over, the record dropped and counted): no hang, no crash.
     #[test]
     fn corrupt_lock_and_record_are_contained() {
@@ -623,7 +623,7 @@ mod tests {
         let _ = SharedPool::<u8>::remove(&name);
     }
 
-    /// Issue 25 item 3: a hostile peer's two plain writes (the owner word of an object this
+    /// A hostile peer's two plain writes (the owner word of an object this
     /// attachment holds set back to FREE, and its index appended to the common ring, or to a
     /// channel with the word IN_CHANNEL) must not make the attachment mint a second handle to
     /// it, through a cache refill, a cache-less get or a receive: the forged entry is dropped
@@ -699,7 +699,7 @@ mod tests {
         }
     }
 
-    /// Issue 25 item 4: `fallocate(FALLOC_FL_PUNCH_HOLE)` on the sealed region succeeds (seals
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE)` on the sealed region succeeds (seals
     /// do not stop it) and zeroes everything: header, rings, slots, the owner table. The
     /// attachments must go on without a panic: every owner word that no longer names the
     /// holder is counted, and the pool stays usable.

@@ -1,4 +1,4 @@
-// Issue 10, case 1: the attack that covariance in `T` allowed. `&Pool<&'static str, B>` must
+// The attack that covariance in `T` allowed. `&Pool<&'static str, B>` must
 // not coerce to `&Pool<&'s str, B>`: through the shorter type a short-lived `&str` would be
 // written into an object and read back through the original type as a `&'static str` after
 // the string was freed (Miri: dangling reference). The pool is invariant in `T`.

@@ -51,10 +51,10 @@
 //! 32768, its random-bulk pass with DPDK's pseudorandom sequence, its pool size; touch 0).
 //! `--floor` adds two contenders per touch=0 cell: the same loops on a bare thread-local LIFO
 //! array of u32 and of u64, what the copies alone cost (the index/floor column).
-//! `--prefetch` (issue 12) prefetches each got burst for writing (`Resolver::prefetch_all`)
+//! `--prefetch` prefetches each got burst for writing (`Resolver::prefetch_all`)
 //! before the touch=1 writes; those rows end in ` prefetch=1` and their CSV pools in
 //! `+prefetch`. The workers without it are separate instances with no prefetch code.
-//! `--runtime` (issue 23) adds a run-time pool (`Pool<Obj, Runtime, R>`, no brand, the 4-byte
+//! `--runtime` adds a run-time pool (`Pool<Obj, Runtime, R>`, no brand, the 4-byte
 //! pool's representation) to every cell: the runtime/index column and a summary line give
 //! run-time / branded, side by side with the branded pool's own A/A.
 //! `scripts/compare-dpdk.sh` runs this harness cell by cell next to DPDK's C mempool.
@@ -187,7 +187,7 @@ struct Args {
     repr: ReprArg,
     /// In touch=1 cells, prefetch the objects of each got burst for writing
     /// (`Resolver::prefetch_all`: VPP's burst prefetch, DPDK's rte_prefetch0_write) before
-    /// writing through them (issue 12). Rows are labelled ` prefetch=1`, CSV pools
+    /// writing through them. Rows are labelled ` prefetch=1`, CSV pools
     /// `index+prefetch`, `pointer+prefetch`, `index-aa+prefetch`. Without the flag the workers
     /// run the same code as before (separate monomorphised instances).
     #[arg(long)]
@@ -195,7 +195,7 @@ struct Args {
     /// Also run each cell through a run-time pool (`idxpool::Pool<Obj, Runtime, R>`: no brand,
     /// one range check per put entry and per access; the same representation as the 4-byte
     /// pool), interleaved with the others: the runtime/index column and the summary line give
-    /// run-time / branded (issue 23). Adds one contender per cell.
+    /// run-time / branded. Adds one contender per cell.
     #[arg(long)]
     runtime: bool,
     /// Instruction counting instead of rates: each contender of a cell runs one warm-up run

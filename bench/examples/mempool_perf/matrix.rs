@@ -46,7 +46,7 @@ pub struct Cell {
     /// The release the cell (and its pool size) comes from.
     pub dpdk: Dpdk,
     /// `--prefetch` on a touch=1 cell: the objects of each got burst are prefetched for
-    /// writing (`prefetch_all`) before the writes (issue 12). Labels carry ` prefetch=1`.
+    /// writing (`prefetch_all`) before the writes. Labels carry ` prefetch=1`.
     pub prefetch: bool,
 }
 

@@ -1,4 +1,4 @@
-//! idxpool side by side with the crates Rust users would pick instead (issue 6).
+//! idxpool side by side with the crates Rust users would pick instead.
 //!
 //! Every contender lives in this one binary and process; for each (workload, object size) the
 //! contenders run round-robin, several repetitions, and the table shows the median, so that the

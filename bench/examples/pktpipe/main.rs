@@ -56,7 +56,7 @@ enum PrefetchArg {
     #[value(alias = "on")]
     Next,
     /// VPP's pattern: prefetch the whole burst (pool.prefetch_all) after RX's get_bulk and
-    /// after the worker's consume_burst, before writing / parsing it (issue 12)
+    /// after the worker's consume_burst, before writing / parsing it
     Burst,
 }
 

@@ -406,7 +406,7 @@ pub enum Prefetch {
     Off,
     /// The worker prefetches the next mbuf's first two lines one packet ahead (ixgbe TX).
     Next,
-    /// VPP's pattern (issue 12): the whole burst's first lines are prefetched for writing
+    /// VPP's pattern: the whole burst's first lines are prefetched for writing
     /// (`pool.prefetch_all`, `vlib_prefetch_buffer_header` over a frame) right after RX's
     /// `get_bulk` and after the worker's `consume_burst`, before any of them is written or
     /// parsed; the worker then takes the burst's objects with `pool.get_mut_all`.

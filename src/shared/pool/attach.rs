@@ -40,9 +40,9 @@ impl<T: Pod> SharedPool<T> {
     /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
     /// and `name` is a symbolic link to a *member link* `.<name>.member.<pid>.<fd>.<inode>`,
     /// itself a link to `/proc/<pid>/fd/<fd>`: attaching opens it like a file, but nobody can
-    /// truncate the region (issue 15; [`SharedPool::is_sealed`]). Every attachment publishes
+    /// truncate the region ([`SharedPool::is_sealed`]). Every attachment publishes
     /// a member link of its own, so the name works as long as any attached process lives,
-    /// the creator or not (issue 25: an attacher whose name leads to a dead member goes
+    /// the creator or not (an attacher whose name leads to a dead member goes
     /// through another member's link and points the name at its own). Once every process of
     /// the region is gone, the name is stale and `create` replaces it
     /// ([`SharedPool::replaced_stale`] says so). Dropping the creator's pool removes the name
@@ -337,7 +337,7 @@ impl<T: Pod> SharedPool<T> {
             let mut pool = Self::from_map(map, header, path.clone(), f, backing, page, ident)?;
             pool.claim_slot()?;
             if sealed.is_some() {
-                // Any member's link lets later processes in (issue 25); a name whose member
+                // Any member's link lets later processes in; a name whose member
                 // is gone (we came in through another's) is pointed at ours. Best effort:
                 // the attachment works without (only later joins depend on it).
                 if let Ok((member_link, m)) = file::publish_member(&pool.file, &path) {
@@ -434,7 +434,7 @@ impl<T: Pod> SharedPool<T> {
 
     /// Takes a free process slot, reclaiming dead processes' slots once if none is free.
     ///
-    /// Liveness lock first, owner word second (issue 15): the slot's `F_OFD_SETLK` byte lock
+    /// Liveness lock first, owner word second: the slot's `F_OFD_SETLK` byte lock
     /// on this attachment's own open file description is held for the attachment's life, so
     /// "owner word set and nobody holds the lock" proves the holder dead, in any pid namespace
     /// and whatever became of its pid.

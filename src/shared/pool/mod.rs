@@ -76,7 +76,7 @@ pub struct SharedPool<T> {
     pub(crate) serial: u32,
     /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
     ofd_locked: bool,
-    /// What this attachment holds, by its own account (issue 25): one bit per object, set
+    /// What this attachment holds, by its own account: one bit per object, set
     /// when a get or receive claims the object, cleared when a put or send releases it. A
     /// claim of an object whose bit is set is a forged entry (a peer set the owner word back
     /// to FREE and listed the index again): dropped and counted, never a second handle. The
@@ -161,7 +161,7 @@ impl<T> SharedPool<T> {
     pub(crate) fn slot_alive(&self, s: u32, w: u64) -> bool {
         if s == self.slot {
             // Our own slot: `F_OFD_GETLK` on our own open file description, which holds the
-            // lock, would report it free (issue 25).
+            // lock, would report it free.
             return true;
         }
         match file::slot_locked_by_other(&self.file, s) {
@@ -290,7 +290,7 @@ impl<T> SharedPool<T> {
     /// Panics unless handle `h` was minted by this attachment and this attachment holds its
     /// object.
     ///
-    /// Two checks, both needed (issue 10): the serial ties the handle to the attachment that
+    /// Two checks, both needed: the serial ties the handle to the attachment that
     /// minted it (a handle of another region, of another attachment, or of an attachment that
     /// is gone never matches: serials are unique in the process), and the owner word proves
     /// the object is still ours (not reclaimed, not sent). Between them, the only way to two
@@ -315,7 +315,7 @@ impl<T> SharedPool<T> {
     /// Panics unless this attachment holds object `i` by its own account (the process-local
     /// record: only a broken `from_raw` contract gets here). An owner word that disagrees is
     /// the work of a peer (a forged word, a punched hole): counted in `corrupt_entries`,
-    /// never a panic (issue 25).
+    /// never a panic.
     ///
     /// The fast path reads only the owner word: when it names us, the handle is ours (safe
     /// code holds a handle of this attachment's serial only while the record holds its
