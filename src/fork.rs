@@ -23,7 +23,10 @@
 //! **Participants.** Besides the global locks (the leak hook, the handle-space table, the
 //! thread-id allocator), every live owned ring (its reservations) and every live pool (its
 //! registry's slot locks and `LocalCache` list, its stats totals, its waiter queue) is listed
-//! here, when it is made and until it is dropped: nothing is added to the fast path.
+//! here, when it is made and until it is dropped: nothing is added to the fast path. A pool is
+//! listed as raw pointers into its heap parts (those locks are boxed), never as the pool core
+//! itself: the core's last drop holds `&mut` on it while it unlists, and a handler reading the
+//! core meanwhile would alias that `&mut`.
 //!
 //! **The lock order** (every code path that holds two of these locks takes them in this order,
 //! so the prepare handler, which takes them all in it, cannot deadlock against a running
@@ -242,6 +245,9 @@ pub(crate) trait Participant {
 #[cfg(all(unix, not(miri), not(loom)))]
 pub(crate) use handlers::{register, unregister};
 
+#[cfg(all(unix, not(miri), not(loom)))]
+pub(crate) use handlers::register_owned;
+
 #[cfg(not(all(unix, not(miri), not(loom))))]
 /// Without fork handlers (Miri, loom, non-unix): nothing is listed.
 ///
@@ -253,8 +259,8 @@ pub(crate) unsafe fn register(p: *const dyn Participant) {
 
 #[cfg(not(all(unix, not(miri), not(loom))))]
 /// Without fork handlers: nothing to unlist.
-pub(crate) fn unregister(p: *const ()) {
-    let _ = p;
+pub(crate) fn unregister(key: *const ()) {
+    let _ = key;
 }
 
 #[cfg(all(unix, not(miri), not(loom)))]
@@ -263,8 +269,16 @@ mod handlers {
     use std::cell::UnsafeCell;
     use std::sync::atomic::{AtomicI32, Ordering};
 
-    /// A listed participant (a raw pointer: each unregisters itself before it is freed).
-    struct Member(*const dyn Participant);
+    /// A listed participant: `p`, found again by `key` when it is unlisted. A ring lists its
+    /// own (heap) state; a pool lists a part the list owns (`owned`, which `p` points into),
+    /// made of raw pointers into the pool's heap parts, never into the pool core itself: the
+    /// core's last drop holds `&mut` on it while it unlists.
+    struct Member {
+        key: *const (),
+        p: *const dyn Participant,
+        #[allow(dead_code)] // held for `p`, dropped with the member
+        owned: Option<Box<dyn Participant>>,
+    }
 
     /// The live participants, in registration order, under `LIST`.
     struct List(UnsafeCell<Vec<Member>>);
@@ -342,7 +356,7 @@ mod handlers {
         // SAFETY: LIST is held; listed members are live (unlisted under LIST before freed).
         for m in unsafe { members() }.iter().rev() {
             // SAFETY: as above.
-            unsafe { &*m.0 }.fork_prepare();
+            unsafe { &*m.p }.fork_prepare();
         }
     }
 
@@ -350,7 +364,7 @@ mod handlers {
         // SAFETY: LIST is held since prepare.
         for m in unsafe { members() } {
             // SAFETY: live, as in prepare.
-            unsafe { &*m.0 }.fork_parent();
+            unsafe { &*m.p }.fork_parent();
         }
         for l in globals().iter().rev() {
             l.fork_release();
@@ -366,7 +380,7 @@ mod handlers {
         // SAFETY: one thread; LIST is held since prepare (inherited).
         for m in unsafe { members() } {
             // SAFETY: live, as in prepare.
-            unsafe { &*m.0 }.fork_child();
+            unsafe { &*m.p }.fork_child();
         }
         for l in globals().iter().rev() {
             l.fork_release();
@@ -379,12 +393,32 @@ mod handlers {
     /// # Safety
     /// `p` stays valid until [`unregister`] is called with its address.
     pub(crate) unsafe fn register(p: *const dyn Participant) {
+        add(Member {
+            key: p.cast(),
+            p,
+            owned: None,
+        });
+    }
+
+    /// Lists `part` (owned by the list until [`unregister`] with `key`).
+    ///
+    /// # Safety
+    /// Whatever `part` points to stays valid until [`unregister`] is called with `key`.
+    pub(crate) unsafe fn register_owned(key: *const (), part: Box<dyn Participant>) {
+        add(Member {
+            key,
+            p: &*part as *const dyn Participant,
+            owned: Some(part),
+        });
+    }
+
+    fn add(member: Member) {
         install();
         // Nothing is allocated with LIST held (module docs: a global allocator may take the
         // crate's other locks): a full list is regrown outside it.
         let mut spare: Option<Vec<Member>> = None;
         let mut old: Option<Vec<Member>> = None;
-        let mut member = Some(Member(p));
+        let mut member = Some(member);
         loop {
             LIST.lock();
             // SAFETY: LIST held.
@@ -417,15 +451,18 @@ mod handlers {
         drop((spare, old)); // freed after the lock
     }
 
-    /// Unlists the participant at address `p` (before it is freed); keeps the others' order.
-    pub(crate) fn unregister(p: *const ()) {
+    /// Unlists the participant registered with `key` (before what it points to is freed);
+    /// keeps the others' order.
+    pub(crate) fn unregister(key: *const ()) {
         LIST.lock();
         // SAFETY: LIST held.
         let list = unsafe { &mut *MEMBERS.0.get() };
-        if let Some(i) = list.iter().position(|m| m.0.cast::<()>() == p) {
-            list.remove(i); // no allocation
-        }
+        let gone = list
+            .iter()
+            .position(|m| m.key == key)
+            .map(|i| list.remove(i)); // no allocation
         LIST.unlock();
+        drop(gone); // an owned part is freed after the lock
     }
 }
 

@@ -34,9 +34,10 @@ pub(crate) struct PoolCore<E> {
     pub(crate) policy: FlushPolicy,
     /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
     /// in when they go, so that `stats()` keeps counting their operations.
-    retired: crate::fork::Lock<Stats>,
+    /// (Boxed, as `baseline`: the fork handlers reach their locks by raw pointers, `CoreLocks`.)
+    retired: Box<crate::fork::Lock<Stats>>,
     /// What `stats_reset()` subtracts.
-    baseline: crate::fork::Lock<Stats>,
+    baseline: Box<crate::fork::Lock<Stats>>,
     /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
     /// `idxpool::uring`): neither free nor held by a handle. Written only by their lender.
     pub(crate) kernel_lent: std::sync::atomic::AtomicUsize,
@@ -69,8 +70,8 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             uncached: Cache::uncached(policy),
             cache_size,
             policy,
-            retired: crate::fork::Lock::new(Stats::default()),
-            baseline: crate::fork::Lock::new(Stats::default()),
+            retired: Box::new(crate::fork::Lock::new(Stats::default())),
+            baseline: Box::new(crate::fork::Lock::new(Stats::default())),
             kernel_lent: std::sync::atomic::AtomicUsize::new(0),
             waiters: crate::wait::WaitQueue::new(),
         })
@@ -107,39 +108,74 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
     }
 }
 
-/// A pool in a forked child (crate::fork): its locks in the fork's order (the registry's slot
+/// A pool's part in a fork (crate::fork): its locks in the fork's order (the registry's slot
 /// locks and `LocalCache` list, the stats totals, the waiter queue), and in the child the
-/// waiter queue's repair. Listed from `Pool::from_parts` (in its `Arc`, at a fixed address)
-/// until the core's drop.
-impl<E: Copy + Send + 'static> crate::fork::Participant for PoolCore<E> {
-    #[cfg(all(unix, not(miri), not(loom)))]
+/// waiter queue's repair. Raw pointers into the core's heap parts only, never into the core:
+/// its last drop (`Arc`'s, then `Drop::drop`) holds `&mut` on the core while it unlists this
+/// part, which the handlers may be reading until then. Listed (owned by the fork's list) from
+/// `Pool::from_parts`, when the core is in its `Arc`, until the core's drop.
+#[cfg(all(unix, not(miri), not(loom)))]
+struct CoreLocks<E> {
+    registry: crate::thread::RegistryLocks<E>,
+    retired: *const crate::fork::RawLock,
+    baseline: *const crate::fork::RawLock,
+    queue: crate::wait::QueueLocks,
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
+impl<E: Copy + Send + 'static> PoolCore<E> {
+    /// Lists the core's locks with the fork handlers (once it is in its `Arc`).
+    fn list_for_fork(&self) {
+        let part = CoreLocks {
+            registry: self.registry.fork_locks(),
+            retired: self.retired.raw(),
+            baseline: self.baseline.raw(),
+            queue: self.waiters.fork_locks(&self.ring),
+        };
+        // SAFETY: the parts pointed to (the registry's slot array and list box, the stats
+        // boxes, the queue box, the ring's state) are freed only after the core's drop
+        // unlists it (they are its fields, dropped after `Drop::drop`).
+        unsafe { crate::fork::register_owned((self as *const Self).cast(), Box::new(part)) };
+    }
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
+impl<E> crate::fork::Participant for CoreLocks<E> {
     fn fork_prepare(&self) {
-        self.registry.fork_prepare();
-        self.retired.raw().fork_take();
-        self.baseline.raw().fork_take();
-        self.waiters.fork_prepare();
+        // SAFETY: listed only while the core lives (see `list_for_fork`); so in the two below.
+        unsafe {
+            self.registry.fork_prepare();
+            (*self.retired).fork_take();
+            (*self.baseline).fork_take();
+            self.queue.fork_prepare();
+        }
     }
 
-    #[cfg(all(unix, not(miri), not(loom)))]
     fn fork_parent(&self) {
-        self.waiters.fork_parent();
-        self.baseline.raw().fork_release();
-        self.retired.raw().fork_release();
-        self.registry.fork_release();
+        // SAFETY: as above.
+        unsafe {
+            self.queue.fork_parent();
+            (*self.baseline).fork_release();
+            (*self.retired).fork_release();
+            self.registry.fork_release();
+        }
     }
 
-    #[cfg(all(unix, not(miri), not(loom)))]
     fn fork_child(&self) {
-        self.waiters.fork_child(&self.ring);
-        self.baseline.raw().fork_release();
-        self.retired.raw().fork_release();
-        self.registry.fork_release();
+        // SAFETY: as above.
+        unsafe {
+            self.queue.fork_child();
+            (*self.baseline).fork_release();
+            (*self.retired).fork_release();
+            self.registry.fork_release();
+        }
     }
 }
 
 impl<E> Drop for PoolCore<E> {
     fn drop(&mut self) {
-        // Before any field is dropped (a no-op for a core never listed).
+        // Before any field is dropped (a no-op for a core never listed). Only the address:
+        // the handlers read the core's heap parts, never the core (`CoreLocks`).
         crate::fork::unregister((self as *const Self).cast());
     }
 }
@@ -374,8 +410,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         growth: crate::grow::Growth,
     ) -> Self {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        // SAFETY: the core stays at this address (its Arc) until its drop unregisters it.
-        unsafe { crate::fork::register(Arc::as_ptr(&core) as *const dyn crate::fork::Participant) };
+        #[cfg(all(unix, not(miri), not(loom)))]
+        core.list_for_fork();
         Pool {
             geometry,
             core,

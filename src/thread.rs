@@ -173,7 +173,8 @@ unsafe impl<E: Send> Send for CachePtr<E> {}
 /// live user-owned caches.
 pub(crate) struct Registry<E> {
     slots: Box<[ThreadSlot<E>]>,
-    explicit: Lock<Vec<CachePtr<E>>>,
+    /// Boxed: the fork handlers reach its lock by a raw pointer ([`RegistryLocks`]).
+    explicit: Box<Lock<Vec<CachePtr<E>>>>,
 }
 
 impl<E: Copy + Send + 'static> Registry<E> {
@@ -195,7 +196,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
         }));
         Ok(Registry {
             slots: slots.into_boxed_slice(),
-            explicit: Lock::new(Vec::new()),
+            explicit: Box::new(Lock::new(Vec::new())),
         })
     }
 
@@ -400,24 +401,53 @@ impl<E: Copy + Send + 'static> Registry<E> {
     }
 }
 
+/// The registry's locks for the fork handlers (crate::fork): raw pointers into its heap
+/// parts (the slot array, the boxed `LocalCache` list), never into the registry itself, which
+/// lives inline in a pool core (the core's last drop holds `&mut` on it while it unlists).
+#[cfg(all(unix, not(miri), not(loom)))]
+pub(crate) struct RegistryLocks<E> {
+    slots: *const [ThreadSlot<E>],
+    explicit: *const RawLock,
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
 impl<E> Registry<E> {
+    /// Its locks, for the fork handlers.
+    pub(crate) fn fork_locks(&self) -> RegistryLocks<E> {
+        RegistryLocks {
+            slots: &*self.slots,
+            explicit: self.explicit.raw(),
+        }
+    }
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
+impl<E> RegistryLocks<E> {
     /// The fork's prepare handler (crate::fork, its lock order): every slot lock in slot
     /// order, then the `LocalCache` list. No exit flush, count or audit is then half-done.
-    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
-    pub(crate) fn fork_prepare(&self) {
-        for slot in self.slots.iter() {
+    ///
+    /// # Safety
+    /// The registry is alive (its slot array and list not freed).
+    pub(crate) unsafe fn fork_prepare(&self) {
+        // SAFETY: the caller's contract.
+        let (slots, explicit) = unsafe { (&*self.slots, &*self.explicit) };
+        for slot in slots {
             slot.lock.fork_take();
         }
-        self.explicit.raw().fork_take();
+        explicit.fork_take();
     }
 
     /// After the fork (parent and child): releases them. In the child, the caches of threads
     /// that do not exist there stay in their slots (stranded, still counted by `available()`),
     /// as do the `LocalCache`s they owned (never counted).
-    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
-    pub(crate) fn fork_release(&self) {
-        self.explicit.raw().fork_release();
-        for slot in self.slots.iter().rev() {
+    ///
+    /// # Safety
+    /// As [`RegistryLocks::fork_prepare`].
+    pub(crate) unsafe fn fork_release(&self) {
+        // SAFETY: the caller's contract.
+        let (slots, explicit) = unsafe { (&*self.slots, &*self.explicit) };
+        explicit.fork_release();
+        for slot in slots.iter().rev() {
             slot.lock.fork_release();
         }
     }

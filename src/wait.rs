@@ -130,8 +130,9 @@ const ROUND: usize = 8;
 /// the ring's producer line ([`Ring::waiting`]).
 pub(crate) struct WaitQueue {
     /// A lock of crate::fork's order (a leaf); under loom, loom's `Mutex` (the waiter models).
+    /// Boxed: the fork handlers reach it by a raw pointer ([`QueueLocks`]).
     #[cfg(not(loom))]
-    inner: crate::fork::Lock<Inner>,
+    inner: Box<crate::fork::Lock<Inner>>,
     #[cfg(loom)]
     inner: crate::sync::Mutex<Inner>,
     /// Waiters registered (gets that had to wait) and waits that timed out, since the pool
@@ -145,7 +146,7 @@ impl WaitQueue {
     pub(crate) fn new() -> Self {
         WaitQueue {
             #[cfg(not(loom))]
-            inner: crate::fork::Lock::new(Inner::default()),
+            inner: Box::new(crate::fork::Lock::new(Inner::default())),
             #[cfg(loom)]
             inner: crate::sync::Mutex::new(Inner::default()),
             waits: std::sync::atomic::AtomicU64::new(0),
@@ -172,43 +173,13 @@ impl WaitQueue {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The fork's prepare handler: the queue lock (crate::fork, a leaf of its order).
+    /// Its lock and `ring`'s count of waiters, for the fork handlers.
     #[cfg(all(unix, not(miri), not(loom)))]
-    pub(crate) fn fork_prepare(&self) {
-        self.inner.raw().fork_take();
-    }
-
-    /// In the parent after the fork: releases it.
-    #[cfg(all(unix, not(miri), not(loom)))]
-    pub(crate) fn fork_parent(&self) {
-        self.inner.raw().fork_release();
-    }
-
-    /// In the child after the fork: the waiters of threads that do not exist there are taken
-    /// out of the queue (they would never retry nor leave: woken, they would hold back the
-    /// entries owed to them from the child's own waiters for ever), and `ring`'s count of
-    /// waiters set to those left (the forking thread's own, e.g. its pending futures). Their
-    /// entries are leaked, not dropped: a `Waker`'s drop is user code, which must not run in
-    /// the handler. Then the lock is released.
-    #[cfg(all(unix, not(miri), not(loom)))]
-    pub(crate) fn fork_child<E: Copy>(&self, ring: &Ring<E>) {
-        if !self.inner.raw().taken_by_fork() {
-            return; // held by the forking thread itself (never: nothing under it calls out)
+    pub(crate) fn fork_locks<E: Copy>(&self, ring: &Ring<E>) -> QueueLocks {
+        QueueLocks {
+            inner: &*self.inner,
+            waiting: ring.waiting(),
         }
-        // SAFETY: in the child handler (one thread), with the lock taken by the prepare handler.
-        let q = unsafe { &mut *self.inner.data_ptr() };
-        let me = crate::fork::thread_key();
-        let mut i = 0;
-        while i < q.entries.len() {
-            if q.entries[i].key == me {
-                i += 1;
-            } else if let Some(dead) = q.entries.remove(i) {
-                std::mem::forget(dead); // no allocation, no user code
-            }
-        }
-        ring.waiting()
-            .store(q.entries.len() as u32, Ordering::SeqCst);
-        self.inner.raw().fork_release();
     }
 
     /// Registers a waiter for `n` objects at the back of the queue; returns its id. Then waits
@@ -356,6 +327,66 @@ impl WaitQueue {
         if ring.has_waiters() {
             self.wake(ring, None);
         }
+    }
+}
+
+/// The waiter queue's lock and its ring's count of waiters, for the fork handlers
+/// (crate::fork): raw pointers into the queue's box and the ring's heap state, never into the
+/// pool core that holds them (its last drop holds `&mut` on it while it unlists).
+#[cfg(all(unix, not(miri), not(loom)))]
+pub(crate) struct QueueLocks {
+    inner: *const crate::fork::Lock<Inner>,
+    waiting: *const crate::sync::AtomicU32,
+}
+
+#[cfg(all(unix, not(miri), not(loom)))]
+impl QueueLocks {
+    /// The fork's prepare handler: the queue lock (crate::fork, a leaf of its order).
+    ///
+    /// # Safety
+    /// The queue and its ring are alive.
+    pub(crate) unsafe fn fork_prepare(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { &*self.inner }.raw().fork_take();
+    }
+
+    /// In the parent after the fork: releases it.
+    ///
+    /// # Safety
+    /// As [`QueueLocks::fork_prepare`].
+    pub(crate) unsafe fn fork_parent(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { &*self.inner }.raw().fork_release();
+    }
+
+    /// In the child after the fork: the waiters of threads that do not exist there are taken
+    /// out of the queue (they would never retry nor leave: woken, they would hold back the
+    /// entries owed to them from the child's own waiters for ever), and the ring's count of
+    /// waiters set to those left (the forking thread's own, e.g. its pending futures). Their
+    /// entries are leaked, not dropped: a `Waker`'s drop is user code, which must not run in
+    /// the handler. Then the lock is released.
+    ///
+    /// # Safety
+    /// As [`QueueLocks::fork_prepare`], in the child handler.
+    pub(crate) unsafe fn fork_child(&self) {
+        // SAFETY: the caller's contract.
+        let (lock, waiting) = unsafe { (&*self.inner, &*self.waiting) };
+        if !lock.raw().taken_by_fork() {
+            return; // held by the forking thread itself (never: nothing under it calls out)
+        }
+        // SAFETY: in the child handler (one thread), with the lock taken by the prepare handler.
+        let q = unsafe { &mut *lock.data_ptr() };
+        let me = crate::fork::thread_key();
+        let mut i = 0;
+        while i < q.entries.len() {
+            if q.entries[i].key == me {
+                i += 1;
+            } else if let Some(dead) = q.entries.remove(i) {
+                std::mem::forget(dead); // no allocation, no user code
+            }
+        }
+        waiting.store(q.entries.len() as u32, Ordering::SeqCst);
+        lock.raw().fork_release();
     }
 }
 
