@@ -12,7 +12,7 @@
 //!    object);
 //! 2. calls [`Pool::run_on_put`], out of line: the hook on each object of the burst, in order
 //!    (the hook is a type-erased `Fn(&mut T)`), with no cache token live (the re-entrancy rule,
-//!    "the adapters" in pool.rs): the hook may itself get and put objects of this pool. If the
+//!    pool/adapters.rs): the hook may itself get and put objects of this pool. If the
 //!    hook unwinds, a drop guard gives the whole burst back (objects whose hook ran and those
 //!    whose hook did not) through the pool's zero-size cache into the ring, empties the
 //!    caller's table (`put_from`; `put_bulk`'s `Vec` is truncated before the hook), and the

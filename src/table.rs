@@ -11,8 +11,8 @@
 //! optimisation Rust guarantees, checked below at compile time), so the cache copies entries
 //! into and out of the slots as it does into its own array.
 //!
-//! Kept apart from `pool.rs` and `local.rs` (their adapters are shared; see "the adapters"
-//! in pool.rs for the re-entrancy rule, which these follow).
+//! Kept apart from `pool/` and `local.rs` (their adapters are shared; see `pool/adapters.rs`
+//! for the re-entrancy rule, which these follow).
 
 use std::mem::MaybeUninit;
 

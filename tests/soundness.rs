@@ -2,7 +2,7 @@
 //! core pool, now rejected (run under Miri by scripts/miri.sh).
 //!
 //! The cases that must not compile are trybuild cases in tests/ui/ (run by tests/trybuild.rs):
-//! * variance (issue case 1): `variance_pool.rs` is the exact attack (`&Pool<&'static str>`
+//! * variance (case 1): `variance_pool.rs` is the exact attack (`&Pool<&'static str>`
 //!   coerced to `&Pool<&'s str>`, a short-lived `&str` written through it, read back through
 //!   the original as a dangling `&'static str`); `variance_pool_fn.rs`,
 //!   `variance_local_cache.rs`, `variance_resolver.rs`, `variance_handle_ring.rs`,
@@ -455,11 +455,12 @@ fn an_arc_companion_keeps_mut_access_away_even_when_forgotten() {
     let pool = Arc::get_mut(&mut arc).expect("the companion is gone: &mut Pool");
     assert_eq!(pool.audit().unwrap().in_use, 0);
 
-    let mut c = LocalCache::new(arc.clone());
+    // Forgotten: `ManuallyDrop` is `mem::forget` that the test can undo at its end (so Miri's
+    // leak check sees no leak of the pool).
+    let mut c = std::mem::ManuallyDrop::new(LocalCache::new(arc.clone()));
     c.get_bulk(&mut v, 16).unwrap();
     c.put_bulk(&mut v);
     let stranded = c.len();
-    std::mem::forget(c);
     assert!(
         Arc::get_mut(&mut arc).is_none(),
         "a forgotten companion leaks its clone: no &mut Pool, so nothing reclaims its storage"
@@ -473,6 +474,9 @@ fn an_arc_companion_keeps_mut_access_away_even_when_forgotten() {
     assert_eq!(idx.len(), 64 - stranded, "no object handed out twice");
     assert!(arc.get().is_err(), "the stranded objects are not free");
     arc.put_bulk(&mut all);
+    drop(std::mem::ManuallyDrop::into_inner(c));
+    let pool = Arc::get_mut(&mut arc).expect("the companion is gone at last");
+    assert_eq!(pool.audit().unwrap().in_use, 0);
 }
 
 // ---- case 10: audit during thread-exit flushes -----------------------------------------------

@@ -1,0 +1,129 @@
+//! Making and dropping the objects in place: build, `grow` and the pool's drop.
+
+use super::*;
+
+/// The memory of one object while the pool's initialiser makes it (at build and in
+/// [`Pool::grow`]): `len` bytes (the element's size) at `p`, aligned for the element,
+/// uninitialised (or already dropped) and seen by nobody else for `'s`. Made only by
+/// [`init_objects`], under its contract; the typed initialisers of the builder turn it into
+/// the `&mut MaybeUninit<T>` they write.
+pub(crate) struct UninitObject<'s> {
+    p: NonNull<u8>,
+    len: usize,
+    _exclusive: PhantomData<&'s mut [MaybeUninit<u8>]>,
+}
+
+impl<'s> UninitObject<'s> {
+    /// The object as a `MaybeUninit<T>`, exclusive for `'s`.
+    ///
+    /// # Panics
+    /// When `T` is larger than the element or the object is not aligned for it: never for
+    /// the builder's initialisers, which are made for the pool's own `T` (two compares per
+    /// object made, outside every get and put).
+    #[inline]
+    pub(crate) fn into_uninit<T>(self) -> &'s mut MaybeUninit<T> {
+        let p = self.p.as_ptr().cast::<MaybeUninit<T>>();
+        assert!(
+            std::mem::size_of::<T>() <= self.len && p.is_aligned(),
+            "object initialiser for another element type"
+        );
+        // SAFETY: `p` is valid for writes of `len >= size_of::<T>()` bytes, aligned for `T`
+        // (checked), and nobody else sees the object for 's (made by `init_objects`);
+        // `MaybeUninit<T>` accepts any content.
+        unsafe { &mut *p }
+    }
+}
+
+/// An object initialiser as [`init_objects`] calls it: `init(i, obj, written)` makes object
+/// `i` in `obj` and sets `written` once a whole object is there (the builder's `InitFn`).
+pub(crate) type ObjectInit<'f> =
+    dyn FnMut(u32, UninitObject<'_>, &std::sync::atomic::AtomicBool) + 'f;
+
+/// Initialises objects `from..to` of `g` with `init` (the builder's initialiser), in index
+/// order: at build and in [`Pool::grow`]. If `init` panics, the objects it made are dropped
+/// (those of earlier calls, and that of the panicking call if `InitSlot::write` ran: `init`
+/// sets its flag argument once a whole object is there) and the panic goes on.
+///
+/// # Safety
+/// Objects `from..to` lie in usable memory of the region `g` describes, are uninitialised (or
+/// dropped) and seen by nobody else until this returns.
+pub(crate) unsafe fn init_objects<T: ?Sized + Element>(
+    g: &Geometry,
+    from: u32,
+    to: u32,
+    init: &mut ObjectInit<'_>,
+) {
+    struct Guard<'g, T: ?Sized + Element> {
+        g: &'g Geometry,
+        from: u32,
+        done: u32,
+        written: &'g std::sync::atomic::AtomicBool,
+        _t: PhantomData<T>,
+    }
+    impl<T: ?Sized + Element> Drop for Guard<'_, T> {
+        fn drop(&mut self) {
+            // Only this thread wrote the flag (or a thread it joined before `init` returned
+            // or unwound): Relaxed is enough.
+            let written = u32::from(self.written.load(std::sync::atomic::Ordering::Relaxed));
+            // SAFETY: objects from..done were initialised by this call, `done` too when its
+            // `write` ran; nobody else has seen them (the caller's contract).
+            unsafe { drop_objects::<T>(self.g, self.from, self.done + written) };
+        }
+    }
+    let written = std::sync::atomic::AtomicBool::new(false);
+    let mut guard = Guard::<T> {
+        g,
+        from,
+        done: from,
+        written: &written,
+        _t: PhantomData,
+    };
+    for i in from..to {
+        written.store(false, std::sync::atomic::Ordering::Relaxed);
+        let obj = UninitObject {
+            // Inside usable memory (the caller's contract), hence non-null; aligned (base and
+            // stride are); unshared (the caller's contract), for this call of `init` only.
+            p: NonNull::new(g.ptr_of_index(i)).expect("object pointer is non-null"),
+            len: g.elem_len,
+            _exclusive: PhantomData,
+        };
+        init(i, obj, &written);
+        guard.done = i + 1;
+    }
+    std::mem::forget(guard);
+}
+
+/// Drops objects `from..to` in place, and keeps dropping after a panicking `T::drop`, as `Vec`
+/// does: the rest are dropped while the panic unwinds (a second panic then aborts, as for a
+/// panic in any destructor during unwinding), and the panic goes on to the caller.
+///
+/// # Safety
+/// Objects `from..to` of `g` are initialised, dropped by nobody else, and not used afterwards.
+pub(crate) unsafe fn drop_objects<T: ?Sized + Element>(g: &Geometry, from: u32, to: u32) {
+    struct Rest<'g, T: ?Sized + Element> {
+        g: &'g Geometry,
+        next: u32,
+        to: u32,
+        _t: PhantomData<T>,
+    }
+    impl<T: ?Sized + Element> Drop for Rest<'_, T> {
+        fn drop(&mut self) {
+            // Reached only while unwinding from the panicking drop of object `next - 1`.
+            // SAFETY: objects next..to are still initialised and not yet dropped.
+            unsafe { drop_objects::<T>(self.g, self.next, self.to) };
+        }
+    }
+    let mut rest = Rest::<T> {
+        g,
+        next: from,
+        to,
+        _t: PhantomData,
+    };
+    while rest.next < rest.to {
+        let i = rest.next;
+        rest.next += 1;
+        // SAFETY: forwarded from the caller: object i is initialised and dropped only here.
+        unsafe { std::ptr::drop_in_place(T::from_addr(g.ptr_of_index(i), g.elem_len)) };
+    }
+    std::mem::forget(rest);
+}
