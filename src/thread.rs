@@ -244,7 +244,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
         let c = Box::into_raw(Box::new(make()));
         let _g = slot.lock();
         // The allocation above may have run a global allocator that used this pool on this
-        // thread and installed a cache first (found by attack, issue 23): keep that one, whose
+        // thread and installed a cache first (found by attack): keep that one, whose
         // entries are in use, and free ours (empty: nothing was ever put in it).
         let existing = slot.cache.load(Ordering::Acquire);
         if !existing.is_null() {
@@ -292,7 +292,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// Entries held by the implicit (per-thread) caches, each read under its slot lock. The
     /// user-owned caches are not counted: their objects belong to their holder, as DPDK's
     /// `rte_mempool_avail_count` ignores user-owned caches, so that a `LocalCache` passed to
-    /// `mem::forget` strands its objects without making them look available (issue 25).
+    /// `mem::forget` strands its objects without making them look available.
     pub(crate) fn thread_cached(&self) -> usize {
         let mut n = 0;
         for slot in self.slots.iter() {
@@ -385,7 +385,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// meanwhile, and an exit flush moves its cache into the ring under its slot lock, so
     /// with every lock held each entry is counted once: in a cache or in the ring. Reading the
     /// ring outside the locks missed a flush in between: a false leak report that retired the
-    /// brand or quarantined the block, found by attack after `thread::scope`, issue 23).
+    /// brand or quarantined the block, found by attack after `thread::scope`).
     pub(crate) fn held_by_threads_and(&self, elsewhere: impl FnOnce() -> usize) -> usize {
         let guards: Vec<_> = self.slots.iter().map(|s| s.lock()).collect();
         let mut n = elsewhere();

@@ -1,4 +1,4 @@
-//! Waiting on exhaustion (issue 27): the pool's queue of waiting getters and the handshake
+//! Waiting on exhaustion: the pool's queue of waiting getters and the handshake
 //! with the puts that reach the common ring.
 //!
 //! A get that finds the pool empty may wait ([`crate::Pool::get_wait`],
@@ -11,7 +11,7 @@
 //! failed get that gave back its refill, a thread-exit flush) checks the waiter count, after
 //! its token is gone: one load of the ring's producer line, which that operation has just
 //! written ([`crate::ring::Ring`]'s `has_waiters`). Wakers run there, outside any token (they
-//! are user code: issue 25's re-entrancy rule): an implicit cache's token is dropped first; a
+//! are user code: the re-entrancy rule): an implicit cache's token is dropped first; a
 //! `LocalCache`'s long-lived token is no longer in use, its state is published, and the
 //! `LocalCache` is borrowed mutably by the caller, so no code a waker runs can reach it.
 //!
@@ -452,7 +452,7 @@ pub(crate) fn wait_blocking<X, E: Copy>(
     }
 }
 
-/// Waiting gets (issue 27; the protocol is in the module docs).
+/// Waiting gets (the protocol is in the module docs).
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// [`Pool::get`] that waits, up to `timeout`, when the pool has no object for this caller:
     /// the thread sleeps (parked) in a FIFO queue of waiters until a put brings objects to the

@@ -7,7 +7,7 @@ use super::*;
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     // ---- the adapters: cache algorithm <-> handles (shared with LocalCache) ----------------
     //
-    // No user code may run while a cache token is live (issue 25): a global allocator, a panic
+    // No user code may run while a cache token is live: a global allocator, a panic
     // hook or a `T::drop` could re-enter the pool on this thread and take the same cache's
     // token, and the two would hand one entry out twice. So every adapter takes the token
     // from a closure (`token`) that it calls only after its own preparation, which is where
@@ -38,7 +38,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             Behavior::Bulk if n > cap => {
                 let mut t = token();
                 let cm = t.cm();
-                // Counted as every failed get is (issue 25: it was missed before).
+                // Counted as every failed get is (it was missed before).
                 cm.count_failed_get(n);
                 return Err(PoolError::Exhausted {
                     requested: n,
@@ -256,7 +256,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let n = n.min(len);
         // SAFETY: v[len - n .. len] are n initialised handles (n <= len). A raw slice, not
         // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
-        // bulk 1 (callgrind, BENCHMARKS.md issue 14).
+        // bulk 1 (callgrind, BENCHMARKS.md).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
         let hooked = g.put_hook;
         if hooked {

@@ -681,7 +681,7 @@ mod tests {
     use super::*;
     use crate::{Index, Offset, Pointer, PoolBuilder};
 
-    /// The prefetch / bulk-resolve API on a full pool of `R` entries (issue 12).
+    /// The prefetch / bulk-resolve API on a full pool of `R` entries.
     fn bulk_api<R: Repr>() {
         let cap = if cfg!(miri) { 16 } else { 256 };
         PoolBuilder::<[u64; 9]>::zeroed(cap)
