@@ -18,9 +18,6 @@ use std::ptr::NonNull;
 
 use crate::error::PoolError;
 
-mod shape;
-pub(crate) use shape::{by_shape, copy_entries, ByShape, Dyn, Shape};
-
 /// The parts of a representation only the pool uses (sealed: nameable inside the crate
 /// only, so no other crate implements [`Repr`] or sees the pool's geometry).
 mod hidden {
@@ -207,14 +204,14 @@ impl Geometry {
     /// Hints that the first cache line of the object of entry `e` will be written soon: the
     /// conversion of the representation ([`ReprImpl::ptr`]) and one prefetch instruction
     /// ([`prefetch_write`]), nothing else (no identity check: a hint for another pool's entry
-    /// touches nothing). Behind [`crate::Resolver::prefetch`].
+    /// touches nothing). Behind [`crate::Resolver::prefetch`] (issue 12).
     #[inline(always)]
     pub(crate) fn prefetch_write<R: ReprImpl>(&self, e: R::Entry) {
         prefetch_write(R::ptr(self, e));
     }
 }
 
-/// The prefetch hint behind [`Geometry::prefetch_write`]: one instruction that asks
+/// The prefetch hint behind [`Geometry::prefetch_write`] (issue 12): one instruction that asks
 /// the core to bring the cache line holding `p` towards L1 in a state ready for writing, as
 /// DPDK's `rte_prefetch0_write` and VPP's `vlib_prefetch_buffer_header(b, STORE)` do. No effect
 /// on program semantics: no read, no write, no fault.
@@ -574,210 +571,286 @@ unsafe impl ReprImpl for Pointer {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The shape of a short run of `n` elements, for the hot paths (1 to 32 entries: a call to
+/// `memcpy`/`memset` or a loop with a remainder costs more than the work there): [`by_shape`]
+/// picks one from `n`, and every operation over the run is written once per shape:
+///
+/// * [`Zero`]: `n == 0`; [`One`]: `n == 1`;
+/// * [`Win<K>`]: `2 <= n <= 64`, the first `K` and the last `K` elements, `K` the power of two
+///   with `K < n <= 2K` (disjoint halves when `n = 2K`, overlapping otherwise). Fixed sizes, so
+///   the compiler inlines them as a few vector moves and vector reductions;
+/// * [`Long`]: `n > 64`, a plain loop or a library call;
+/// * [`Dyn`]: any `n`, one [`by_shape`] dispatch per operation (the callers that do one
+///   operation per call: the ring, the `Vec` adapters).
+///
+/// A caller that does several operations on one run (the table paths: slot check, copy,
+/// clear) dispatches once with [`by_shape`] and runs all of them with the shape it gets, so a
+/// run-time `n` pays one dispatch per call; with a constant `n` the dispatch folds away and
+/// each operation is the fixed-size code alone. Every operation reads and writes through raw
+/// pointers (fixed-size `copy_nonoverlapping`, loops over `&[X; K]` views): no window is ever
+/// an array value, which went through a stack temporary (BENCHMARKS.md 14).
+///
+/// # Safety
+/// Every method: `p` (and `src`, `dst`) valid for `n` reads (writes) of initialised `X`, and
+/// `n` a length this shape covers ([`by_shape`] chooses it; [`Dyn`] covers all).
+pub(crate) trait Shape {
+    /// Copies `n` elements from `src` to `dst` (non-overlapping).
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize);
+    /// The OR of `f` over the `n` elements at `p` (overlapping windows see a few elements
+    /// twice, which changes nothing for an OR).
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32;
+    /// True when `pred` holds for some of the `n` elements at `p`.
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool;
+    /// Writes `None` into the `n` slots at `p` without dropping what was there.
+    unsafe fn none<X>(p: *mut Option<X>, n: usize);
+}
 
-    #[test]
-    fn prefetch_of_any_address_in_a_buffer_is_harmless() {
-        let buf = vec![7u8; 4096];
-        for off in (0..buf.len()).step_by(64) {
-            prefetch_write(buf[off..].as_ptr());
+/// The run of `n` elements, which [`by_shape`] turns into a [`Shape`].
+pub(crate) trait ByShape: Sized {
+    /// What the operation returns.
+    type Out;
+    /// Runs the operation with the shape `S`, which covers `n`.
+    fn run<S: Shape>(self, n: usize) -> Self::Out;
+}
+
+/// Runs `op` with the shape of `n`: at most seven compares and no chain of bit tests, as
+/// glibc's small `memcpy` does (`n == 1` first: the bulk-1 path pays one compare).
+#[inline(always)]
+pub(crate) fn by_shape<F: ByShape>(n: usize, op: F) -> F::Out {
+    if n == 1 {
+        op.run::<One>(n)
+    } else if n <= 2 {
+        if n == 2 {
+            op.run::<Win<1>>(n)
+        } else {
+            op.run::<Zero>(n)
         }
-        assert!(buf.iter().all(|&b| b == 7), "a prefetch writes nothing");
+    } else if n <= 4 {
+        op.run::<Win<2>>(n)
+    } else if n <= 8 {
+        op.run::<Win<4>>(n)
+    } else if n <= 16 {
+        op.run::<Win<8>>(n)
+    } else if n <= 32 {
+        op.run::<Win<16>>(n)
+    } else if n <= 64 {
+        op.run::<Win<32>>(n)
+    } else {
+        op.run::<Long>(n)
     }
+}
 
-    #[test]
-    fn both_reprs_agree_on_addresses() {
-        let mut buf = vec![0u8; 64 * 10];
-        let g = Geometry::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 64, 10);
-        for i in 0..10 {
-            let a = Index::ptr(&g, Index::encode(&g, i));
-            let b = Pointer::ptr(&g, Pointer::encode(&g, i));
-            assert_eq!(a, b);
-            assert_eq!(a, g.ptr_of_index(i));
-            assert_eq!(Index::index(&g, Index::encode(&g, i)), i);
-            assert_eq!(Pointer::index(&g, Pointer::encode(&g, i)), i);
+/// `n == 0`.
+pub(crate) enum Zero {}
+/// `n == 1`.
+pub(crate) enum One {}
+/// `K < n <= 2K`, `n <= 64`: the first and the last `K` elements.
+pub(crate) enum Win<const K: usize> {}
+/// `n > 64`.
+pub(crate) enum Long {}
+/// Any `n`: each operation dispatches with [`by_shape`].
+pub(crate) enum Dyn {}
+
+impl Shape for Zero {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(_src: *const X, _dst: *mut X, _n: usize) {}
+    #[inline(always)]
+    unsafe fn or<X>(_p: *const X, _n: usize, _f: impl Fn(&X) -> u32) -> u32 {
+        0
+    }
+    #[inline(always)]
+    unsafe fn any<X>(_p: *const X, _n: usize, _pred: impl Fn(&X) -> bool) -> bool {
+        false
+    }
+    #[inline(always)]
+    unsafe fn none<X>(_p: *mut Option<X>, _n: usize) {}
+}
+
+impl Shape for One {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, _n: usize) {
+        // SAFETY: n == 1: one valid read and one valid write (the trait's contract).
+        unsafe { dst.write(src.read()) }
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, _n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        // SAFETY: n == 1: one valid element.
+        f(unsafe { &*p })
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, _n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        // SAFETY: n == 1: one valid element.
+        pred(unsafe { &*p })
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, _n: usize) {
+        // SAFETY: n == 1: one valid slot; the old value is overwritten without a drop (the
+        // caller's contract: what was there was moved away or is a copy).
+        unsafe { p.write(None) }
+    }
+}
+
+impl<const K: usize> Win<K> {
+    /// The two windows of `n` elements at `p`, as read-only fixed-size views.
+    ///
+    /// # Safety
+    /// `K < n <= 2K` and `p` valid for `n` reads.
+    #[inline(always)]
+    unsafe fn views<'a, X>(p: *const X, n: usize) -> (&'a [X; K], &'a [X; K]) {
+        debug_assert!(K < n && n <= 2 * K);
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run.
+        unsafe { (&*p.cast::<[X; K]>(), &*p.add(n - K).cast::<[X; K]>()) }
+    }
+}
+
+impl<const K: usize> Shape for Win<K> {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize) {
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (the trait's
+        // contract: valid and disjoint for n).
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, K);
+            std::ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
         }
-        assert_eq!(std::mem::size_of::<Option<NonZeroU32>>(), 4);
-        assert_eq!(std::mem::size_of::<Option<ObjPtr>>(), 8);
     }
-
-    /// A geometry over `buf` whose far objects are never dereferenced: wrapping pointer
-    /// arithmetic keeps the buffer's provenance (Miri, strict provenance).
-    fn far_geometry(buf: &mut [u8], stride: usize, capacity: u32) -> Geometry {
-        Geometry::new(NonNull::new(buf.as_mut_ptr()).unwrap(), stride, capacity)
-    }
-
-    fn round_trip<R: Repr>(g: &Geometry, i: u32) {
-        let e = R::encode(g, i);
-        assert_eq!(R::index(g, e), i, "{} index of entry {e:?}", R::NAME);
-        assert_eq!(
-            R::ptr(g, e),
-            g.ptr_of_index(i),
-            "{} address of index {i}",
-            R::NAME
-        );
-        assert_eq!(R::encode(g, R::index(g, e)), e);
-    }
-
-    #[test]
-    fn every_repr_round_trips_index_entry_address() {
-        let mut buf = vec![0u64; 64];
-        for stride in [8usize, 16, 24, 64, 192, 2112, 4096, 1 << 20] {
-            let g = far_geometry(bytemuck_bytes(&mut buf), stride, 1000);
-            for i in [0u32, 1, 2, 7, 500, 999] {
-                round_trip::<Index>(&g, i);
-                round_trip::<Offset>(&g, i);
-                round_trip::<Pointer>(&g, i);
-            }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        // SAFETY: the trait's contract (K < n <= 2K).
+        let (a, b) = unsafe { Self::views(p, n) };
+        // Two plain loops over arrays (a `chain` of the two is not vectorised).
+        let mut acc = 0;
+        for x in a {
+            acc |= f(x);
         }
-        // Index and Pointer take any stride, Offset multiples of 8 only.
-        for stride in [1usize, 3, 12, 100] {
-            let g = far_geometry(bytemuck_bytes(&mut buf), stride, 50);
-            for i in [0u32, 1, 49] {
-                round_trip::<Index>(&g, i);
-                round_trip::<Pointer>(&g, i);
-            }
+        for x in b {
+            acc |= f(x);
         }
+        acc
     }
-
-    fn bytemuck_bytes(v: &mut [u64]) -> &mut [u8] {
-        // SAFETY: u64 has no padding and any byte pattern is valid for u8.
-        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), v.len() * 8) }
-    }
-
-    #[test]
-    fn offset_entries_address_through_base_minus_8() {
-        let mut buf = vec![0u64; 64];
-        let g = far_geometry(bytemuck_bytes(&mut buf), 2112, 10);
-        let e = Offset::encode(&g, 3);
-        assert_eq!(e.get(), 3 * 2112 / 8 + 1, "entry = byte offset / 8 + 1");
-        assert_eq!(
-            Offset::ptr(&g, e),
-            g.base.as_ptr().wrapping_add(3 * 2112),
-            "obase0 + entry * 8"
-        );
-        // Power-of-two strides take the shift path of index().
-        let g = far_geometry(bytemuck_bytes(&mut buf), 4096, 10);
-        assert_eq!(Offset::index(&g, Offset::encode(&g, 9)), 9);
-    }
-
-    #[test]
-    fn capacity_limits_of_each_repr() {
-        // Offset: the last object may start at (u32::MAX - 1) * 8, not one scale step more.
-        assert!(
-            Offset::check_layout(8, u32::MAX).is_ok(),
-            "stride 8: every u32 index"
-        );
-        assert!(Offset::check_layout(16, 1 << 31).is_ok());
-        match Offset::check_layout(16, (1 << 31) + 1) {
-            Err(PoolError::ReprLimit {
-                repr: "offset",
-                capacity,
-                stride: 16,
-                max_offset,
-            }) => {
-                assert_eq!(capacity, (1 << 31) + 1);
-                assert_eq!(max_offset, OFFSET_MAX_OBJECT_OFFSET);
-            }
-            other => panic!("expected ReprLimit, got {other:?}"),
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        // SAFETY: the trait's contract (K < n <= 2K).
+        let (a, b) = unsafe { Self::views(p, n) };
+        // One compare per element and no branch (fixed-size vector code), then one branch.
+        let mut any = false;
+        for x in a {
+            any |= pred(x);
         }
-        // 2112-byte objects: 16_268_815 fit (last start 34_359_737_280 <= max), one more not.
-        let cap = (OFFSET_MAX_OBJECT_OFFSET / 2112 + 1) as u32;
-        assert!(Offset::check_layout(2112, cap).is_ok());
-        assert!(matches!(
-            Offset::check_layout(2112, cap + 1),
-            Err(PoolError::ReprLimit { .. })
-        ));
-        // Strides Offset cannot name.
-        for stride in [1usize, 4, 12, 2100] {
-            assert!(matches!(
-                Offset::check_layout(stride, 10),
-                Err(PoolError::InvalidConfig { .. })
-            ));
+        for x in b {
+            any |= pred(x);
         }
-        // Index and Pointer: no limit beyond capacity <= u32::MAX (and the region's isize::MAX).
-        assert!(Index::check_layout(1 << 20, u32::MAX).is_ok());
-        assert!(Pointer::check_layout(1 << 20, u32::MAX).is_ok());
-        assert_eq!((Index::STRIDE_MULTIPLE, Pointer::STRIDE_MULTIPLE), (1, 1));
-        assert_eq!(Offset::STRIDE_MULTIPLE, 8);
+        any
     }
-
-    #[test]
-    fn the_largest_offset_pool_names_its_last_object() {
-        let mut buf = vec![0u64; 64];
-        // Stride 8, capacity u32::MAX: the last entry is u32::MAX itself.
-        let g = far_geometry(bytemuck_bytes(&mut buf), 8, u32::MAX);
-        let last = u32::MAX - 1;
-        assert_eq!(Offset::encode(&g, last).get(), u32::MAX);
-        round_trip::<Offset>(&g, last);
-        round_trip::<Index>(&g, last);
-        // The largest 2112-stride pool.
-        let cap = (OFFSET_MAX_OBJECT_OFFSET / 2112 + 1) as u32;
-        let g = far_geometry(bytemuck_bytes(&mut buf), 2112, cap);
-        round_trip::<Offset>(&g, cap - 1);
-        round_trip::<Offset>(&g, 0);
-    }
-
-    mod prop {
-        use super::*;
-        use proptest::prelude::*;
-
-        fn config() -> ProptestConfig {
-            if cfg!(miri) {
-                ProptestConfig {
-                    cases: 8,
-                    failure_persistence: None,
-                    ..ProptestConfig::default()
-                }
-            } else {
-                ProptestConfig::with_cases(2000)
-            }
-        }
-
-        /// A stride (multiple of 8) and a capacity that offset entries can name.
-        fn layout() -> impl Strategy<Value = (usize, u32)> {
-            (1usize..=1 << 17).prop_flat_map(|units| {
-                let stride = units * 8;
-                let max_cap = (OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1).min(u32::MAX as u64);
-                (Just(stride), 1..=max_cap as u32)
-            })
-        }
-
-        proptest! {
-            #![proptest_config(config())]
-
-            #[test]
-            fn every_repr_round_trips((stride, cap) in layout(), a in any::<u32>(), b in any::<u32>()) {
-                prop_assert!(Offset::check_layout(stride, cap).is_ok());
-                let mut buf = vec![0u64; 8];
-                let g = far_geometry(bytemuck_bytes(&mut buf), stride, cap);
-                let (i, j) = (a % cap, b % cap);
-                round_trip::<Offset>(&g, i);
-                round_trip::<Index>(&g, i);
-                round_trip::<Pointer>(&g, i);
-                // Distinct objects, distinct entries and addresses.
-                if i != j {
-                    prop_assert_ne!(Offset::encode(&g, i), Offset::encode(&g, j));
-                    prop_assert_ne!(Offset::ptr(&g, Offset::encode(&g, i)), Offset::ptr(&g, Offset::encode(&g, j)));
-                    prop_assert_ne!(Index::encode(&g, i), Index::encode(&g, j));
-                }
-            }
-
-            #[test]
-            fn offset_limit_is_exact(units in 1usize..=1 << 17) {
-                let stride = units * 8;
-                let max_cap = OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1;
-                if max_cap < u32::MAX as u64 {
-                    prop_assert!(Offset::check_layout(stride, max_cap as u32).is_ok());
-                    let over = Offset::check_layout(stride, max_cap as u32 + 1);
-                    let limited = matches!(over, Err(PoolError::ReprLimit { .. }));
-                    prop_assert!(limited, "stride {}: {:?}", stride, over);
-                } else {
-                    prop_assert!(Offset::check_layout(stride, u32::MAX).is_ok());
-                }
-            }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, n: usize) {
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run; the old values are
+        // overwritten without a drop (the trait's contract).
+        unsafe {
+            p.cast::<[Option<X>; K]>().write([const { None }; K]);
+            p.add(n - K)
+                .cast::<[Option<X>; K]>()
+                .write([const { None }; K]);
         }
     }
 }
+
+impl Shape for Long {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize) {
+        // SAFETY: the trait's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        // SAFETY: the trait's contract: n valid elements.
+        let s = unsafe { std::slice::from_raw_parts(p, n) };
+        s.iter().fold(0, |acc, x| acc | f(x))
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        // SAFETY: the trait's contract: n valid elements.
+        let s = unsafe { std::slice::from_raw_parts(p, n) };
+        let mut any = false;
+        for x in s {
+            any |= pred(x);
+        }
+        any
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, n: usize) {
+        for i in 0..n {
+            // SAFETY: i < n: a valid slot; overwritten without a drop (the trait's contract).
+            unsafe { p.add(i).write(None) }
+        }
+    }
+}
+
+impl Shape for Dyn {
+    #[inline(always)]
+    unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, n: usize) {
+        struct Op<X>(*const X, *mut X);
+        impl<X: Copy> ByShape for Op<X> {
+            type Out = ();
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) {
+                // SAFETY: Dyn::copy's contract; S covers n (by_shape).
+                unsafe { S::copy(self.0, self.1, n) }
+            }
+        }
+        by_shape(n, Op(src, dst))
+    }
+    #[inline(always)]
+    unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
+        struct Op<X, F>(*const X, F);
+        impl<X, F: Fn(&X) -> u32> ByShape for Op<X, F> {
+            type Out = u32;
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) -> u32 {
+                // SAFETY: Dyn::or's contract; S covers n (by_shape).
+                unsafe { S::or(self.0, n, self.1) }
+            }
+        }
+        by_shape(n, Op(p, f))
+    }
+    #[inline(always)]
+    unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
+        struct Op<X, F>(*const X, F);
+        impl<X, F: Fn(&X) -> bool> ByShape for Op<X, F> {
+            type Out = bool;
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) -> bool {
+                // SAFETY: Dyn::any's contract; S covers n (by_shape).
+                unsafe { S::any(self.0, n, self.1) }
+            }
+        }
+        by_shape(n, Op(p, pred))
+    }
+    #[inline(always)]
+    unsafe fn none<X>(p: *mut Option<X>, n: usize) {
+        struct Op<X>(*mut Option<X>);
+        impl<X> ByShape for Op<X> {
+            type Out = ();
+            #[inline(always)]
+            fn run<S: Shape>(self, n: usize) {
+                // SAFETY: Dyn::none's contract; S covers n (by_shape).
+                unsafe { S::none(self.0, n) }
+            }
+        }
+        by_shape(n, Op(p))
+    }
+}
+
+/// Copies `n` entries from `src` to `dst` (non-overlapping), in the shape of `n` ([`Dyn`]):
+/// short copies are fixed-size moves the compiler inlines, long ones (refills and flushes of
+/// hundreds) call `memcpy`.
+///
+/// # Safety
+/// `src` valid for `n` reads, `dst` for `n` writes, the ranges do not overlap.
+#[inline(always)]
+pub(crate) unsafe fn copy_entries<E: Copy>(src: *const E, dst: *mut E, n: usize) {
+    // SAFETY: the caller's contract; Dyn covers every n.
+    unsafe { Dyn::copy(src, dst, n) }
+}
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,29 @@ use crate::handle::Handle;
 use crate::repr::Repr;
 
 /// Settings of a [`UringRx`](super::UringRx).
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
+/// // Lend half the pool, re-arm 16 buffers at a time, 64 bytes of headroom (the length stamp).
+/// let config = RxConfig { lend: 32, burst: 16, headroom: 64, ..RxConfig::default() };
+/// let mut rx = UringRx::new(pool.clone(), config)?;
+/// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// rx.recv_multishot(sock.as_raw_fd())?;
+/// rx.poll(&mut Vec::new(), None)?;
+/// assert_eq!(pool.lent_to_kernel(), 32);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct RxConfig {
     /// Submission queue entries of the io_uring instance (the completion queue gets 8 times as
@@ -44,11 +67,68 @@ impl Default for RxConfig {
 }
 
 /// Which socket a packet came from: returned by [`UringRx::recv_multishot`](super::UringRx::recv_multishot).
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
+/// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
+/// let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+/// let ida: SockId = rx.recv_multishot(a.as_raw_fd())?;
+/// let idb = rx.recv_multishot(b.as_raw_fd())?;
+/// assert_ne!(ida, idb);
+/// b.send_to(b"to b", b.local_addr().unwrap()).unwrap();
+/// let mut packets: Vec<Packet<[u8; 2048]>> = Vec::new();
+/// while packets.is_empty() {
+///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
+/// }
+/// let p = packets.pop().unwrap();
+/// assert_eq!((p.sock, p.len), (idb, 4));
+/// pool.put(p.handle);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SockId(pub usize);
 
 /// A received datagram (or stream chunk): the handle of the pool object the kernel wrote, and
 /// how many bytes it wrote (after the headroom). Put `handle` back into the pool when done.
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
+/// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
+/// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// rx.recv_multishot(sock.as_raw_fd())?;
+/// sock.send_to(b"ping", sock.local_addr().unwrap()).unwrap();
+/// let mut packets: Vec<Packet<[u8; 2048]>> = Vec::new();
+/// while packets.is_empty() {
+///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
+/// }
+/// for p in packets.drain(..) {
+///     assert_eq!(&pool.get_ref(&p.handle)[..p.len as usize], b"ping");
+///     pool.put(p.handle); // the object goes back; the receiver lends it again later
+/// }
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[must_use = "the packet's handle owns a pool object: put it back into the pool"]
 #[derive(Debug)]
 pub struct Packet<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr> {
@@ -61,6 +141,28 @@ pub struct Packet<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRe
 }
 
 /// What a socket's receive is doing ([`UringRx::sock_state`](super::UringRx::sock_state)).
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
+/// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
+/// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let id = rx.recv_multishot(sock.as_raw_fd())?;
+/// assert_eq!(rx.sock_state(id), Some(SockState::Open));
+/// rx.close(id, &mut Vec::new())?; // cancels its receives, waits for their last completions
+/// assert_eq!(rx.sock_state(id), Some(SockState::Closed));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SockState {
     /// Receiving (or waiting for buffers after `ENOBUFS`: re-armed by the next poll).
@@ -74,6 +176,28 @@ pub enum SockState {
 }
 
 /// Counters of a [`UringRx`](super::UringRx) since its creation.
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use std::os::fd::AsRawFd;
+/// use std::time::Duration;
+/// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
+///
+/// if let Err(why) = idxpool::uring::available() {
+///     println!("skipped: {why}");
+///     return Ok(());
+/// }
+/// let pool = std::sync::Arc::new(
+///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
+/// );
+/// let mut rx = UringRx::new(pool.clone(), RxConfig { burst: 16, ..RxConfig::default() })?;
+/// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// rx.recv_multishot(sock.as_raw_fd())?;
+/// rx.poll(&mut Vec::new(), None)?; // lends 48 buffers, 16 at a time
+/// let s: RxStats = rx.stats();
+/// assert_eq!((s.buffers_lent, s.rearm_bursts, s.packets), (48, 3, 0));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RxStats {
     /// Packets received (completions that carried a buffer and data).

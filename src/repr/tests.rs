@@ -1,0 +1,279 @@
+//! Unit tests of the representations and of the short-run shapes.
+
+use super::*;
+
+#[test]
+fn prefetch_of_any_address_in_a_buffer_is_harmless() {
+    let buf = vec![7u8; 4096];
+    for off in (0..buf.len()).step_by(64) {
+        prefetch_write(buf[off..].as_ptr());
+    }
+    assert!(buf.iter().all(|&b| b == 7), "a prefetch writes nothing");
+}
+
+#[test]
+fn both_reprs_agree_on_addresses() {
+    let mut buf = vec![0u8; 64 * 10];
+    let g = Geometry::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 64, 10);
+    for i in 0..10 {
+        let a = Index::ptr(&g, Index::encode(&g, i));
+        let b = Pointer::ptr(&g, Pointer::encode(&g, i));
+        assert_eq!(a, b);
+        assert_eq!(a, g.ptr_of_index(i));
+        assert_eq!(Index::index(&g, Index::encode(&g, i)), i);
+        assert_eq!(Pointer::index(&g, Pointer::encode(&g, i)), i);
+    }
+    assert_eq!(std::mem::size_of::<Option<NonZeroU32>>(), 4);
+    assert_eq!(std::mem::size_of::<Option<ObjPtr>>(), 8);
+}
+
+/// A geometry over `buf` whose far objects are never dereferenced: wrapping pointer
+/// arithmetic keeps the buffer's provenance (Miri, strict provenance).
+fn far_geometry(buf: &mut [u8], stride: usize, capacity: u32) -> Geometry {
+    Geometry::new(NonNull::new(buf.as_mut_ptr()).unwrap(), stride, capacity)
+}
+
+fn round_trip<R: Repr>(g: &Geometry, i: u32) {
+    let e = R::encode(g, i);
+    assert_eq!(R::index(g, e), i, "{} index of entry {e:?}", R::NAME);
+    assert_eq!(
+        R::ptr(g, e),
+        g.ptr_of_index(i),
+        "{} address of index {i}",
+        R::NAME
+    );
+    assert_eq!(R::encode(g, R::index(g, e)), e);
+}
+
+#[test]
+fn every_repr_round_trips_index_entry_address() {
+    let mut buf = vec![0u64; 64];
+    for stride in [8usize, 16, 24, 64, 192, 2112, 4096, 1 << 20] {
+        let g = far_geometry(bytemuck_bytes(&mut buf), stride, 1000);
+        for i in [0u32, 1, 2, 7, 500, 999] {
+            round_trip::<Index>(&g, i);
+            round_trip::<Offset>(&g, i);
+            round_trip::<Pointer>(&g, i);
+        }
+    }
+    // Index and Pointer take any stride, Offset multiples of 8 only.
+    for stride in [1usize, 3, 12, 100] {
+        let g = far_geometry(bytemuck_bytes(&mut buf), stride, 50);
+        for i in [0u32, 1, 49] {
+            round_trip::<Index>(&g, i);
+            round_trip::<Pointer>(&g, i);
+        }
+    }
+}
+
+fn bytemuck_bytes(v: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u64 has no padding and any byte pattern is valid for u8.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), v.len() * 8) }
+}
+
+#[test]
+fn offset_entries_address_through_base_minus_8() {
+    let mut buf = vec![0u64; 64];
+    let g = far_geometry(bytemuck_bytes(&mut buf), 2112, 10);
+    let e = Offset::encode(&g, 3);
+    assert_eq!(e.get(), 3 * 2112 / 8 + 1, "entry = byte offset / 8 + 1");
+    assert_eq!(
+        Offset::ptr(&g, e),
+        g.base.as_ptr().wrapping_add(3 * 2112),
+        "obase0 + entry * 8"
+    );
+    // Power-of-two strides take the shift path of index().
+    let g = far_geometry(bytemuck_bytes(&mut buf), 4096, 10);
+    assert_eq!(Offset::index(&g, Offset::encode(&g, 9)), 9);
+}
+
+#[test]
+fn capacity_limits_of_each_repr() {
+    // Offset: the last object may start at (u32::MAX - 1) * 8, not one scale step more.
+    assert!(
+        Offset::check_layout(8, u32::MAX).is_ok(),
+        "stride 8: every u32 index"
+    );
+    assert!(Offset::check_layout(16, 1 << 31).is_ok());
+    match Offset::check_layout(16, (1 << 31) + 1) {
+        Err(PoolError::ReprLimit {
+            repr: "offset",
+            capacity,
+            stride: 16,
+            max_offset,
+        }) => {
+            assert_eq!(capacity, (1 << 31) + 1);
+            assert_eq!(max_offset, OFFSET_MAX_OBJECT_OFFSET);
+        }
+        other => panic!("expected ReprLimit, got {other:?}"),
+    }
+    // 2112-byte objects: 16_268_815 fit (last start 34_359_737_280 <= max), one more not.
+    let cap = (OFFSET_MAX_OBJECT_OFFSET / 2112 + 1) as u32;
+    assert!(Offset::check_layout(2112, cap).is_ok());
+    assert!(matches!(
+        Offset::check_layout(2112, cap + 1),
+        Err(PoolError::ReprLimit { .. })
+    ));
+    // Strides Offset cannot name.
+    for stride in [1usize, 4, 12, 2100] {
+        assert!(matches!(
+            Offset::check_layout(stride, 10),
+            Err(PoolError::InvalidConfig { .. })
+        ));
+    }
+    // Index and Pointer: no limit beyond capacity <= u32::MAX (and the region's isize::MAX).
+    assert!(Index::check_layout(1 << 20, u32::MAX).is_ok());
+    assert!(Pointer::check_layout(1 << 20, u32::MAX).is_ok());
+    assert_eq!((Index::STRIDE_MULTIPLE, Pointer::STRIDE_MULTIPLE), (1, 1));
+    assert_eq!(Offset::STRIDE_MULTIPLE, 8);
+}
+
+#[test]
+fn the_largest_offset_pool_names_its_last_object() {
+    let mut buf = vec![0u64; 64];
+    // Stride 8, capacity u32::MAX: the last entry is u32::MAX itself.
+    let g = far_geometry(bytemuck_bytes(&mut buf), 8, u32::MAX);
+    let last = u32::MAX - 1;
+    assert_eq!(Offset::encode(&g, last).get(), u32::MAX);
+    round_trip::<Offset>(&g, last);
+    round_trip::<Index>(&g, last);
+    // The largest 2112-stride pool.
+    let cap = (OFFSET_MAX_OBJECT_OFFSET / 2112 + 1) as u32;
+    let g = far_geometry(bytemuck_bytes(&mut buf), 2112, cap);
+    round_trip::<Offset>(&g, cap - 1);
+    round_trip::<Offset>(&g, 0);
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        if cfg!(miri) {
+            ProptestConfig {
+                cases: 8,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            }
+        } else {
+            ProptestConfig::with_cases(2000)
+        }
+    }
+
+    /// A stride (multiple of 8) and a capacity that offset entries can name.
+    fn layout() -> impl Strategy<Value = (usize, u32)> {
+        (1usize..=1 << 17).prop_flat_map(|units| {
+            let stride = units * 8;
+            let max_cap = (OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1).min(u32::MAX as u64);
+            (Just(stride), 1..=max_cap as u32)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn every_repr_round_trips((stride, cap) in layout(), a in any::<u32>(), b in any::<u32>()) {
+            prop_assert!(Offset::check_layout(stride, cap).is_ok());
+            let mut buf = vec![0u64; 8];
+            let g = far_geometry(bytemuck_bytes(&mut buf), stride, cap);
+            let (i, j) = (a % cap, b % cap);
+            round_trip::<Offset>(&g, i);
+            round_trip::<Index>(&g, i);
+            round_trip::<Pointer>(&g, i);
+            // Distinct objects, distinct entries and addresses.
+            if i != j {
+                prop_assert_ne!(Offset::encode(&g, i), Offset::encode(&g, j));
+                prop_assert_ne!(Offset::ptr(&g, Offset::encode(&g, i)), Offset::ptr(&g, Offset::encode(&g, j)));
+                prop_assert_ne!(Index::encode(&g, i), Index::encode(&g, j));
+            }
+        }
+
+        #[test]
+        fn offset_limit_is_exact(units in 1usize..=1 << 17) {
+            let stride = units * 8;
+            let max_cap = OFFSET_MAX_OBJECT_OFFSET / stride as u64 + 1;
+            if max_cap < u32::MAX as u64 {
+                prop_assert!(Offset::check_layout(stride, max_cap as u32).is_ok());
+                let over = Offset::check_layout(stride, max_cap as u32 + 1);
+                let limited = matches!(over, Err(PoolError::ReprLimit { .. }));
+                prop_assert!(limited, "stride {}: {:?}", stride, over);
+            } else {
+                prop_assert!(Offset::check_layout(stride, u32::MAX).is_ok());
+            }
+        }
+    }
+}
+
+mod copy_tests {
+    use super::{by_shape, ByShape, Dyn, Shape};
+
+    #[test]
+    fn copy_entries_copies_every_length() {
+        for n in 0..200usize {
+            let src: Vec<u32> = (0..n as u32).collect();
+            let mut dst = vec![u32::MAX; n + 1];
+            // SAFETY: both buffers hold at least n entries and are distinct.
+            unsafe { super::copy_entries(src.as_ptr(), dst.as_mut_ptr(), n) };
+            assert_eq!(&dst[..n], &src[..]);
+            assert_eq!(dst[n], u32::MAX, "no write past n");
+        }
+    }
+
+    /// Every shape's operations against plain loops, at every length (through `Dyn`, and
+    /// through one `by_shape` dispatch for all of them, as the table paths do).
+    #[test]
+    fn every_shape_sees_every_element() {
+        struct All<'a>(
+            &'a [u32],
+            &'a mut [u32],
+            &'a mut [Option<std::num::NonZeroU32>],
+        );
+        impl ByShape for All<'_> {
+            type Out = (u32, bool, bool);
+            fn run<S: Shape>(self, n: usize) -> (u32, bool, bool) {
+                // SAFETY: the three buffers hold at least n elements; distinct.
+                unsafe {
+                    S::copy(self.0.as_ptr(), self.1.as_mut_ptr(), n);
+                    let or = S::or(self.0.as_ptr(), n, |&x| 1 << (x % 32));
+                    let any7 = S::any(self.0.as_ptr(), n, |&x| x == 7);
+                    let anyn = S::any(self.2.as_ptr(), n, Option::is_none);
+                    S::none(self.2.as_mut_ptr(), n);
+                    (or, any7, anyn)
+                }
+            }
+        }
+        let (max, step) = if cfg!(miri) { (70, 11) } else { (150, 1) };
+        for n in 0..max {
+            for at in (0..n.max(1)).step_by(step) {
+                let src: Vec<u32> = (0..n as u32)
+                    .map(|i| if i as usize == at { 7 } else { 100 + i })
+                    .collect();
+                let mut dst = vec![u32::MAX; n + 1];
+                let mut slots: Vec<_> = (0..=n)
+                    .map(|i| std::num::NonZeroU32::new(i as u32 + 1))
+                    .collect();
+                if n > 0 {
+                    slots[at] = None;
+                }
+                let (or, any7, anyn) = by_shape(n, All(&src, &mut dst, &mut slots));
+                assert_eq!(&dst[..n], &src[..], "n={n}");
+                assert_eq!(dst[n], u32::MAX, "n={n}: no write past n");
+                assert_eq!(or, src.iter().fold(0, |m, &x| m | 1 << (x % 32)), "n={n}");
+                assert_eq!(any7, n > 0, "n={n} at={at}");
+                assert_eq!(anyn, n > 0, "n={n} at={at}");
+                assert!(slots[..n].iter().all(Option::is_none), "n={n}: cleared");
+                assert!(slots[n].is_some(), "n={n}: nothing past n cleared");
+                // Dyn gives the same answers.
+                // SAFETY: as above.
+                let (or2, any2) = unsafe {
+                    (
+                        Dyn::or(src.as_ptr(), n, |&x| 1 << (x % 32)),
+                        Dyn::any(src.as_ptr(), n, |&x| x == 7),
+                    )
+                };
+                assert_eq!((or2, any2), (or, any7), "n={n}");
+            }
+        }
+    }
+}
