@@ -30,7 +30,7 @@
 #           -march=corei7 so that they win); Rust: RUSTFLAGS="-C target-cpu=native -C target-feature=-avx512f"
 #           (target/instr-native). valgrind 3.19 cannot decode AVX-512 instructions, so both
 #           sides leave out AVX-512F and every extension that needs it (AVX2, BMI2, FMA, ...
-#           stay). The targets are judged on this pairing.
+#           stay). The targets are judged on this pairing.
 #   debian  C: cc -O2 -march=corei7 (how Debian builds DPDK 22.11); Rust: cargo's default
 #           release build (x86-64 baseline, target/release): each side as its users get it.
 #

@@ -8,7 +8,7 @@
 //!   `variance_local_cache.rs`, `variance_resolver.rs`, `variance_handle_ring.rs`,
 //!   `variance_handle.rs`, `variance_ring.rs` show the coercion refused for every generic type
 //!   that holds or hands out `T` (or entries);
-//! * uninitialised objects (issue case 2): `init_without_write.rs` is the issue's
+//! * uninitialised objects (case 2): `init_without_write.rs` is the attack's
 //!   `PoolBuilder::<&'static u64>::with_init(1, |_, _slot| {})`, `init_token_reuse.rs` and
 //!   `init_token_forged.rs` try to return a proof that is not this object's.
 //!
