@@ -58,7 +58,7 @@ pub(crate) unsafe fn init_objects<T: ?Sized + Element>(
         from: u32,
         done: u32,
         written: &'g std::sync::atomic::AtomicBool,
-        _t: PhantomData<T>,
+        _t: PhantomData<super::Invariant<T>>,
     }
     impl<T: ?Sized + Element> Drop for Guard<'_, T> {
         fn drop(&mut self) {
@@ -104,7 +104,7 @@ pub(crate) unsafe fn drop_objects<T: ?Sized + Element>(g: &Geometry, from: u32, 
         g: &'g Geometry,
         next: u32,
         to: u32,
-        _t: PhantomData<T>,
+        _t: PhantomData<super::Invariant<T>>,
     }
     impl<T: ?Sized + Element> Drop for Rest<'_, T> {
         fn drop(&mut self) {

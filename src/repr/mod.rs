@@ -204,14 +204,14 @@ impl Geometry {
     /// Hints that the first cache line of the object of entry `e` will be written soon: the
     /// conversion of the representation ([`ReprImpl::ptr`]) and one prefetch instruction
     /// ([`prefetch_write`]), nothing else (no identity check: a hint for another pool's entry
-    /// touches nothing). Behind [`crate::Resolver::prefetch`] (issue 12).
+    /// touches nothing). Behind [`crate::Resolver::prefetch`].
     #[inline(always)]
     pub(crate) fn prefetch_write<R: ReprImpl>(&self, e: R::Entry) {
         prefetch_write(R::ptr(self, e));
     }
 }
 
-/// The prefetch hint behind [`Geometry::prefetch_write`] (issue 12): one instruction that asks
+/// The prefetch hint behind [`Geometry::prefetch_write`]: one instruction that asks
 /// the core to bring the cache line holding `p` towards L1 in a state ready for writing, as
 /// DPDK's `rte_prefetch0_write` and VPP's `vlib_prefetch_buffer_header(b, STORE)` do. No effect
 /// on program semantics: no read, no write, no fault.
