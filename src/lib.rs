@@ -14,8 +14,10 @@
 //! parameters: the identity `B` ([`Runtime`]: any number of pools, stored anywhere, one range
 //! compare per use of a handle; or a brand checked by the compiler: [`brand!`], [`Scoped`],
 //! [`Unchecked`]) and the entry representation `R` ([`repr`]). Its companions
-//! ([`LocalCache`], [`Pooled`], [`HandleRing`]) are written once over how they hold the pool
-//! ([`PoolRef`]: `&Pool` or `Arc<Pool>`).
+//! ([`LocalCache`], [`HandleRing`]) are written once over how they hold the pool
+//! ([`PoolRef`], sealed: `&Pool` or `Arc<Pool>`). The in-process pool and the multi-process
+//! `shared::SharedPool` share one interface, [`Mempool`], over which generic code and the
+//! [`Pooled`] guard are written once.
 //!
 //! ```
 //! use std::sync::Arc;
