@@ -38,6 +38,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use idxpool_bench::stats::geomean;
 
 /// Joins DPDK C mempool_perf lines with idxpool mempool_perf CSV rows per cell.
 #[derive(Parser, Debug)]
@@ -335,17 +336,6 @@ fn join(dpdk_log: &[(Section, Cell, f64)], idx: &IdxRows, cache: Option<u32>) ->
             })
         })
         .collect()
-}
-
-fn geomean(v: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let (mut s, mut n) = (0.0, 0usize);
-    for x in v {
-        if x.is_finite() && x > 0.0 {
-            s += x.ln();
-            n += 1;
-        }
-    }
-    (n > 0).then(|| (s / n as f64).exp())
 }
 
 fn opt(v: Option<f64>, scale: f64, prec: usize) -> String {

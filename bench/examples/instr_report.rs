@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
+use idxpool_bench::stats::geomean;
 
 /// Instructions per object from callgrind dumps: table, groups and verdict.
 #[derive(Parser, Debug)]
@@ -259,17 +260,6 @@ fn add_dump(counts: &mut Counts, text: &str) {
 /// Instructions per object of `contender` on `cell`.
 fn ipo(counts: &Counts, cell: &Cell, contender: &str) -> Option<f64> {
     counts.get(cell)?.get(contender).map(Samples::per_object)
-}
-
-fn geomean(v: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let (mut sum, mut n) = (0.0, 0usize);
-    for x in v {
-        if x > 0.0 && x.is_finite() {
-            sum += x.ln();
-            n += 1;
-        }
-    }
-    (n > 0).then(|| (sum / n as f64).exp())
 }
 
 fn num(v: Option<f64>, prec: usize) -> String {

@@ -86,8 +86,17 @@ mod hidden {
     /// What a representation does; see [`Repr`].
     ///
     /// # Safety
-    /// `encode` must be injective over a pool's indices and `ptr(encode(i))` must be object
-    /// `i`'s address: the pool relies on this to hand out non-aliasing objects.
+    /// The pool's unsafe code relies on every one of these (sealed: only `Offset`, `Index`
+    /// and `Pointer` implement it):
+    /// * `encode` is injective over a pool's indices, `ptr(encode(i))` is object `i`'s
+    ///   address and `index(encode(i)) == i`: distinct handles name distinct objects;
+    /// * `Entry` is a `NonZeroU32` or `NonNull` in `repr(transparent)` wrappers, so that
+    ///   `Option<Handle>` has the entry's size and bits and `None` is zero (the caller's
+    ///   table is viewed as entries: `table.rs`, `assert_slot_is_entry`);
+    /// * for 4-byte entries, `rank(g, e) < g.span` exactly when `e` lies in the pool's block
+    ///   of the handle space, and the OR of ranks is below `span` only when every rank is
+    ///   (the run-time identity check, one entry or a burst);
+    /// * `entry_from_raw` returns an entry only for a raw value in that block.
     pub unsafe trait ReprImpl: 'static + Sized {
         /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
         /// `Option<Handle>` is as small as the handle.
