@@ -7,17 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
-use crate::cache::{FlushPolicy, CACHE_MAX_SIZE};
+use crate::cache::{FlushPolicy, CACHE_LINE, CACHE_MAX_SIZE};
 use crate::debug::ObjectStates;
 use crate::element::Element;
 use crate::error::PoolError;
-use crate::pool::{Pool, PoolCore, UninitObject};
+use crate::pool::{Growth, InitFn, Pool, PoolCore};
 use crate::region::{BackingPolicy, Region};
 use crate::repr::{Geometry, Repr};
 use crate::ring::RingFlags;
-
-/// Cache line size assumed for layout (x86-64, most arm64).
-pub const CACHE_LINE: usize = 64;
 
 /// How far apart objects are placed.
 ///
@@ -166,14 +163,6 @@ impl<'s, T> InitSlot<'s, T> {
         Written(PhantomData)
     }
 }
-
-/// An object initialiser, with the object type erased so that the builder serves unsized
-/// elements too: `init(i, obj, written)` initialises object `i` in `obj` and sets `written`
-/// once a whole object is there. Made only by the builder's constructors, which know `T`;
-/// called only by `pool::init_objects` (at build and in `grow`), which hands it the object's
-/// memory as an [`UninitObject`].
-/// `Send`: a growable pool keeps it and calls it from the thread that calls `grow`.
-pub(crate) type InitFn<'a> = Box<dyn FnMut(u32, UninitObject<'_>, &AtomicBool) + Send + 'a>;
 
 pub(crate) enum Init<'a> {
     /// Fresh anonymous memory is already zero: no pass over the region.
@@ -853,7 +842,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             brand.map(|b| b.0),
             space,
             states,
-            crate::grow::Growth::new(self.capacity, grow_init),
+            Growth::new(self.capacity, grow_init),
         )
         .with_on_put(self.on_put.take()))
     }

@@ -60,9 +60,42 @@
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::sync::Backoff;
+/// Spin-wait helper: crossbeam's exponential `Backoff` normally; under loom a plain yield, so the
+/// model checker can schedule the thread we are waiting for. (Here, not in `sync`, so that this
+/// module imports nothing of the crate.)
+pub(crate) struct Backoff {
+    #[cfg(not(loom))]
+    inner: crossbeam_utils::Backoff,
+}
+
+impl Backoff {
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Backoff {
+            #[cfg(not(loom))]
+            inner: crossbeam_utils::Backoff::new(),
+        }
+    }
+
+    /// Waits a little, escalating to `thread::yield_now` after a few rounds, so a thread waiting
+    /// for a preempted peer (more threads than cores) lets the peer run instead of burning its
+    /// time slice: no livelock.
+    #[inline]
+    pub(crate) fn snooze(&self) {
+        #[cfg(not(loom))]
+        {
+            if self.inner.is_completed() {
+                std::thread::yield_now();
+            } else {
+                self.inner.snooze();
+            }
+        }
+        #[cfg(loom)]
+        loom::thread::yield_now();
+    }
+}
 
 /// A key of the calling thread, never 0, even, and never reused: a process-wide counter taken
 /// on the thread's first call (a thread-local without destructor, so readable during thread
@@ -85,7 +118,7 @@ static FORK_FLOOR: AtomicUsize = AtomicUsize::new(0);
 /// Set in a lock word taken by the prepare handler (thread keys are even).
 const BY_FORK: usize = 1;
 
-/// A spin lock (spins, then yields: `sync::Backoff`) whose word is its holder's
+/// A spin lock (spins, then yields: [`Backoff`]) whose word is its holder's
 /// [`thread_key`], 0 when free; the prepare handler can take it and the parent and child
 /// handlers release it, across `fork()`.
 pub(crate) struct RawLock(AtomicUsize);
@@ -230,6 +263,35 @@ impl<T> Drop for LockGuard<'_, T> {
     }
 }
 
+/// A process-wide [`Lock`] in a `static` (the leak hook's, the handle space's, the thread-id
+/// allocator's): it lists itself with the fork handlers the first time it is taken, so that
+/// this module names none of its holders. The globals are taken by the prepare handler after
+/// the participant list and before every pool's locks; none nests another, so their order
+/// among themselves (the order they were first taken in) is free.
+pub(crate) struct GlobalLock<T> {
+    lock: Lock<T>,
+    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    listed: AtomicBool,
+}
+
+impl<T> GlobalLock<T> {
+    pub(crate) const fn new(t: T) -> Self {
+        GlobalLock {
+            lock: Lock::new(t),
+            listed: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the lock, listing it with the fork handlers first if it is not yet.
+    pub(crate) fn lock(&'static self) -> LockGuard<'static, T> {
+        #[cfg(all(unix, not(miri), not(loom)))]
+        if !self.listed.load(Ordering::Acquire) {
+            handlers::list_global(&self.lock.raw, &self.listed);
+        }
+        self.lock.lock()
+    }
+}
+
 /// Something a fork must take, release or repair (a ring's state, a pool's core).
 #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
 pub(crate) trait Participant {
@@ -267,7 +329,7 @@ pub(crate) fn unregister(key: *const ()) {
 mod handlers {
     use super::{Participant, RawLock};
     use std::cell::UnsafeCell;
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
     /// A listed participant: `p`, found again by `key` when it is unlisted. A ring lists its
     /// own (heap) state; a pool lists a part the list owns (`owned`, which `p` points into),
@@ -289,13 +351,37 @@ mod handlers {
     static MEMBERS: List = List(UnsafeCell::new(Vec::new()));
     static LIST: RawLock = RawLock::new();
 
-    /// The global locks, in their order (the module docs).
-    fn globals() -> [&'static RawLock; 3] {
-        [
-            crate::leaks::hook_lock(),
-            crate::space::table_lock(),
-            crate::thread::tids_lock(),
-        ]
+    /// The global locks ([`super::GlobalLock`]), listed when first taken, under `LIST`.
+    struct Globals(UnsafeCell<([*const RawLock; MAX_GLOBALS], usize)>);
+    // SAFETY: as `List`: touched only with LIST held (or by the single-threaded child).
+    unsafe impl Sync for Globals {}
+    const MAX_GLOBALS: usize = 8;
+    static GLOBALS: Globals = Globals(UnsafeCell::new(([std::ptr::null(); MAX_GLOBALS], 0)));
+
+    /// The listed global locks, in the order they were listed.
+    ///
+    /// # Safety
+    /// LIST is held by the caller (or by the prepare handler, for the child handler).
+    unsafe fn globals<'a>() -> &'a [*const RawLock] {
+        // SAFETY: the caller's contract.
+        let (all, n) = unsafe { &*GLOBALS.0.get() };
+        &all[..*n]
+    }
+
+    /// Lists a global lock (once: `listed` says it is), installing the handlers.
+    pub(super) fn list_global(lock: &'static RawLock, listed: &AtomicBool) {
+        install();
+        LIST.lock();
+        if !listed.load(Ordering::Relaxed) {
+            // SAFETY: LIST held.
+            let (all, n) = unsafe { &mut *GLOBALS.0.get() };
+            // The crate has three global locks; more would be a bug of this module's caller.
+            assert!(*n < MAX_GLOBALS, "idxpool: too many global locks");
+            all[*n] = lock;
+            *n += 1;
+            listed.store(true, Ordering::Release);
+        }
+        LIST.unlock();
     }
 
     /// Whether the handlers are installed: `NONE`, `DONE`, or the pid of the process whose
@@ -310,7 +396,7 @@ mod handlers {
     /// installation over (the fork came before `pthread_atfork`, which holds glibc's fork
     /// lock, registered anything; had it come after, the child handler ran and set `DONE`).
     fn install() {
-        let b = crate::sync::Backoff::new();
+        let b = super::Backoff::new();
         loop {
             let state = HANDLERS.load(Ordering::Acquire);
             if state == DONE {
@@ -350,8 +436,10 @@ mod handlers {
     /// `pthread_atfork` prepare: every lock, in the module's order.
     extern "C" fn prepare() {
         LIST.fork_take();
-        for l in globals() {
-            l.fork_take();
+        // SAFETY: LIST is held; listed globals are statics.
+        for &l in unsafe { globals() } {
+            // SAFETY: a static lock.
+            unsafe { &*l }.fork_take();
         }
         // SAFETY: LIST is held; listed members are live (unlisted under LIST before freed).
         for m in unsafe { members() }.iter().rev() {
@@ -366,8 +454,10 @@ mod handlers {
             // SAFETY: live, as in prepare.
             unsafe { &*m.p }.fork_parent();
         }
-        for l in globals().iter().rev() {
-            l.fork_release();
+        // SAFETY: LIST is held since prepare; listed globals are statics.
+        for &l in unsafe { globals() }.iter().rev() {
+            // SAFETY: a static lock.
+            unsafe { &*l }.fork_release();
         }
         LIST.fork_release();
     }
@@ -382,8 +472,10 @@ mod handlers {
             // SAFETY: live, as in prepare.
             unsafe { &*m.p }.fork_child();
         }
-        for l in globals().iter().rev() {
-            l.fork_release();
+        // SAFETY: LIST is held since prepare; listed globals are statics.
+        for &l in unsafe { globals() }.iter().rev() {
+            // SAFETY: a static lock.
+            unsafe { &*l }.fork_release();
         }
         LIST.fork_release();
     }

@@ -11,46 +11,11 @@
 
 use std::sync::atomic::Ordering;
 
-// The capacity is a loom atomic under `--cfg loom` (tests/loom.rs models its publication).
-use crate::sync::AtomicU32;
-
 use crate::brand::Brand;
-use crate::builder::InitFn;
 use crate::element::Element;
 use crate::error::PoolError;
 use crate::pool::Pool;
 use crate::repr::Repr;
-
-/// A pool's live capacity and what growing needs: the initialiser kept from the builder
-/// (`None` for zeroed pools: fresh pages are zero) and the lock that serialises growth.
-pub(crate) struct Growth {
-    /// Objects initialised and in the pool: `0 ..= geometry.capacity` (the maximum).
-    /// Written only under `state`'s lock, with `Release` after the new objects' entries are
-    /// in the ring.
-    cap: AtomicU32,
-    /// The initialiser, under the lock that serialises growth. The lock word names the
-    /// thread inside `grow` (`fork::RawLock`): a `grow` from the initialiser it runs is
-    /// refused instead of deadlocking, and in a forked child a lock held by a thread that
-    /// does not exist there is reported instead of waited for. Not in the fork handlers'
-    /// lock order (crate::fork): the initialiser, user code, runs under it.
-    state: crate::fork::Lock<Option<InitFn<'static>>>,
-}
-
-impl Growth {
-    /// A pool of `cap` objects that grows with `init` (kept only when it may grow).
-    pub(crate) fn new(cap: u32, init: Option<InitFn<'static>>) -> Self {
-        Growth {
-            cap: AtomicU32::new(cap),
-            state: crate::fork::Lock::new(init),
-        }
-    }
-
-    /// The live capacity (`Acquire`: pairs with the `Release` of `grow`).
-    #[inline]
-    pub(crate) fn capacity(&self) -> u32 {
-        self.cap.load(Ordering::Acquire)
-    }
-}
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Adds `n` objects to the pool, up to the maximum reserved at build

@@ -39,9 +39,9 @@ pub struct Handle<T: ?Sized, B = crate::brand::Runtime, R: Repr = DefaultRepr> {
     entry: R::Entry,
     /// Invariant in `T` (a handle of `Pool<&'static str>` must not pass for one of
     /// `Pool<&'a str>`), with `T`'s auto traits: `Send`/`Sync` exactly when `T` is.
-    _object: PhantomData<(crate::pool::Invariant<T>, T)>,
+    _object: PhantomData<(Invariant<T>, T)>,
     /// Invariant in `B`, `Send + Sync` whatever `B` is.
-    _brand: PhantomData<crate::pool::Invariant<B>>,
+    _brand: PhantomData<Invariant<B>>,
 }
 
 impl<T: ?Sized, B, R: Repr> Handle<T, B, R> {
@@ -115,6 +115,13 @@ impl<T: ?Sized, B, R: Repr> PartialEq for Handle<T, B, R> {
     }
 }
 impl<T: ?Sized, B, R: Repr> Eq for Handle<T, B, R> {}
+
+/// Invariant in its parameter, and `Send + Sync` whatever it is. The pool hands out `&mut T`
+/// from `&self`, so `T` must be invariant (as in `Cell<T>`): were the pool covariant,
+/// `&Pool<&'static str, B>` would coerce to `&Pool<&'a str, B>`, a short-lived `&str` could be
+/// written into an object through it, and the original type would read it back as
+/// `&'static str` after it was freed (tests/ui/variance_pool.rs).
+pub(crate) type Invariant<X> = fn(&X) -> &X;
 
 #[cfg(test)]
 mod tests {

@@ -29,20 +29,14 @@
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```
 
-use crate::fork::{Lock, RawLock};
+use crate::fork::GlobalLock;
 use crate::AuditReport;
 
 type Hook = std::sync::Arc<dyn Fn(&AuditReport) + Send + Sync>;
 
 /// The hook (a global lock of crate::fork's order: held only to clone, set or swap the
 /// `Arc`; the hook is called, and a replaced one dropped, after it is released).
-static HOOK: Lock<Option<Hook>> = Lock::new(None);
-
-/// The hook's lock, for the fork handlers.
-#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
-pub(crate) fn hook_lock() -> &'static RawLock {
-    HOOK.raw()
-}
+static HOOK: GlobalLock<Option<Hook>> = GlobalLock::new(None);
 
 /// Sets the hook; the old one is dropped after the lock (its drop is user code).
 fn replace(new: Option<Hook>) {

@@ -98,10 +98,10 @@ pub mod xdp;
 pub use audit::AuditReport;
 pub use brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
 pub use builder::{
-    InitSlot, PoolBuilder, StrideMode, Written, CACHE_LINE, DEFAULT_CACHE_SIZE,
-    DEFAULT_MAX_THREADS, MAX_THREADS_LIMIT,
+    InitSlot, PoolBuilder, StrideMode, Written, DEFAULT_CACHE_SIZE, DEFAULT_MAX_THREADS,
+    MAX_THREADS_LIMIT,
 };
-pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
+pub use cache::{FlushPolicy, CACHE_LINE, CACHE_MAX_SIZE};
 pub use debug::DEBUG_CHECKS;
 pub use element::Element;
 pub use error::PoolError;

@@ -74,6 +74,16 @@ pub struct LocalCache<P: PoolRef> {
 // Objects moved through it need T: Send.
 unsafe impl<P: PoolRef + Send> Send for LocalCache<P> where P::T: Send {}
 
+impl<T: ?Sized + crate::Element, B: crate::Brand, R: crate::repr::Repr> crate::Pool<T, B, R> {
+    /// A user-owned cache borrowing this pool: get/put through it touch no thread-local state
+    /// (rte_mempool_cache_create + rte_mempool_generic_get/put). Its objects go back to the
+    /// ring when it is dropped. For a cache that holds an `Arc` of the pool (to move into a
+    /// spawned thread), [`LocalCache::new`]`(arc.clone())`.
+    pub fn local_cache(&self) -> LocalCache<&Self> {
+        LocalCache::new(self)
+    }
+}
+
 impl<P: PoolRef> LocalCache<P> {
     /// A new cache of the pool `pool` refers to (`&pool`, or a clone of an `Arc<Pool>`), of
     /// the pool's cache size and flush policy, registered with the pool (`stats()` includes

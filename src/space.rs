@@ -36,7 +36,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::PoolError;
-use crate::fork::{Lock, LockGuard, RawLock};
+use crate::fork::{GlobalLock, LockGuard};
 
 /// Entry values of the space: `1 ..= u32::MAX` (entry 0 never names an object).
 pub(crate) const SPACE: u64 = u32::MAX as u64;
@@ -58,18 +58,12 @@ struct Table {
 }
 
 /// The table (a global lock of crate::fork's order; nothing is called back under it).
-static TABLE: Lock<Table> = Lock::new(Table {
+static TABLE: GlobalLock<Table> = GlobalLock::new(Table {
     free: BTreeMap::new(),
     live: BTreeMap::new(),
     quarantined: BTreeMap::new(),
     seeded: false,
 });
-
-/// The table's lock, for the fork handlers.
-#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
-pub(crate) fn table_lock() -> &'static RawLock {
-    TABLE.raw()
-}
 
 fn table() -> LockGuard<'static, Table> {
     let mut t = TABLE.lock();

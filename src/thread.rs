@@ -16,7 +16,7 @@ use std::sync::Weak;
 
 use crate::cache::Cache;
 use crate::error::PoolError;
-use crate::fork::{Lock, LockGuard, RawLock};
+use crate::fork::{GlobalLock, Lock, LockGuard, RawLock};
 use crate::sync::{AtomicPtr, Ordering};
 
 /// A pool's side of thread exit.
@@ -31,16 +31,10 @@ struct TidAllocator {
 }
 
 /// The process's thread ids (a global lock of crate::fork's order).
-static TIDS: Lock<TidAllocator> = Lock::new(TidAllocator {
+static TIDS: GlobalLock<TidAllocator> = GlobalLock::new(TidAllocator {
     next: 0,
     free: Vec::new(),
 });
-
-/// The thread-id allocator's lock, for the fork handlers.
-#[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
-pub(crate) fn tids_lock() -> &'static RawLock {
-    TIDS.raw()
-}
 
 const NO_TID: usize = usize::MAX;
 

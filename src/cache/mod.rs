@@ -34,6 +34,10 @@ use crate::ring::Behavior;
 use crate::stats::{Counter, Counters};
 use crate::sync::{AtomicU32, Ordering};
 
+/// Cache line size assumed for layout (x86-64, most arm64): the alignment of the region and
+/// of each cache, and the unit of `StrideMode::Auto`.
+pub const CACHE_LINE: usize = 64;
+
 /// DPDK's `RTE_MEMPOOL_CACHE_MAX_SIZE`: the largest cache size accepted.
 pub const CACHE_MAX_SIZE: u32 = 512;
 
@@ -253,7 +257,7 @@ pub(crate) fn flush_all<E: Copy, M: CacheOps<E>>(m: &mut M) {
 /// One LIFO cache of entries of type `E`. Mutated only through a [`CacheMut`], the proof of
 /// exclusive access; other threads read its atomic `len` and counters.
 ///
-/// Aligned to two cache lines ([`crate::CACHE_LINE`] pairs, as DPDK's caches are
+/// Aligned to two cache lines ([`CACHE_LINE`] pairs, as DPDK's caches are
 /// `__rte_cache_aligned` and crossbeam's `CachePadded` on x86_64): its owner writes `len` and
 /// the counters on every operation, and two threads' caches allocated side by side must not
 /// share a line (the adjacent-line prefetcher pulls lines in pairs).
@@ -450,7 +454,7 @@ mod tests {
     #[test]
     fn caches_are_two_cache_lines_apart() {
         // Each thread's cache (written on every operation) on its own line pair.
-        let pair = 2 * crate::CACHE_LINE;
+        let pair = 2 * CACHE_LINE;
         assert!(std::mem::align_of::<Cache<u32>>() >= pair);
         let boxes: Vec<Box<Cache<u32>>> = (0..4)
             .map(|_| Box::new(Cache::new(4, FlushPolicy::DEFAULT)))

@@ -30,7 +30,9 @@ mod resolver;
 
 pub(crate) use adapters::{entries_of, Token};
 pub(crate) use identity::*;
-pub(crate) use objects::{drop_objects, init_objects, ObjectInit, UninitObject};
+#[cfg(test)]
+use objects::UninitObject;
+pub(crate) use objects::{drop_objects, init_objects, Growth, InitFn, ObjectInit};
 pub use resolver::Resolver;
 
 /// The untyped part of a pool, which thread-exit destructors may outlive the pool with: the
@@ -249,7 +251,7 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     /// The pool's range of the handle space (run-time pools), released or quarantined at drop.
     space: Option<crate::space::Range>,
     /// The live capacity and what `grow` needs (grow.rs).
-    pub(crate) growth: crate::grow::Growth,
+    pub(crate) growth: Growth,
     pub(crate) region: Region,
     /// The reset hook run on every object put back ([`crate::PoolBuilder::on_put`];
     /// `geometry.put_hook` says whether there is one). See on_put.rs.
@@ -258,12 +260,7 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
 
-/// Invariant in its parameter, and `Send + Sync` whatever it is. The pool hands out `&mut T`
-/// from `&self`, so `T` must be invariant (as in `Cell<T>`): were the pool covariant,
-/// `&Pool<&'static str, B>` would coerce to `&Pool<&'a str, B>`, a short-lived `&str` could be
-/// written into an object through it, and the original type would read it back as
-/// `&'static str` after it was freed (tests/ui/variance_pool.rs).
-pub(crate) type Invariant<X> = fn(&X) -> &X;
+pub(crate) use crate::handle::Invariant;
 
 // SAFETY: the pool hands each object to one handle owner at a time; sharing &pool between
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
@@ -293,7 +290,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         brand: Option<&'static BrandSlot>,
         space: Option<crate::space::Range>,
         states: ObjectStates,
-        growth: crate::grow::Growth,
+        growth: Growth,
     ) -> Self {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         #[cfg(all(unix, not(miri), not(loom)))]
@@ -600,14 +597,6 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }.flush();
             self.core.waiters.after_put(&self.core.ring);
         }
-    }
-
-    /// A user-owned cache borrowing this pool: get/put through it touch no thread-local state
-    /// (rte_mempool_cache_create + rte_mempool_generic_get/put). Its objects go back to the
-    /// ring when it is dropped. For a cache that holds an `Arc` of the pool (to move into a
-    /// spawned thread), [`crate::LocalCache::new`]`(arc.clone())`.
-    pub fn local_cache(&self) -> crate::LocalCache<&Self> {
-        crate::LocalCache::new(self)
     }
 }
 

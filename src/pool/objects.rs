@@ -2,6 +2,47 @@
 
 use super::*;
 
+/// An object initialiser, with the object type erased so that the builder serves unsized
+/// elements too: `init(i, obj, written)` initialises object `i` in `obj` and sets `written`
+/// once a whole object is there. Made only by the builder's constructors, which know `T`;
+/// called only by `pool::init_objects` (at build and in `grow`), which hands it the object's
+/// memory as an [`UninitObject`].
+/// `Send`: a growable pool keeps it and calls it from the thread that calls `grow`.
+pub(crate) type InitFn<'a> =
+    Box<dyn FnMut(u32, UninitObject<'_>, &std::sync::atomic::AtomicBool) + Send + 'a>;
+
+/// A pool's live capacity (the core's: the counts and the drop read it; `grow.rs` adds
+/// objects) and what growing needs: the initialiser kept from the builder
+/// (`None` for zeroed pools: fresh pages are zero) and the lock that serialises growth.
+pub(crate) struct Growth {
+    /// Objects initialised and in the pool: `0 ..= geometry.capacity` (the maximum).
+    /// Written only under `state`'s lock, with `Release` after the new objects' entries are
+    /// in the ring.
+    pub(crate) cap: crate::sync::AtomicU32,
+    /// The initialiser, under the lock that serialises growth. The lock word names the
+    /// thread inside `grow` (`fork::RawLock`): a `grow` from the initialiser it runs is
+    /// refused instead of deadlocking, and in a forked child a lock held by a thread that
+    /// does not exist there is reported instead of waited for. Not in the fork handlers'
+    /// lock order (crate::fork): the initialiser, user code, runs under it.
+    pub(crate) state: crate::fork::Lock<Option<InitFn<'static>>>,
+}
+
+impl Growth {
+    /// A pool of `cap` objects that grows with `init` (kept only when it may grow).
+    pub(crate) fn new(cap: u32, init: Option<InitFn<'static>>) -> Self {
+        Growth {
+            cap: crate::sync::AtomicU32::new(cap),
+            state: crate::fork::Lock::new(init),
+        }
+    }
+
+    /// The live capacity (`Acquire`: pairs with the `Release` of `grow`).
+    #[inline]
+    pub(crate) fn capacity(&self) -> u32 {
+        self.cap.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// The memory of one object while the pool's initialiser makes it (at build and in
 /// [`Pool::grow`]): `len` bytes (the element's size) at `p`, aligned for the element,
 /// uninitialised (or already dropped) and seen by nobody else for `'s`. Made only by

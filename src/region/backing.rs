@@ -9,35 +9,9 @@ pub const HUGE_2M: usize = 2 << 20;
 /// 1 GiB: the x86-64 PUD huge page size.
 pub const HUGE_1G: usize = 1 << 30;
 
-/// The memory behind a region.
-///
-/// ```
-/// use idxpool::{Backing, PoolBuilder};
-/// let pool = PoolBuilder::<u64>::with_default(1024).build()?;
-/// let b: Backing = pool.backing().backing; // hugetlb 2 MiB, THP or 4 KiB pages
-/// assert!(b.page_size() >= 4096 && b.page_size().is_power_of_two());
-/// assert_eq!(Backing::Hugetlb2M.page_size(), 2 << 20);
-/// println!("{b}");
-/// # Ok::<(), idxpool::PoolError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Backing {
-    /// hugetlbfs pages of 2 MiB (`MAP_HUGETLB | MAP_HUGE_2MB`), reserved in
-    /// `/proc/sys/vm/nr_hugepages`. Never swapped, never split; the mmap fails up front when the
-    /// reserve is short, so first use cannot die of SIGBUS.
-    Hugetlb2M,
-    /// hugetlbfs pages of 1 GiB (`MAP_HUGE_1GB`); only tried when asked for.
-    Hugetlb1G,
-    /// Transparent huge pages: a 2 MiB-aligned anonymous mapping advised with `MADV_HUGEPAGE`.
-    /// The kernel backs it with 2 MiB pages when it can (see `AnonHugePages` in
-    /// `/proc/meminfo`), else with 4 KiB pages.
-    Thp,
-    /// Normal anonymous pages (4 KiB on x86-64).
-    Pages4K,
-    /// The global allocator (`std::alloc::alloc_zeroed`). Used under Miri, which does not
-    /// interpret mmap flags, and available on request for tiny pools.
-    Heap,
-}
+// The enum is defined with the errors (which name it: `PoolError::BackingUnavailable`), so
+// that `error` imports nothing above it; its methods are here.
+pub use crate::error::Backing;
 
 impl Backing {
     /// Page size of this backing in bytes (the heap reports the OS page size).
