@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use crate::brand::{Brand, BrandSlot, NamedBrand, Runtime, Scoped, Unchecked};
 use crate::cache::{FlushPolicy, CACHE_LINE, CACHE_MAX_SIZE};
-use crate::debug::ObjectStates;
 use crate::element::Element;
 use crate::error::PoolError;
+use crate::pool::debug::ObjectStates;
 use crate::pool::{Growth, InitFn, Pool, PoolCore};
 use crate::region::{BackingPolicy, Region};
 use crate::repr::{Geometry, Repr};
@@ -734,7 +734,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
                 0,
             )
         }?;
-        let core = PoolCore::new(ring, self.max_threads, cache_size, self.policy)?;
+        let waiters = Box::new(crate::wait::WaitQueue::new());
+        let core = PoolCore::new(ring, self.max_threads, cache_size, self.policy, waiters)?;
         let name = self.name.take().unwrap_or_else(|| {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             format!(

@@ -130,7 +130,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
         g.cap.store(new, Ordering::Release);
         // Waiters for objects (wait.rs): the new ones are in the ring.
-        self.core.waiters.after_put(&self.core.ring);
+        self.core.after_put();
         Ok(new)
     }
 }

@@ -29,10 +29,60 @@
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```
 
+use std::fmt;
+
 use crate::fork::GlobalLock;
-use crate::AuditReport;
 
 type Hook = std::sync::Arc<dyn Fn(&AuditReport) + Send + Sync>;
+
+/// Where every object of a quiescent pool is, as found by
+/// [`Pool::audit`](crate::Pool::audit), and what a pool dropped with objects still out
+/// reports to the leak hook ([`crate::leaks::set_leak_hook`]: there `in_use` is the number of
+/// objects still out, and `caches` is empty).
+///
+/// ```
+/// use idxpool::{AuditReport, PoolBuilder};
+/// let mut pool = PoolBuilder::<u64>::with_default(64).cache_size(8).build()?;
+/// let h = pool.get()?;
+/// let r: AuditReport = pool.audit()?; // `&mut`: the pool is quiescent
+/// assert_eq!((r.capacity, r.in_use), (64, 1));
+/// assert_eq!(r.in_ring + r.in_caches, 63);
+/// pool.put(h);
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditReport {
+    /// The pool's name ([`PoolBuilder::name`](crate::PoolBuilder::name)).
+    pub pool: String,
+    /// Objects in the pool.
+    pub capacity: usize,
+    /// Free objects in the common ring.
+    pub in_ring: usize,
+    /// Free objects in caches.
+    pub in_caches: usize,
+    /// Objects held by handles (`capacity - in_ring - in_caches - lent_to_kernel`).
+    pub in_use: usize,
+    /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
+    /// `idxpool::uring`; 0 without one): owned by neither a handle nor the pool.
+    pub lent_to_kernel: usize,
+    /// `(label, objects)` per live cache.
+    pub caches: Vec<(String, usize)>,
+}
+
+impl fmt::Display for AuditReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "capacity={} in_ring={} in_caches={} in_use={} lent_to_kernel={} caches={}",
+            self.capacity,
+            self.in_ring,
+            self.in_caches,
+            self.in_use,
+            self.lent_to_kernel,
+            self.caches.len()
+        )
+    }
+}
 
 /// The hook (a global lock of crate::fork's order: held only to clone, set or swap the
 /// `Arc`; the hook is called, and a replaced one dropped, after it is released).

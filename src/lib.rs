@@ -61,7 +61,6 @@ pub mod audit;
 pub mod brand;
 mod builder;
 pub mod cache;
-mod debug;
 pub mod element;
 pub mod error;
 mod fork;
@@ -102,7 +101,6 @@ pub use builder::{
     MAX_THREADS_LIMIT,
 };
 pub use cache::{FlushPolicy, CACHE_LINE, CACHE_MAX_SIZE};
-pub use debug::DEBUG_CHECKS;
 pub use element::Element;
 pub use error::PoolError;
 pub use guard::Pooled;
@@ -111,7 +109,7 @@ pub use handle_ring::HandleRing;
 pub use local::LocalCache;
 pub use mempool::{Mempool, MempoolRef};
 pub use owned::PoolRef;
-pub use pool::{Pool, Resolver};
+pub use pool::{Pool, Resolver, DEBUG_CHECKS};
 pub use region::{Backing, BackingPolicy, BackingReport};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use space::SpaceUsage;

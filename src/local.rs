@@ -285,7 +285,7 @@ impl<P: PoolRef> LocalCache<P> {
     pub fn flush(&mut self) {
         self.cm.flush();
         let core = &self.pool.pool().core;
-        core.waiters.after_put(&core.ring); // wait.rs
+        core.after_put(); // wait.rs
     }
 }
 

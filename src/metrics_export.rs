@@ -104,7 +104,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             metrics::gauge!(key, "pool" => name.clone()).set(v as f64);
         }
         let s = self.stats_total();
-        let (waits, timeouts) = self.core.waiters.counts();
+        let (waits, timeouts) = self.wait_queue().counts();
         let counters = [
             (
                 GETS,

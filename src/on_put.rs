@@ -28,11 +28,11 @@ use crate::brand::Brand;
 use crate::cache::CacheMut;
 use crate::element::Element;
 use crate::handle::Handle;
-use crate::pool::{entries_of, Pool};
+use crate::pool::{entries_of, Pool, ResetHook};
 use crate::repr::Repr;
 use crate::table::{clear, Slot};
 
-/// The stored reset hook of a pool of `T`.
+/// The reset hook as the builder keeps it until the pool exists.
 pub(crate) type PutHook<T> = Box<dyn Fn(&mut T) + Send + Sync>;
 
 /// The burst of a hook that unwinds: its drop (reached only while the panic unwinds) gives the
@@ -60,7 +60,7 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
             clear(unsafe { &mut *t });
         }
         // Waiters for objects (wait.rs): the burst is in the ring (the token above is gone).
-        core.waiters.after_put(&core.ring);
+        core.after_put();
     }
 }
 
@@ -68,52 +68,40 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Installs `hook` (the builder's last step, before any handle or cache exists).
     pub(crate) fn with_on_put(mut self, hook: Option<PutHook<T>>) -> Self {
         self.geometry.set_put_hook(hook.is_some());
-        self.on_put = hook;
+        self.on_put = hook.map(|hook| ResetHook {
+            hook,
+            run: run_on_put::<T, B, R>,
+        });
         self
     }
+}
 
-    /// Runs the hook on the object of each handle of `hs`, in order; the adapter puts the
-    /// burst after it returns. If the hook unwinds, the whole burst goes back to the pool (the
-    /// ring, through the zero-size cache) and `table`, if given, is emptied, then the panic
-    /// goes on: nothing is lost, nothing is put twice.
-    ///
-    /// Out of line and cold, with no pointer into the caller's `LocalCache` among its
-    /// arguments: the caller's loop keeps the cache's state and the pool pointer in registers
-    /// (an argument pointing into the `LocalCache`, such as its token, cost 5 instructions per
-    /// put call in a bulk-1 loop without a hook).
-    ///
-    /// # Safety
-    /// Every handle of `hs` is this pool's (checked by the caller for run-time pools), owned
-    /// by the caller, which puts them right after this call returns, and readable until then;
-    /// no reference to their objects is live. `table`, if given, is the caller's table holding
-    /// those handles, valid for writes, and not otherwise borrowed during the call.
-    #[cold]
-    #[inline(never)]
-    pub(crate) unsafe fn run_on_put(
-        &self,
-        hs: *const [Handle<T, B, R>],
-        table: Option<*mut [Slot<T, B, R>]>,
-    ) {
-        let give_back = GiveBack {
-            pool: self,
-            hs,
-            table,
-        };
-        if let Some(hook) = self.on_put.as_deref() {
-            let g = &self.geometry;
-            // SAFETY: the contract; this view ends with the loop (no reference argument: the
-            // table's clear on unwind writes the same memory).
-            let hs = unsafe { &*hs };
-            for h in hs {
-                // SAFETY: `h` is this pool's and is being given back by its owner, so nothing
-                // else borrows its object; distinct handles own distinct objects, and each
-                // `&mut` ends with its call. Objects live from the build to the pool's drop.
-                let obj = unsafe { &mut *T::from_addr(R::ptr(g, h.entry()), g.elem_len) };
-                hook(obj);
-            }
+/// The loop of the reset hook ([`ResetHook::run`]), reached through [`Pool::run_on_put`]:
+/// the hook on each object of the burst, in order; if it unwinds, the whole burst goes back to
+/// the pool (the ring, through the zero-size cache) and `table`, if given, is emptied.
+///
+/// # Safety
+/// The contract of [`Pool::run_on_put`].
+unsafe fn run_on_put<T: ?Sized + Element, B, R: Repr>(
+    pool: &Pool<T, B, R>,
+    hs: *const [Handle<T, B, R>],
+    table: Option<*mut [Slot<T, B, R>]>,
+) {
+    let give_back = GiveBack { pool, hs, table };
+    if let Some(r) = &pool.on_put {
+        let (hook, g) = (&r.hook, &pool.geometry);
+        // SAFETY: the contract; this view ends with the loop (no reference argument: the
+        // table's clear on unwind writes the same memory).
+        let hs = unsafe { &*hs };
+        for h in hs {
+            // SAFETY: `h` is this pool's and is being given back by its owner, so nothing
+            // else borrows its object; distinct handles own distinct objects, and each
+            // `&mut` ends with its call. Objects live from the build to the pool's drop.
+            let obj = unsafe { &mut *T::from_addr(R::ptr(g, h.entry()), g.elem_len) };
+            hook(obj);
         }
-        std::mem::forget(give_back);
     }
+    std::mem::forget(give_back);
 }
 
 #[cfg(test)]

@@ -27,8 +27,7 @@ use crate::repr::{by_shape, ByShape, Dyn, Geometry, Repr, Shape};
 use crate::ring::Behavior;
 
 type H<T, B, R> = Handle<T, B, R>;
-/// A slot of a caller's table.
-pub(crate) type Slot<T, B, R> = Option<Handle<T, B, R>>;
+pub(crate) use crate::pool::Slot;
 /// A slot of a table for the pool behind `P`.
 type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
@@ -235,7 +234,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[cold]
     #[inline(never)]
     fn get_into_failed(&self, table: &mut [Slot<T, B, R>], available: usize) -> PoolError {
-        self.core.waiters.after_put(&self.core.ring);
+        self.core.after_put();
         clear(table);
         PoolError::Exhausted {
             requested: table.len(),
@@ -341,7 +340,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         match put {
             Put::Cached => {}
             // After the token (wait.rs): entries may have reached the ring.
-            Put::Ring => self.core.waiters.after_put(&self.core.ring),
+            Put::Ring => self.core.after_put(),
             // Out of line, and no `Result` comes back from a call: a `Result` of unknown variant
             // merged with the hit's `Ok` made every hit store its `Ok` and test it (the errors
             // are built by `put_refused`, whose value is the payload of a known `Err`).
@@ -380,7 +379,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // read-only, it ends before the slots are cleared.
         let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
         if tokens.take().cm().put(entries_of(hs)) {
-            self.core.waiters.after_put(&self.core.ring); // after the token (wait.rs)
+            self.core.after_put(); // after the token (wait.rs)
         }
         true
     }

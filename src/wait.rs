@@ -173,15 +173,6 @@ impl WaitQueue {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Its lock and `ring`'s count of waiters, for the fork handlers.
-    #[cfg(all(unix, not(miri), not(loom)))]
-    pub(crate) fn fork_locks<E: Copy>(&self, ring: &Ring<E>) -> QueueLocks {
-        QueueLocks {
-            inner: &*self.inner,
-            waiting: ring.waiting(),
-        }
-    }
-
     /// Registers a waiter for `n` objects at the back of the queue; returns its id. Then waits
     /// for the puts already reserved in the ring (the handshake, module docs).
     fn register<E: Copy>(&self, ring: &Ring<E>, n: usize, wake: Wake) -> u64 {
@@ -316,17 +307,19 @@ impl WaitQueue {
             }
         }
     }
+}
 
-    /// The check of an operation whose token reached the ring, after the token is gone: wakes
-    /// waiters if there are any (module docs). Out of line and cold: it is reached only from
-    /// the slow paths, and inlined there it changed the register allocation of the callers'
-    /// loops (+5% instructions per object in touch_micro's pool loop, BENCHMARKS.md 17).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn after_put<E: Copy>(&self, ring: &Ring<E>) {
-        if ring.has_waiters() {
-            self.wake(ring, None);
-        }
+impl<E: Copy + Send + 'static> crate::pool::Waiters<E> for WaitQueue {
+    fn wake_for(&self, ring: &Ring<E>) {
+        self.wake(ring, None);
+    }
+
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_part(&self, ring: &Ring<E>) -> Box<dyn crate::fork::Participant> {
+        Box::new(QueueLocks {
+            inner: &*self.inner,
+            waiting: ring.waiting(),
+        })
     }
 }
 
@@ -340,22 +333,17 @@ pub(crate) struct QueueLocks {
 }
 
 #[cfg(all(unix, not(miri), not(loom)))]
-impl QueueLocks {
+impl crate::fork::Participant for QueueLocks {
     /// The fork's prepare handler: the queue lock (crate::fork, a leaf of its order).
-    ///
-    /// # Safety
-    /// The queue and its ring are alive.
-    pub(crate) unsafe fn fork_prepare(&self) {
-        // SAFETY: the caller's contract.
+    fn fork_prepare(&self) {
+        // SAFETY: listed as part of its pool core's fork part, which is unlisted by the
+        // core's drop before the queue and the ring are freed: both are alive (so below).
         unsafe { &*self.inner }.raw().fork_take();
     }
 
     /// In the parent after the fork: releases it.
-    ///
-    /// # Safety
-    /// As [`QueueLocks::fork_prepare`].
-    pub(crate) unsafe fn fork_parent(&self) {
-        // SAFETY: the caller's contract.
+    fn fork_parent(&self) {
+        // SAFETY: as in fork_prepare.
         unsafe { &*self.inner }.raw().fork_release();
     }
 
@@ -365,11 +353,8 @@ impl QueueLocks {
     /// waiters set to those left (the forking thread's own, e.g. its pending futures). Their
     /// entries are leaked, not dropped: a `Waker`'s drop is user code, which must not run in
     /// the handler. Then the lock is released.
-    ///
-    /// # Safety
-    /// As [`QueueLocks::fork_prepare`], in the child handler.
-    pub(crate) unsafe fn fork_child(&self) {
-        // SAFETY: the caller's contract.
+    fn fork_child(&self) {
+        // SAFETY: as in fork_prepare.
         let (lock, waiting) = unsafe { (&*self.inner, &*self.waiting) };
         if !lock.raw().taken_by_fork() {
             return; // held by the forking thread itself (never: nothing under it calls out)
@@ -489,7 +474,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[must_use = "the handle owns an object: give it back with pool.put(h)"]
     pub fn get_wait(&self, timeout: Duration) -> Result<Handle<T, B, R>, PoolError> {
         wait_blocking(
-            &self.core.waiters,
+            self.wait_queue(),
             &self.core.ring,
             1,
             self.capacity() as usize,
@@ -528,7 +513,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         timeout: Duration,
     ) -> Result<(), PoolError> {
         let cap = self.capacity() as usize;
-        let (q, ring) = (&self.core.waiters, &self.core.ring);
+        let (q, ring) = (self.wait_queue(), &self.core.ring);
         let first = self
             .get_bulk(out, n)
             .inspect_err(|_| self.flush_before_waiting());
@@ -574,7 +559,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     /// The waiter queue.
     pub(crate) fn wait_queue(&self) -> &WaitQueue {
-        &self.core.waiters
+        let attached: &dyn std::any::Any = &*self.core.waiters;
+        attached
+            .downcast_ref()
+            .expect("idxpool: every pool is built with wait.rs's queue")
     }
 
     /// Exactly `n` entries from the common ring into `dst`, or none (`Err(entries seen)`).

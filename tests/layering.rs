@@ -17,16 +17,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Edges still to be removed (core -> feature, or closing a cycle): the checks below ignore
-/// them, and fail when one of them no longer exists, so that this list only shrinks.
-const KNOWN: &[(&str, &str)] = &[
-    ("pool", "audit"),
-    ("pool", "debug"),
-    ("pool", "leaks"),
-    ("pool", "on_put"),
-    ("pool", "wait"),
-];
-
 /// DESIGN.md's lists: (core, features).
 fn design_layers() -> (BTreeSet<String>, BTreeSet<String>) {
     let text = std::fs::read_to_string(root().join("DESIGN.md")).expect("DESIGN.md");
@@ -420,13 +410,6 @@ fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
     }
     for m in mods {
         graph.entry(m).or_default();
-    }
-    for (a, b) in KNOWN {
-        assert!(
-            graph.get(*a).is_some_and(|ts| ts.contains(*b)),
-            "{a} -> {b} is gone: remove it from KNOWN"
-        );
-        graph.get_mut(*a).unwrap().remove(*b);
     }
     graph
 }

@@ -64,7 +64,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             // check for waiters (wait.rs). A burst that came back short took the ring's
             // entries (its own given-back refill included) down to none.
             drop(t);
-            self.core.waiters.after_put(&self.core.ring);
+            self.core.after_put();
         }
         r
     }
@@ -128,7 +128,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let r = self.get_into_array(|dst| cm.get(dst, Behavior::Bulk));
         if r.is_err() {
             drop(t); // as get_vec_via
-            self.core.waiters.after_put(&self.core.ring);
+            self.core.after_put();
         }
         r
     }
@@ -225,7 +225,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 Put::Cached => true,
                 // After the token (wait.rs): entries may have reached the ring.
                 Put::Ring => {
-                    self.core.waiters.after_put(&self.core.ring);
+                    self.core.after_put();
                     true
                 }
                 Put::Foreign => false,
@@ -236,7 +236,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
         if token().cm().put(src) {
             // After the token (wait.rs): entries may have reached the ring.
-            self.core.waiters.after_put(&self.core.ring);
+            self.core.after_put();
         }
         true
     }

@@ -12,7 +12,6 @@ use std::sync::{Arc, Weak};
 
 use crate::brand::{Brand, BrandSlot};
 use crate::cache::{Cache, CacheMut, FlushPolicy, Put};
-use crate::debug::{self, ObjectStates};
 use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
@@ -24,11 +23,14 @@ use crate::thread::{ExitFlush, Registry};
 
 mod adapters;
 mod counts;
+pub(crate) mod debug;
 mod identity;
 mod objects;
 mod resolver;
 
 pub(crate) use adapters::{entries_of, Token};
+use debug::ObjectStates;
+pub use debug::DEBUG_CHECKS;
 pub(crate) use identity::*;
 #[cfg(test)]
 use objects::UninitObject;
@@ -54,8 +56,22 @@ pub(crate) struct PoolCore<E> {
     /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
     /// `idxpool::uring`): neither free nor held by a handle. Written only by their lender.
     pub(crate) kernel_lent: std::sync::atomic::AtomicUsize,
-    /// Getters waiting for objects (wait.rs); their count is on the ring's producer line.
-    pub(crate) waiters: crate::wait::WaitQueue,
+    /// Getters waiting for objects, attached at build (wait.rs); their count is on the
+    /// ring's producer line. Reached only through [`PoolCore::after_put`] (and by the waiting
+    /// gets themselves).
+    pub(crate) waiters: Box<dyn Waiters<E>>,
+}
+
+/// The getters waiting for objects (wait.rs), as the core sees them: attached at build, woken
+/// by the operations whose token reached the ring. This is the seam of waiting, one per
+/// direction: such an operation calls [`PoolCore::after_put`] once, after its token is gone
+/// (out of line, cold), which tests the ring's count of waiters and only then calls in here.
+pub(crate) trait Waiters<E>: std::any::Any + Send + Sync {
+    /// Wakes waiters for the entries now in `ring`.
+    fn wake_for(&self, ring: &Ring<E>);
+    /// The fork handlers' part of the waiters: their lock, and the repair in the child.
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_part(&self, ring: &Ring<E>) -> Box<dyn crate::fork::Participant>;
 }
 
 impl<E> PoolCore<E> {
@@ -68,6 +84,18 @@ impl<E> PoolCore<E> {
 }
 
 impl<E: Copy + Send + 'static> PoolCore<E> {
+    /// The check of an operation whose token reached the ring, after the token is gone: wakes
+    /// waiters if the ring counts any ([`Waiters`]). Out of line and cold: it is reached only
+    /// from the slow paths, and inlined there it changed the register allocation of the
+    /// callers' loops (+5% instructions per object, BENCHMARKS.md 17).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn after_put(&self) {
+        if self.ring.has_waiters() {
+            self.waiters.wake_for(&self.ring);
+        }
+    }
+
     /// # Errors
     /// [`PoolError::SizeOverflow`] when the slot array of `max_threads` slots cannot be
     /// allocated (fallible reserve: never an abort); the builder bounds `max_threads` first.
@@ -76,6 +104,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
         max_threads: usize,
         cache_size: u32,
         policy: FlushPolicy,
+        waiters: Box<dyn Waiters<E>>,
     ) -> Result<Self, PoolError> {
         Ok(PoolCore {
             ring,
@@ -86,7 +115,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             retired: Box::new(crate::fork::Lock::new(Stats::default())),
             baseline: Box::new(crate::fork::Lock::new(Stats::default())),
             kernel_lent: std::sync::atomic::AtomicUsize::new(0),
-            waiters: crate::wait::WaitQueue::new(),
+            waiters,
         })
     }
 }
@@ -116,8 +145,8 @@ impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
             unsafe { CacheMut::new(NonNull::from(cache), &self.ring) }.flush();
             self.retire_counters(cache);
         });
-        // After the token (wait.rs): the flushed objects may serve waiters.
-        self.waiters.after_put(&self.ring);
+        // After the token: the flushed objects may serve waiters.
+        self.after_put();
     }
 }
 
@@ -132,7 +161,7 @@ struct CoreLocks<E> {
     registry: crate::thread::RegistryLocks<E>,
     retired: *const crate::fork::RawLock,
     baseline: *const crate::fork::RawLock,
-    queue: crate::wait::QueueLocks,
+    queue: Box<dyn crate::fork::Participant>,
 }
 
 #[cfg(all(unix, not(miri), not(loom)))]
@@ -143,7 +172,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             registry: self.registry.fork_locks(),
             retired: self.retired.raw(),
             baseline: self.baseline.raw(),
-            queue: self.waiters.fork_locks(&self.ring),
+            queue: self.waiters.fork_part(&self.ring),
         };
         // SAFETY: the parts pointed to (the registry's slot array and list box, the stats
         // boxes, the queue box, the ring's state) are freed only after the core's drop
@@ -160,14 +189,14 @@ impl<E> crate::fork::Participant for CoreLocks<E> {
             self.registry.fork_prepare();
             (*self.retired).fork_take();
             (*self.baseline).fork_take();
-            self.queue.fork_prepare();
         }
+        self.queue.fork_prepare();
     }
 
     fn fork_parent(&self) {
+        self.queue.fork_parent();
         // SAFETY: as above.
         unsafe {
-            self.queue.fork_parent();
             (*self.baseline).fork_release();
             (*self.retired).fork_release();
             self.registry.fork_release();
@@ -175,9 +204,9 @@ impl<E> crate::fork::Participant for CoreLocks<E> {
     }
 
     fn fork_child(&self) {
+        self.queue.fork_child();
         // SAFETY: as above.
         unsafe {
-            self.queue.fork_child();
             (*self.baseline).fork_release();
             (*self.retired).fork_release();
             self.registry.fork_release();
@@ -254,8 +283,8 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     pub(crate) growth: Growth,
     pub(crate) region: Region,
     /// The reset hook run on every object put back ([`crate::PoolBuilder::on_put`];
-    /// `geometry.put_hook` says whether there is one). See on_put.rs.
-    pub(crate) on_put: Option<crate::on_put::PutHook<T>>,
+    /// `geometry.put_hook` says whether there is one), attached at build by on_put.rs.
+    pub(crate) on_put: Option<ResetHook<T, B, R>>,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
     _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
@@ -266,6 +295,56 @@ pub(crate) use crate::handle::Invariant;
 // threads moves objects (T) between threads, which needs T: Send only. Geometry and Region are
 // address bookkeeping; PoolCore is Sync.
 unsafe impl<T: ?Sized + Element + Send, B, R: Repr> Sync for Pool<T, B, R> {}
+
+/// The reset hook ([`crate::PoolBuilder::on_put`]) as the core sees it: the user's closure
+/// and the loop that runs it on a burst (on_put.rs), attached at build. This is the seam of
+/// the put direction: a put tests `geometry.put_hook` (a byte its geometry already holds) once
+/// and, when it is set, makes one cold call, [`Pool::run_on_put`], before its token exists.
+pub(crate) struct ResetHook<T: ?Sized + Element, B, R: Repr> {
+    /// The user's hook.
+    pub(crate) hook: Box<dyn Fn(&mut T) + Send + Sync>,
+    /// Runs `hook` on each object of a burst (the contract of [`Pool::run_on_put`]).
+    pub(crate) run: PutRun<T, B, R>,
+}
+
+/// The loop of a [`ResetHook`]: `run(pool, burst, caller's table)`, under the contract of
+/// [`Pool::run_on_put`].
+pub(crate) type PutRun<T, B, R> =
+    unsafe fn(&Pool<T, B, R>, *const [H<T, B, R>], Option<*mut [Slot<T, B, R>]>);
+
+/// A slot of the caller's table (DPDK's `obj_table`): `Option<Handle>`, 4 bytes for 4-byte
+/// entries (the entry's niche).
+pub(crate) type Slot<T, B, R> = Option<H<T, B, R>>;
+
+impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
+    /// Runs the reset hook on the object of each handle of `hs`, in order; the caller puts
+    /// the burst after it returns. If the hook unwinds, the whole burst goes back to the pool
+    /// and `table`, if given, is emptied, then the panic goes on: nothing is lost, nothing is
+    /// put twice (on_put.rs).
+    ///
+    /// Out of line and cold, with no pointer into the caller's `LocalCache` among its
+    /// arguments: the caller's loop keeps the cache's state and the pool pointer in registers
+    /// (an argument pointing into the `LocalCache`, such as its token, cost 5 instructions per
+    /// put call in a bulk-1 loop without a hook).
+    ///
+    /// # Safety
+    /// Every handle of `hs` is this pool's (checked by the caller for run-time pools), owned
+    /// by the caller, which puts them right after this call returns, and readable until then;
+    /// no reference to their objects is live. `table`, if given, is the caller's table holding
+    /// those handles, valid for writes, and not otherwise borrowed during the call.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn run_on_put(
+        &self,
+        hs: *const [H<T, B, R>],
+        table: Option<*mut [Slot<T, B, R>]>,
+    ) {
+        if let Some(r) = &self.on_put {
+            // SAFETY: forwarded from the caller.
+            unsafe { (r.run)(self, hs, table) }
+        }
+    }
+}
 
 /// Handle type of a pool.
 pub(crate) type H<T, B, R> = Handle<T, B, R>;
@@ -595,7 +674,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         if let Some(c) = self.core.registry.current(self.id) {
             // SAFETY: the calling thread's own cache.
             unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }.flush();
-            self.core.waiters.after_put(&self.core.ring);
+            self.core.after_put();
         }
     }
 }
@@ -618,7 +697,7 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
                 .core
                 .kernel_lent
                 .load(std::sync::atomic::Ordering::Relaxed);
-            crate::leaks::report(crate::AuditReport {
+            crate::leaks::report(crate::leaks::AuditReport {
                 pool: self.name.clone(),
                 capacity: cap,
                 in_ring,
