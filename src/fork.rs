@@ -21,7 +21,7 @@
 //! put that its cache serves.
 //!
 //! **Participants.** Besides the global locks (the leak hook, the handle-space table, the
-//! thread-id allocator), every live owned ring (its reservations) and every live pool (its
+//! thread-id allocator, the shared pool's record of attached regions), every live owned ring (its reservations) and every live pool (its
 //! registry's slot locks and `LocalCache` list, its stats totals, its waiter queue) is listed
 //! here, when it is made and until it is dropped: nothing is added to the fast path. A pool is
 //! listed as raw pointers into its heap parts (those locks are boxed), never as the pool core
@@ -35,8 +35,9 @@
 //! 1. the participant list (`LIST`): a leaf in normal operation (nothing else is taken, and
 //!    nothing is allocated, while it is held);
 //! 2. the global locks: the leak hook (leaks.rs), the handle-space table (space.rs), the
-//!    thread-id allocator (thread.rs); none nests another, and none is taken under a pool's
-//!    lock;
+//!    thread-id allocator (thread.rs), the shared pool's record of attached regions
+//!    (shared/registry.rs, taken at create, attach and detach); none nests another, and none
+//!    is taken under a pool's lock;
 //! 3. each pool, newest first; within a pool: its thread slot locks in slot order, its
 //!    `LocalCache` list, its stats totals (retired, then baseline), its waiter queue. The
 //!    nestings: every slot lock then the list (audit), a slot lock then the retired totals (a
@@ -248,6 +249,15 @@ pub(crate) use handlers::{register, unregister};
 #[cfg(all(unix, not(miri), not(loom)))]
 pub(crate) use handlers::register_owned;
 
+#[cfg(all(unix, not(miri), not(loom)))]
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
+pub(crate) use handlers::install_handlers;
+
+#[cfg(not(all(unix, not(miri), not(loom))))]
+/// Without fork handlers: nothing to install.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn install_handlers() {}
+
 #[cfg(not(all(unix, not(miri), not(loom))))]
 /// Without fork handlers (Miri, loom, non-unix): nothing is listed.
 ///
@@ -290,12 +300,33 @@ mod handlers {
     static LIST: RawLock = RawLock::new();
 
     /// The global locks, in their order (the module docs).
-    fn globals() -> [&'static RawLock; 3] {
+    fn globals() -> [&'static RawLock; 4] {
         [
             crate::leaks::hook_lock(),
             crate::space::table_lock(),
             crate::thread::tids_lock(),
+            shared_regions_lock(),
         ]
+    }
+
+    /// The shared pool's record of the regions the process attached (`shared::registry`).
+    #[cfg(target_os = "linux")]
+    fn shared_regions_lock() -> &'static RawLock {
+        crate::shared::regions_lock()
+    }
+
+    /// No shared pools off Linux: a lock nobody takes.
+    #[cfg(not(target_os = "linux"))]
+    fn shared_regions_lock() -> &'static RawLock {
+        static NONE: RawLock = RawLock::new();
+        &NONE
+    }
+
+    /// Installs the handlers if no participant has yet: for a global lock taken outside any
+    /// participant (the shared pool's region record).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn install_handlers() {
+        install();
     }
 
     /// Whether the handlers are installed: `NONE`, `DONE`, or the pid of the process whose

@@ -94,6 +94,7 @@ mod header;
 mod owner;
 mod pool;
 mod recovery;
+mod registry;
 mod xring;
 
 use std::fmt;
@@ -102,6 +103,7 @@ pub use file::{SharedBacking, SharedBackingPolicy, MAX_NAME_LEN, MAX_PATH_LEN};
 pub use owner::ProcessId;
 pub use pool::SharedPool;
 pub use recovery::{ProcessSlotInfo, ReclaimReport, SharedAudit};
+pub(crate) use registry::regions_lock;
 #[doc(hidden)]
 pub use xring::{arm_kill_point, kill_point, op_code};
 

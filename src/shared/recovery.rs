@@ -337,7 +337,7 @@ impl<T> SharedPool<T> {
             kill_hook(kill_point::RECLAIM);
             // 3. Flush it to the common ring, recoverably (the record is the dead slot's own:
             //    a reclaimer killed here is completed by the next user of the ring).
-            self.flush_cache(s, back.len() as u32, party);
+            self.flush_cache(s, back.len() as u32, back.len() as u32, party);
             ps.owner.store(0, Ordering::SeqCst);
             if locked {
                 file::unlock_slot(&self.file, s);
@@ -548,9 +548,9 @@ impl<T> SharedPool<T> {
         let a = self.audit();
         let mut back = a.lost_free;
         back.extend(a.lost_in_channel);
-        // An object this attachment holds by its own account is not lost (its owner word was
-        // forged): returning it would let a later get mint a second handle to it.
-        back.retain(|&e| !self.holds(e));
+        // An object an attachment of this process holds by its own account is not lost (its
+        // owner word was forged): returning it would let a later get mint a second handle.
+        back.retain(|&e| !self.process_holds(e));
         self.enq_held(&self.ring, &back, FREE);
         self.stats()
             .repaired_lost

@@ -16,6 +16,7 @@ use crate::repr::Geometry;
 use crate::shared::file::{self, SharedBacking, SharedBackingPolicy, TempFile};
 use crate::shared::header::{policy_code, Header, Params, Sections, MAGIC, VERSION};
 use crate::shared::owner::{holder_id, ProcessId};
+use crate::shared::registry::ProcessRegion;
 use crate::shared::xring::{XRing, REC_IDLE};
 use crate::shared::SharedOptions;
 
@@ -323,6 +324,8 @@ impl<T: Pod> SharedPool<T> {
             }
             let (backing, page) =
                 file::fs_info(&f).map_err(|e| file::file_err(&path, "statfs", e))?;
+            // As the creator rounds the file's size (`file::SealedRegion`, `TempFile`).
+            let page = page.max(4096);
             let map = map_file(&f, len, &path)?;
             // SAFETY: the mapping is at least size_of::<Header>() bytes (checked above) and
             // page-aligned; the header is plain integers (any bit pattern valid). A volatile
@@ -330,6 +333,7 @@ impl<T: Pod> SharedPool<T> {
             let header = unsafe { map.as_ptr().cast::<Header>().read_volatile() };
             header.validate(
                 len,
+                page,
                 size_of::<T>() as u64,
                 std::mem::align_of::<T>() as u64,
                 fingerprint,
@@ -401,7 +405,11 @@ impl<T: Pod> SharedPool<T> {
             params.stride as usize,
             params.capacity,
         );
+        // The process's record of the region: the one of an attachment here already (whose
+        // header this one must equal), or a new one.
+        let region = ProcessRegion::join(&file, &path, &header)?;
         Ok(SharedPool {
+            region,
             map,
             base,
             geometry,
