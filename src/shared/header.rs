@@ -4,7 +4,7 @@
 //! parameters and the resulting offsets into the header; an attaching process reads a copy of
 //! the header, recomputes the offsets from the parameters and compares them field by field.
 //! So a process never trusts an offset that it did not compute itself, and every offset it uses
-//! lies inside the mapping (the computed end is checked against the file length).
+//! lies inside the mapping (the file length must be the computed end rounded up to the page).
 
 use std::mem::{align_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};

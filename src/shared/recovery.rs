@@ -320,9 +320,17 @@ impl<T> SharedPool<T> {
                     self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let word = &self.owners()[e as usize];
-                let _ = word.compare_exchange(dead_id, FREE, Ordering::AcqRel, Ordering::Acquire);
-                if word.load(Ordering::Acquire) == FREE && !back.contains(&e) {
+                // One read of the word: the exchange's (freed now, or free already).
+                let free = match self.owners()[e as usize].compare_exchange(
+                    dead_id,
+                    FREE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => true,
+                    Err(w) => w == FREE,
+                };
+                if free && !back.contains(&e) {
                     back.push(e);
                 } else {
                     self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
@@ -399,7 +407,17 @@ impl<T> SharedPool<T> {
                 }
                 let n = (back.len() as u32).min(t.room());
                 if n > 0 {
-                    p.commit(t, K_ENQ_HELD, t.tail, n, 0, 0, FREE, 0, &back[..n as usize]);
+                    p.commit(
+                        t,
+                        K_ENQ_HELD,
+                        t.tail,
+                        n,
+                        0,
+                        0,
+                        FREE,
+                        0,
+                        &mut back[..n as usize],
+                    );
                 }
                 (n as usize, i)
             });

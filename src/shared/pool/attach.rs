@@ -280,7 +280,10 @@ impl<T: Pod> SharedPool<T> {
     /// (`PermissionDenied`, `IsADirectory`, not a regular file) or mapped;
     /// [`PoolError::LayoutMismatch`] naming the first header field that
     /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
-    /// `file_len`); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
+    /// `file_len`: the file's size is not the layout's end rounded up to the page), or, when
+    /// this process has the region attached already, the first field in which the header
+    /// differs from the one it was attached with (`expected` is that one's: a peer rewrote the
+    /// header); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
     /// process slot is held by a live process.
     pub fn attach(name: &str, fingerprint: u64) -> Result<Self, PoolError> {
         file::check_name(name)?;

@@ -26,7 +26,7 @@ use crate::ring::Behavior;
 mod attach;
 mod region_cache;
 
-use region_cache::{with_scratch, RegionCache};
+use region_cache::{with_entries, with_scratch, RegionCache};
 
 /// A fixed-size pool of `T` shared by several processes through a named region.
 ///
@@ -211,17 +211,10 @@ impl<T> SharedPool<T> {
         for chunk in v.chunks(REC_BATCH as usize) {
             self.with_ring(ring, rs, id, K_ENQ_HELD, |p, t| {
                 let n = (chunk.len() as u32).min(t.room());
-                p.commit(
-                    t,
-                    K_ENQ_HELD,
-                    t.tail,
-                    n,
-                    0,
-                    0,
-                    mark,
-                    0,
-                    &chunk[..n as usize],
-                );
+                let mut buf = [0u32; REC_BATCH as usize];
+                let buf = &mut buf[..n as usize];
+                buf.copy_from_slice(&chunk[..n as usize]);
+                p.commit(t, K_ENQ_HELD, t.tail, n, 0, 0, mark, 0, buf);
                 if (n as usize) < chunk.len() {
                     p.stats()
                         .corrupt_entries
@@ -243,25 +236,24 @@ impl<T> SharedPool<T> {
         mut out: impl FnMut(u32),
     ) -> u32 {
         let (rs, id) = self.party();
+        let mut buf = [NO_ENTRY; REC_BATCH as usize];
         let n = self.with_ring(ring, rs, id, K_DEQ_HELD, |p, t| {
             let n = max.min(REC_BATCH).min(t.count());
             if n == 0 {
                 return 0;
             }
-            p.record_head(rs, t, n);
-            p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, &[]);
+            let buf = &mut buf[..n as usize];
+            Self::read_head(t, buf);
+            p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, buf);
             n
         });
-        // Each record entry is read once; an entry listed twice is caught by the second
-        // `mark_held` (the first claim set the process's bit).
-        for r in &self.rec_entries(rs)[..n as usize] {
-            let e = r.load(Ordering::Relaxed);
-            // Struck entries (NO_ENTRY: not claimed by this operation) fail the range check.
-            let ok = e < self.params.capacity
-                && self.owners()[e as usize].load(Ordering::Acquire) == self.me
-                // Not held in this process already, by this attachment or another (a forged
-                // FREE / IN_CHANNEL word, or an entry listed twice).
-                && self.mark_held(e);
+        // The entries as this operation read them (each ring slot once), those it did not
+        // claim struck (NO_ENTRY: its owner word was not `from`).
+        for &e in &buf[..n as usize] {
+            // Struck entries fail the range check. A claimed entry is not held in this
+            // process already, by this attachment or another (a forged FREE / IN_CHANNEL word,
+            // or an entry listed twice: the first claim set the process's bit).
+            let ok = e < self.params.capacity && self.mark_held(e);
             if ok {
                 out(e);
             } else {
@@ -282,11 +274,14 @@ impl<T> SharedPool<T> {
             if n == 0 {
                 return 0;
             }
-            let rec = p.rec_entries(party.0);
-            for (r, c) in rec.iter().zip(&p.cache_of(cs)[..len as usize]) {
-                r.store(c.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            p.commit(t, K_ENQ_CACHE, t.tail, n, len, cs, 0, 0, &[]);
+            // The cache's pre-image, each entry read once: what the record holds and what
+            // the flush applies (the first `n` to the ring, the rest to the cache's bottom).
+            with_entries(len as usize, |pre| {
+                for (b, c) in pre.iter_mut().zip(&p.cache_of(cs)[..len as usize]) {
+                    *b = c.load(Ordering::Relaxed);
+                }
+                p.commit(t, K_ENQ_CACHE, t.tail, n, len, cs, 0, 0, pre);
+            });
             n
         });
         len - moved

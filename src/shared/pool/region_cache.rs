@@ -25,6 +25,17 @@ pub(super) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<u32>]) 
     }
 }
 
+/// Runs `f` on `n` zeroed entries (on the stack up to [`STACK_RUN`]): the process-local copy
+/// of a ring operation's entries.
+pub(super) fn with_entries<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
+    if n <= STACK_RUN {
+        let mut a = [0u32; STACK_RUN];
+        f(&mut a[..n])
+    } else {
+        f(&mut vec![0u32; n])
+    }
+}
+
 /// The shared pool's mechanics of the cache algorithm (see [`CacheOps`]): the attachment's
 /// cache array and length word in its process slot, and the recoverable common ring. Every
 /// step stays recoverable after a kill at any instruction:
@@ -168,8 +179,10 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
             if n == 0 {
                 return 0;
             }
-            p.record_head(rs, t, n);
-            p.commit(t, K_DEQ_CACHE, t.head, n, len, rs, 0, 0, &[]);
+            with_entries(n as usize, |buf| {
+                SharedPool::<T>::read_head(t, buf);
+                p.commit(t, K_DEQ_CACHE, t.head, n, len, rs, 0, 0, buf);
+            });
             n
         });
         // The record stored the word; the copy follows what this run asked for.
