@@ -21,7 +21,7 @@
 //! put that its cache serves.
 //!
 //! **Participants.** Besides the global locks (the leak hook, the handle-space table, the
-//! thread-id allocator), every live owned ring (its reservations) and every live pool (its
+//! thread-id allocator, the shared pool's record of attached regions), every live owned ring (its reservations) and every live pool (its
 //! registry's slot locks and `LocalCache` list, its stats totals, its waiter queue) is listed
 //! here, when it is made and until it is dropped: nothing is added to the fast path. A pool is
 //! listed as raw pointers into its heap parts (those locks are boxed), never as the pool core
@@ -35,8 +35,9 @@
 //! 1. the participant list (`LIST`): a leaf in normal operation (nothing else is taken, and
 //!    nothing is allocated, while it is held);
 //! 2. the global locks: the leak hook (leaks.rs), the handle-space table (space.rs), the
-//!    thread-id allocator (thread.rs); none nests another, and none is taken under a pool's
-//!    lock;
+//!    thread-id allocator (thread.rs), the shared pool's record of attached regions
+//!    (shared/registry.rs, taken at create, attach and detach); none nests another, and none
+//!    is taken under a pool's lock;
 //! 3. each pool, newest first; within a pool: its thread slot locks in slot order, its
 //!    `LocalCache` list, its stats totals (retired, then baseline), its waiter queue. The
 //!    nestings: every slot lock then the list (audit), a slot lock then the retired totals (a
@@ -375,7 +376,7 @@ mod handlers {
         if !listed.load(Ordering::Relaxed) {
             // SAFETY: LIST held.
             let (all, n) = unsafe { &mut *GLOBALS.0.get() };
-            // The crate has three global locks; more would be a bug of this module's caller.
+            // The crate has four global locks; more would be a bug of this module's caller.
             assert!(*n < MAX_GLOBALS, "idxpool: too many global locks");
             all[*n] = lock;
             *n += 1;

@@ -4,7 +4,7 @@
 //! parameters and the resulting offsets into the header; an attaching process reads a copy of
 //! the header, recomputes the offsets from the parameters and compares them field by field.
 //! So a process never trusts an offset that it did not compute itself, and every offset it uses
-//! lies inside the mapping (the computed end is checked against the file length).
+//! lies inside the mapping (the file length must be the computed end rounded up to the page).
 
 use std::mem::{align_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -85,6 +85,21 @@ pub(crate) fn policy_of(code: u32) -> Option<FlushPolicy> {
 }
 
 impl Params {
+    /// The parameters by name (the names `LayoutMismatch` reports).
+    pub(crate) fn fields(&self) -> [(&'static str, u64); 9] {
+        [
+            ("obj_size", self.obj_size),
+            ("obj_align", self.obj_align),
+            ("stride", self.stride),
+            ("capacity", self.capacity as u64),
+            ("cache_size", self.cache_size as u64),
+            ("max_procs", self.max_procs as u64),
+            ("channels", self.channels as u64),
+            ("policy", self.policy as u64),
+            ("reserved", self._reserved as u64),
+        ]
+    }
+
     /// The caches' flush policy (checked by [`Params::check`]; the default when invalid).
     pub(crate) fn flush_policy(&self) -> FlushPolicy {
         policy_of(self.policy).unwrap_or_default()
@@ -134,6 +149,31 @@ pub(crate) struct Sections {
     pub objects: u64,
     /// End of the region (its length before page rounding).
     pub end: u64,
+}
+
+impl Sections {
+    /// The offsets and sizes by name (the names `LayoutMismatch` reports).
+    pub(crate) fn fields(&self) -> [(&'static str, u64); 17] {
+        [
+            ("stats_offset", self.stats),
+            ("ring_state_offset", self.ring_state),
+            ("ring_slots_offset", self.ring_slots),
+            ("ring_slot_count", self.ring_slot_count),
+            ("chan_states_offset", self.chan_states),
+            ("chan_slots_offset", self.chan_slots),
+            ("state_stride", self.state_stride),
+            ("chan_stride", self.chan_stride),
+            ("procs_offset", self.procs),
+            ("records_offset", self.records),
+            ("rec_cap", self.rec_cap),
+            ("rec_stride", self.rec_stride),
+            ("caches_offset", self.caches),
+            ("cache_stride", self.cache_stride),
+            ("owners_offset", self.owners),
+            ("objects_offset", self.objects),
+            ("region_end", self.end),
+        ]
+    }
 }
 
 /// The first bytes of a region. Written once by the creator before the region is published
@@ -357,14 +397,16 @@ fn mismatch(field: &'static str, expected: u64, found: u64) -> Result<(), PoolEr
 }
 
 impl Header {
-    /// Validates a header copy read from a region of `file_len` bytes against the object type
-    /// (`obj_size`, `obj_align`) and `fingerprint` of the attaching process. Checks in order:
-    /// file length, magic, version, header size, object size, alignment, fingerprint, the
-    /// parameter ranges (stride among them), every recomputed section offset, and the region
-    /// end against the file length.
+    /// Validates a header copy read from a region of `file_len` bytes on a filesystem of
+    /// `page`-byte pages against the object type (`obj_size`, `obj_align`) and `fingerprint`
+    /// of the attaching process. Checks in order: magic, version, header size, policy, object
+    /// size, alignment, fingerprint, the parameter ranges (stride among them), every
+    /// recomputed section offset, and the file length: exactly the region end rounded up to
+    /// the page, as the creator sized it.
     pub(crate) fn validate(
         &self,
         file_len: u64,
+        page: u64,
         obj_size: u64,
         obj_align: u64,
         fingerprint: u64,
@@ -401,33 +443,21 @@ impl Header {
             });
         }
         let want = p.layout()?;
-        let got = &self.sections;
-        let fields: [(&'static str, u64, u64); 17] = [
-            ("stats_offset", want.stats, got.stats),
-            ("ring_state_offset", want.ring_state, got.ring_state),
-            ("ring_slots_offset", want.ring_slots, got.ring_slots),
-            ("ring_slot_count", want.ring_slot_count, got.ring_slot_count),
-            ("chan_states_offset", want.chan_states, got.chan_states),
-            ("chan_slots_offset", want.chan_slots, got.chan_slots),
-            ("state_stride", want.state_stride, got.state_stride),
-            ("chan_stride", want.chan_stride, got.chan_stride),
-            ("procs_offset", want.procs, got.procs),
-            ("records_offset", want.records, got.records),
-            ("rec_cap", want.rec_cap, got.rec_cap),
-            ("rec_stride", want.rec_stride, got.rec_stride),
-            ("caches_offset", want.caches, got.caches),
-            ("cache_stride", want.cache_stride, got.cache_stride),
-            ("owners_offset", want.owners, got.owners),
-            ("objects_offset", want.objects, got.objects),
-            ("region_end", want.end, got.end),
-        ];
-        for (field, e, f) in fields {
+        for ((field, e), (_, f)) in want.fields().into_iter().zip(self.sections.fields()) {
             mismatch(field, e, f)?;
         }
-        if want.end > file_len {
+        // The file's size, which a peer cannot change (the memfd is sealed against shrinking
+        // and growing): the creator sized it to the layout's end rounded up to the page, so
+        // a forged layout must end in the same page as the true one. Within a process, the
+        // region's record (`registry`) refuses any other layout outright.
+        let sized = want
+            .end
+            .checked_next_multiple_of(page)
+            .ok_or_else(|| PoolError::overflow("shared region length"))?;
+        if sized != file_len {
             return Err(PoolError::LayoutMismatch {
                 field: "file_len",
-                expected: want.end,
+                expected: sized,
                 found: file_len,
             });
         }
@@ -493,17 +523,19 @@ mod tests {
             _pad: 0,
             creator_start: 1,
         };
-        let len = h.sections.end;
-        h.validate(len, 24, 8, 7).unwrap();
+        let len = h.sections.end.next_multiple_of(4096);
+        h.validate(len, 4096, 24, 8, 7).unwrap();
         let field = |r: Result<(), PoolError>| match r {
             Err(PoolError::LayoutMismatch { field, .. }) => field,
             other => panic!("{other:?}"),
         };
-        assert_eq!(field(h.validate(len, 32, 8, 7)), "obj_size");
-        assert_eq!(field(h.validate(len, 24, 4, 7)), "obj_align");
-        assert_eq!(field(h.validate(len - 1, 24, 8, 7)), "file_len");
+        assert_eq!(field(h.validate(len, 4096, 32, 8, 7)), "obj_size");
+        assert_eq!(field(h.validate(len, 4096, 24, 4, 7)), "obj_align");
+        assert_eq!(field(h.validate(len - 1, 4096, 24, 8, 7)), "file_len");
+        // Longer than the layout's last page: another layout's file (or a forged header).
+        assert_eq!(field(h.validate(len + 4096, 4096, 24, 8, 7)), "file_len");
         assert!(matches!(
-            h.validate(len, 24, 8, 8),
+            h.validate(len, 4096, 24, 8, 8),
             Err(PoolError::FingerprintMismatch {
                 expected: 8,
                 found: 7
@@ -511,22 +543,22 @@ mod tests {
         ));
         let mut bad = h;
         bad.sections.owners += 128;
-        assert_eq!(field(bad.validate(len, 24, 8, 7)), "owners_offset");
+        assert_eq!(field(bad.validate(len, 4096, 24, 8, 7)), "owners_offset");
         let mut bad = h;
         bad.version = 1; // the format before recoverable rings
-        assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
+        assert_eq!(field(bad.validate(len, 4096, 24, 8, 7)), "version");
         let mut bad = h;
         bad.version = 2; // the format before the flush policy was recorded (no policy, caches of cache_size)
-        assert_eq!(field(bad.validate(len, 24, 8, 7)), "version");
+        assert_eq!(field(bad.validate(len, 4096, 24, 8, 7)), "version");
         let mut bad = h;
         bad.params.policy = 0; // no policy
-        assert_eq!(field(bad.validate(len, 24, 8, 7)), "policy");
+        assert_eq!(field(bad.validate(len, 4096, 24, 8, 7)), "policy");
         // Another valid policy changes no offset here (every policy's caches take 2 x size
         // entries): the region's policy is what every attachment runs.
         for p in FlushPolicy::ALL {
             let mut other = h;
             other.params.policy = policy_code(p);
-            other.validate(len, 24, 8, 7).unwrap();
+            other.validate(len, 4096, 24, 8, 7).unwrap();
             assert_eq!(other.params.flush_policy(), p);
         }
     }

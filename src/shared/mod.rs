@@ -37,9 +37,11 @@
 //! * **Each object has one holder at a time**, recorded in the region's owner table: free (in
 //!   the ring or a cache), in a channel, or held by one *attachment* (one [`SharedPool`] value
 //!   in one process). `get`/`recv` claim the word with a compare-and-swap, `put`/`send` release
-//!   it. Each attachment also keeps a process-local record (one bit per object) of what it
-//!   holds: a claim of an object the record already holds (a peer forged its owner word back
-//!   to FREE and listed it again) is dropped and counted, never a second handle.
+//!   it. The process also keeps its own record (one bit per object, per region and process,
+//!   shared by every attachment of the region in the process) of what it holds: a claim of an
+//!   object the record already holds (a peer forged its owner word back to FREE and listed it
+//!   again), by this attachment or another of the process, is dropped and counted, never a
+//!   second handle.
 //!   [`SharedPool::get_mut`] and [`SharedPool::get_ref`] check the record (and panic on a
 //!   handle the attachment does not hold) and the owner word (a disagreeing word is a peer's
 //!   corruption: counted in [`SharedPool::corrupt_entries`], not a panic).
@@ -58,15 +60,17 @@
 //!   malicious process that maps the region can corrupt anything in it: object contents,
 //!   the owner table, ring counters and slots, caches, the stats. What it cannot do is make
 //!   *this* process read or write outside the mapping: geometry (offsets, capacity, stride) is
-//!   copied out of the header and validated once at attach, and every index read from shared
-//!   memory (ring, cache, channel) is range-checked before use; out-of-range entries and
+//!   copied out of the header and validated once at attach (against the file's real size, and
+//!   against the layout the process attached the region with before, if it did), every value
+//!   read from shared memory is read once into a local that every decision uses, and every
+//!   index read (ring, cache, channel) is range-checked before use; out-of-range entries and
 //!   entries naming an object already held (by the owner table or by this attachment's own
 //!   record) are dropped and counted ([`SharedPool::corrupt_entries`]). Corrupt ring indices,
 //!   records and owner words (even a region zeroed by `fallocate(FALLOC_FL_PUNCH_HOLE)`,
 //!   which seals do not stop) are contained and counted; a forged ring lock naming a live
 //!   process makes that ring's users wait while it lives, and a corrupted owner table can
 //!   make two processes believe they hold the same object (a data race on `Pod` bytes
-//!   between two processes), never two handles in one attachment.
+//!   between two processes), never two handles in one process.
 //!
 //! # Recovery after a process dies (see [`SharedPool::reclaim_dead`])
 //!
@@ -94,6 +98,7 @@ mod header;
 mod owner;
 mod pool;
 mod recovery;
+mod registry;
 mod xring;
 
 use std::fmt;

@@ -320,9 +320,17 @@ impl<T> SharedPool<T> {
                     self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let word = &self.owners()[e as usize];
-                let _ = word.compare_exchange(dead_id, FREE, Ordering::AcqRel, Ordering::Acquire);
-                if word.load(Ordering::Acquire) == FREE && !back.contains(&e) {
+                // One read of the word: the exchange's (freed now, or free already).
+                let free = match self.owners()[e as usize].compare_exchange(
+                    dead_id,
+                    FREE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => true,
+                    Err(w) => w == FREE,
+                };
+                if free && !back.contains(&e) {
                     back.push(e);
                 } else {
                     self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
@@ -337,7 +345,7 @@ impl<T> SharedPool<T> {
             kill_hook(kill_point::RECLAIM);
             // 3. Flush it to the common ring, recoverably (the record is the dead slot's own:
             //    a reclaimer killed here is completed by the next user of the ring).
-            self.flush_cache(s, back.len() as u32, party);
+            self.flush_cache(s, back.len() as u32, back.len() as u32, party);
             ps.owner.store(0, Ordering::SeqCst);
             if locked {
                 file::unlock_slot(&self.file, s);
@@ -399,7 +407,17 @@ impl<T> SharedPool<T> {
                 }
                 let n = (back.len() as u32).min(t.room());
                 if n > 0 {
-                    p.commit(t, K_ENQ_HELD, t.tail, n, 0, 0, FREE, 0, &back[..n as usize]);
+                    p.commit(
+                        t,
+                        K_ENQ_HELD,
+                        t.tail,
+                        n,
+                        0,
+                        0,
+                        FREE,
+                        0,
+                        &mut back[..n as usize],
+                    );
                 }
                 (n as usize, i)
             });
@@ -548,9 +566,9 @@ impl<T> SharedPool<T> {
         let a = self.audit();
         let mut back = a.lost_free;
         back.extend(a.lost_in_channel);
-        // An object this attachment holds by its own account is not lost (its owner word was
-        // forged): returning it would let a later get mint a second handle to it.
-        back.retain(|&e| !self.holds(e));
+        // An object an attachment of this process holds by its own account is not lost (its
+        // owner word was forged): returning it would let a later get mint a second handle.
+        back.retain(|&e| !self.process_holds(e));
         self.enq_held(&self.ring, &back, FREE);
         self.stats()
             .repaired_lost

@@ -215,16 +215,16 @@ impl Txn<'_> {
 }
 
 impl<T> SharedPool<T> {
-    /// Copies the `n` entries at the ring's head into slot `s`'s record (the redo record of a
-    /// dequeue, written before the head moves). `n <= rec_cap` and `n <= t.count()`.
+    /// Reads the `buf.len()` entries at the ring's head (each slot once) into `buf`: the
+    /// entries of a dequeue, which [`SharedPool::commit`] writes into the redo record before
+    /// the head moves. `buf.len() <= t.count()`.
     #[inline]
-    pub(crate) fn record_head(&self, s: u32, t: &Txn<'_>, n: u32) {
-        let rec = self.rec_entries(s);
-        for k in 0..n {
-            rec[k as usize].store(
-                t.ring.slot(t.head.wrapping_add(k)).load(Ordering::Relaxed),
-                Ordering::Relaxed,
-            );
+    pub(crate) fn read_head(t: &Txn<'_>, buf: &mut [u32]) {
+        for (k, b) in buf.iter_mut().enumerate() {
+            *b = t
+                .ring
+                .slot(t.head.wrapping_add(k as u32))
+                .load(Ordering::Relaxed);
         }
     }
 
@@ -374,6 +374,12 @@ impl<T> SharedPool<T> {
 
     /// Writes the record of `txn`'s operation (`entries` into the record array first), marks
     /// it prepared, applies it, and marks it idle.
+    ///
+    /// The operator applies its own decisions (`kind` .. `holder`) and its own copy of the
+    /// entries, `entries` (the ring's head for a dequeue, the cache's pre-image for a cache
+    /// flush, the objects for a held enqueue), never what it reads back from the record,
+    /// which a peer may have rewritten since: the record is for a completer, if the operator
+    /// dies. A held dequeue strikes in `entries` (as [`NO_ENTRY`]) those it did not claim.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit(
         &self,
@@ -385,118 +391,132 @@ impl<T> SharedPool<T> {
         cache_slot: u32,
         mark: u32,
         holder: u32,
-        entries: &[u32],
+        entries: &mut [u32],
     ) {
         let s = txn.rec_slot;
         let ps = &self.procs()[s as usize];
         let rec = self.rec_entries(s);
         debug_assert!(entries.len() <= rec.len());
-        for (r, &e) in rec.iter().zip(entries) {
+        for (r, &e) in rec.iter().zip(entries.iter()) {
             r.store(e, Ordering::Relaxed);
         }
-        set_record(
-            ps,
-            txn.ring.id,
+        let op = Op {
             kind,
-            txn.lock,
             pos,
             n,
             len,
             cache_slot,
             mark,
             holder,
-        );
+        };
+        set_record(ps, txn.ring.id, txn.lock, &op);
         ps.rec_state.store(REC_PREPARED, Ordering::Release);
         kill_hook(kill_point::PREPARED);
-        self.apply(txn.ring, s);
+        self.apply_op(txn.ring, &op, entries);
         kill_hook(kill_point::APPLIED);
         ps.rec_state.store(REC_IDLE, Ordering::Release);
     }
 
-    /// Applies the prepared record of slot `s` to `ring` (locked by the caller). Idempotent:
-    /// every effect is an absolute store computed from the record.
+    /// Applies the prepared record of slot `s` to `ring` (locked by the caller): the
+    /// completer's redo. Reads every field of the record once, and its entries once, into
+    /// process-local copies, and applies those.
     pub(crate) fn apply(&self, ring: &XRing, s: u32) {
         let ps = &self.procs()[s as usize];
         let rec = self.rec_entries(s);
-        let kind = ps.rec_kind.load(Ordering::Relaxed);
-        let pos = ps.rec_pos.load(Ordering::Relaxed);
-        let cap = self.params.capacity;
         let rcap = rec.len() as u32;
-        let n = ps.rec_n.load(Ordering::Relaxed).min(rcap);
-        let len = ps.rec_len.load(Ordering::Relaxed).min(rcap);
-        let cs = ps.rec_slot.load(Ordering::Relaxed);
-        let mark = ps.rec_mark.load(Ordering::Relaxed);
-        let holder = ps.rec_holder.load(Ordering::Relaxed);
+        let op = Op {
+            kind: ps.rec_kind.load(Ordering::Relaxed),
+            pos: ps.rec_pos.load(Ordering::Relaxed),
+            n: ps.rec_n.load(Ordering::Relaxed).min(rcap),
+            len: ps.rec_len.load(Ordering::Relaxed).min(rcap),
+            cache_slot: ps.rec_slot.load(Ordering::Relaxed),
+            mark: ps.rec_mark.load(Ordering::Relaxed),
+            holder: ps.rec_holder.load(Ordering::Relaxed),
+        };
+        let mut entries: Vec<u32> = rec[..op.n.max(op.len) as usize]
+            .iter()
+            .map(|r| r.load(Ordering::Relaxed))
+            .collect();
+        self.apply_op(ring, &op, &mut entries);
+    }
+
+    /// Applies operation `op` with entries `entries` to `ring` (locked by the caller).
+    /// Idempotent: every effect is an absolute store computed from `op` and `entries`. Every
+    /// count is clamped to `entries` and every index checked, whatever `op` says.
+    fn apply_op(&self, ring: &XRing, op: &Op, entries: &mut [u32]) {
+        let cap = self.params.capacity;
+        let have = entries.len() as u32;
+        let n = op.n.min(have);
+        let cs = op.cache_slot;
         let st = ring.st();
         let csize = self.cache_cap();
-        match kind {
+        match op.kind {
             K_ENQ_CACHE | K_ENQ_HELD => {
-                for k in 0..n {
-                    ring.slot(pos.wrapping_add(k))
-                        .store(rec[k as usize].load(Ordering::Relaxed), Ordering::Relaxed);
+                for (k, &e) in entries[..n as usize].iter().enumerate() {
+                    ring.slot(op.pos.wrapping_add(k as u32))
+                        .store(e, Ordering::Relaxed);
                 }
-                st.tail.store(pos.wrapping_add(n), Ordering::Release);
+                st.tail.store(op.pos.wrapping_add(n), Ordering::Release);
                 kill_hook(kill_point::MID_APPLY);
-                if kind == K_ENQ_CACHE {
+                if op.kind == K_ENQ_CACHE {
                     if cs >= self.params.max_procs || csize == 0 {
                         self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
-                    let len = len.min(csize).max(n);
+                    let len = op.len.min(csize).min(have).max(n);
                     let cache = self.cache_of(cs);
-                    for j in 0..len - n {
-                        cache[j as usize].store(
-                            rec[(n + j) as usize].load(Ordering::Relaxed),
-                            Ordering::Relaxed,
-                        );
+                    for (c, &e) in cache.iter().zip(&entries[n as usize..len as usize]) {
+                        c.store(e, Ordering::Relaxed);
                     }
                     self.procs()[cs as usize]
                         .len
                         .store(len - n, Ordering::Release);
                 } else {
-                    for r in &rec[..n as usize] {
-                        let e = r.load(Ordering::Relaxed);
+                    for &e in &entries[..n as usize] {
                         if e < cap {
-                            self.owners()[e as usize].store(mark, Ordering::Release);
+                            self.owners()[e as usize].store(op.mark, Ordering::Release);
                         }
                     }
                 }
             }
             K_DEQ_CACHE | K_DEQ_HELD => {
-                if kind == K_DEQ_CACHE {
-                    if cs >= self.params.max_procs || len.saturating_add(n) > csize {
+                if op.kind == K_DEQ_CACHE {
+                    if cs >= self.params.max_procs || op.len.saturating_add(n) > csize {
                         self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
-                    let cache = self.cache_of(cs);
-                    for k in 0..n {
-                        cache[(len + k) as usize]
-                            .store(rec[k as usize].load(Ordering::Relaxed), Ordering::Relaxed);
+                    let cache = &self.cache_of(cs)[op.len as usize..];
+                    for (c, &e) in cache.iter().zip(&entries[..n as usize]) {
+                        c.store(e, Ordering::Relaxed);
                     }
-                    st.head.store(pos.wrapping_add(n), Ordering::Release);
+                    st.head.store(op.pos.wrapping_add(n), Ordering::Release);
                     kill_hook(kill_point::MID_APPLY);
                     self.procs()[cs as usize]
                         .len
-                        .store(len + n, Ordering::Release);
+                        .store(op.len + n, Ordering::Release);
                 } else {
-                    st.head.store(pos.wrapping_add(n), Ordering::Release);
+                    st.head.store(op.pos.wrapping_add(n), Ordering::Release);
                     kill_hook(kill_point::MID_APPLY);
-                    for r in &rec[..n as usize] {
-                        let e = r.load(Ordering::Relaxed);
-                        if e >= cap {
+                    for e in &mut entries[..n as usize] {
+                        if *e >= cap {
                             continue;
                         }
                         // An entry whose word was not `mark` is not claimed by this operation
                         // (held already, even by the claimer itself: a duplicate entry) and
-                        // is struck from the record, so the operator mints no handle for it.
-                        // A redo by a completer may strike entries the first pass claimed:
-                        // harmless, as nobody mints handles from a dead operator's record
-                        // (they stay held by it: orphans).
-                        if self.owners()[e as usize]
-                            .compare_exchange(mark, holder, Ordering::AcqRel, Ordering::Acquire)
+                        // is struck, so the operator mints no handle for it. A redo by a
+                        // completer may strike entries the first pass claimed: harmless, as
+                        // nobody mints handles from a dead operator's record (they stay held
+                        // by it: orphans).
+                        if self.owners()[*e as usize]
+                            .compare_exchange(
+                                op.mark,
+                                op.holder,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
                             .is_err()
                         {
-                            r.store(NO_ENTRY, Ordering::Relaxed);
+                            *e = NO_ENTRY;
                         }
                     }
                 }
@@ -509,28 +529,33 @@ impl<T> SharedPool<T> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn set_record(
-    ps: &ProcSlot,
-    ring: u32,
+/// A ring operation: what its redo record says (see the `rec_*` fields of [`ProcSlot`]).
+pub(crate) struct Op {
     kind: u32,
-    lock: u64,
+    /// Ring index before the operation (tail for enqueues, head for dequeues).
     pos: u32,
+    /// Entries moved.
     n: u32,
+    /// Cache length before the operation (cache kinds).
     len: u32,
+    /// Cache slot concerned (cache kinds).
     cache_slot: u32,
+    /// Owner word set (held enqueue) or expected (held dequeue).
     mark: u32,
+    /// New holder id (held dequeue).
     holder: u32,
-) {
+}
+
+fn set_record(ps: &ProcSlot, ring: u32, lock: u64, op: &Op) {
     ps.rec_ring.store(ring, Ordering::Relaxed);
-    ps.rec_kind.store(kind, Ordering::Relaxed);
+    ps.rec_kind.store(op.kind, Ordering::Relaxed);
     ps.rec_lock.store(lock, Ordering::Relaxed);
-    ps.rec_pos.store(pos, Ordering::Relaxed);
-    ps.rec_n.store(n, Ordering::Relaxed);
-    ps.rec_len.store(len, Ordering::Relaxed);
-    ps.rec_slot.store(cache_slot, Ordering::Relaxed);
-    ps.rec_mark.store(mark, Ordering::Relaxed);
-    ps.rec_holder.store(holder, Ordering::Relaxed);
+    ps.rec_pos.store(op.pos, Ordering::Relaxed);
+    ps.rec_n.store(op.n, Ordering::Relaxed);
+    ps.rec_len.store(op.len, Ordering::Relaxed);
+    ps.rec_slot.store(op.cache_slot, Ordering::Relaxed);
+    ps.rec_mark.store(op.mark, Ordering::Relaxed);
+    ps.rec_holder.store(op.holder, Ordering::Relaxed);
 }
 
 #[cfg(test)]
@@ -558,7 +583,16 @@ mod tests {
         // with a kind that does not exist and absurd sizes.
         pool.ring.st().lock.store(0xdead_00c9, Ordering::SeqCst);
         let ps = &pool.procs()[3];
-        set_record(ps, 0, 99, 0xdead_00c9, 7, u32::MAX, u32::MAX, 77, 5, 5);
+        let garbage = Op {
+            kind: 99,
+            pos: 7,
+            n: u32::MAX,
+            len: u32::MAX,
+            cache_slot: 77,
+            mark: 5,
+            holder: 5,
+        };
+        set_record(ps, 0, 0xdead_00c9, &garbage);
         ps.rec_state.store(REC_PREPARED, Ordering::SeqCst);
         let mut v = Vec::new();
         pool.get_bulk(&mut v, 32).unwrap();

@@ -16,6 +16,7 @@ use crate::repr::Geometry;
 use crate::shared::file::{self, SharedBacking, SharedBackingPolicy, TempFile};
 use crate::shared::header::{policy_code, Header, Params, Sections, MAGIC, VERSION};
 use crate::shared::owner::{holder_id, ProcessId};
+use crate::shared::registry::ProcessRegion;
 use crate::shared::xring::{XRing, REC_IDLE};
 use crate::shared::SharedOptions;
 
@@ -279,7 +280,10 @@ impl<T: Pod> SharedPool<T> {
     /// (`PermissionDenied`, `IsADirectory`, not a regular file) or mapped;
     /// [`PoolError::LayoutMismatch`] naming the first header field that
     /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
-    /// `file_len`); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
+    /// `file_len`: the file's size is not the layout's end rounded up to the page), or, when
+    /// this process has the region attached already, the first field in which the header
+    /// differs from the one it was attached with (`expected` is that one's: a peer rewrote the
+    /// header); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
     /// process slot is held by a live process.
     pub fn attach(name: &str, fingerprint: u64) -> Result<Self, PoolError> {
         file::check_name(name)?;
@@ -323,6 +327,8 @@ impl<T: Pod> SharedPool<T> {
             }
             let (backing, page) =
                 file::fs_info(&f).map_err(|e| file::file_err(&path, "statfs", e))?;
+            // As the creator rounds the file's size (`file::SealedRegion`, `TempFile`).
+            let page = page.max(4096);
             let map = map_file(&f, len, &path)?;
             // SAFETY: the mapping is at least size_of::<Header>() bytes (checked above) and
             // page-aligned; the header is plain integers (any bit pattern valid). A volatile
@@ -330,6 +336,7 @@ impl<T: Pod> SharedPool<T> {
             let header = unsafe { map.as_ptr().cast::<Header>().read_volatile() };
             header.validate(
                 len,
+                page,
                 size_of::<T>() as u64,
                 std::mem::align_of::<T>() as u64,
                 fingerprint,
@@ -401,7 +408,11 @@ impl<T: Pod> SharedPool<T> {
             params.stride as usize,
             params.capacity,
         );
+        // The process's record of the region: the one of an attachment here already (whose
+        // header this one must equal), or a new one.
+        let region = ProcessRegion::join(&file, &path, &header)?;
         Ok(SharedPool {
+            region,
             map,
             base,
             geometry,

@@ -8,12 +8,14 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use bytemuck::Pod;
 
 use super::file::{self, SharedBacking};
 use super::header::{Header, Params, ProcSlot, RegionStats, Sections};
 use super::owner::ProcessId;
+use super::registry::ProcessRegion;
 use super::xring::{lock_id, XRing, K_DEQ_HELD, K_ENQ_CACHE, K_ENQ_HELD, NO_ENTRY, REC_BATCH};
 use super::SharedHandle;
 use crate::cache::{self, CachePlan, FlushPolicy};
@@ -24,7 +26,7 @@ use crate::ring::Behavior;
 mod attach;
 mod region_cache;
 
-use region_cache::{with_scratch, RegionCache};
+use region_cache::{with_entries, with_scratch, RegionCache};
 
 /// A fixed-size pool of `T` shared by several processes through a named region.
 ///
@@ -54,6 +56,11 @@ use region_cache::{with_scratch, RegionCache};
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub struct SharedPool<T> {
+    /// This process's record of the region, shared by its attachments of it: which objects
+    /// the process holds, and the header every attachment here must agree with. First, so
+    /// that it is dropped before the mapping and the file (a region's record never outlives
+    /// the last attachment's hold on the inode, whose number could be reused).
+    region: Arc<ProcessRegion>,
     pub(crate) map: memmap2::MmapMut,
     pub(crate) base: NonNull<u8>,
     pub(crate) header: Header,
@@ -77,10 +84,13 @@ pub struct SharedPool<T> {
     /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
     ofd_locked: bool,
     /// What this attachment holds, by its own account: one bit per object, set
-    /// when a get or receive claims the object, cleared when a put or send releases it. A
-    /// claim of an object whose bit is set is a forged entry (a peer set the owner word back
+    /// when a get or receive claims the object, cleared when a put or send releases it. The
+    /// process-wide record (`region`) is set and cleared with it: a claim of an object that
+    /// any attachment of this process holds is a forged entry (a peer set the owner word back
     /// to FREE and listed the index again): dropped and counted, never a second handle. The
-    /// owner word is the shared, cross-process view; this is the authority inside the process.
+    /// owner word is the shared, cross-process view; these are the authority inside the
+    /// process (this one says which attachment, for the handle checks and the release of
+    /// what an attachment still held when it goes).
     held: Box<[Cell<u64>]>,
     /// Sealed-region mode: this attachment's member link (`.<name>.member.<pid>.<fd>.<ino>`),
     /// removed on drop.
@@ -201,17 +211,10 @@ impl<T> SharedPool<T> {
         for chunk in v.chunks(REC_BATCH as usize) {
             self.with_ring(ring, rs, id, K_ENQ_HELD, |p, t| {
                 let n = (chunk.len() as u32).min(t.room());
-                p.commit(
-                    t,
-                    K_ENQ_HELD,
-                    t.tail,
-                    n,
-                    0,
-                    0,
-                    mark,
-                    0,
-                    &chunk[..n as usize],
-                );
+                let mut buf = [0u32; REC_BATCH as usize];
+                let buf = &mut buf[..n as usize];
+                buf.copy_from_slice(&chunk[..n as usize]);
+                p.commit(t, K_ENQ_HELD, t.tail, n, 0, 0, mark, 0, buf);
                 if (n as usize) < chunk.len() {
                     p.stats()
                         .corrupt_entries
@@ -233,24 +236,24 @@ impl<T> SharedPool<T> {
         mut out: impl FnMut(u32),
     ) -> u32 {
         let (rs, id) = self.party();
+        let mut buf = [NO_ENTRY; REC_BATCH as usize];
         let n = self.with_ring(ring, rs, id, K_DEQ_HELD, |p, t| {
             let n = max.min(REC_BATCH).min(t.count());
             if n == 0 {
                 return 0;
             }
-            p.record_head(rs, t, n);
-            p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, &[]);
+            let buf = &mut buf[..n as usize];
+            Self::read_head(t, buf);
+            p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, buf);
             n
         });
-        let rec = &self.rec_entries(rs)[..n as usize];
-        for (k, r) in rec.iter().enumerate() {
-            let e = r.load(Ordering::Relaxed);
-            // Struck entries (NO_ENTRY: not claimed by this operation) fail the range check.
-            let ok = e < self.params.capacity
-                && self.owners()[e as usize].load(Ordering::Acquire) == self.me
-                && !rec[..k].iter().any(|x| x.load(Ordering::Relaxed) == e)
-                // Not already ours by our own account (a forged FREE / IN_CHANNEL word).
-                && self.mark_held(e);
+        // The entries as this operation read them (each ring slot once), those it did not
+        // claim struck (NO_ENTRY: its owner word was not `from`).
+        for &e in &buf[..n as usize] {
+            // Struck entries fail the range check. A claimed entry is not held in this
+            // process already, by this attachment or another (a forged FREE / IN_CHANNEL word,
+            // or an entry listed twice: the first claim set the process's bit).
+            let ok = e < self.params.capacity && self.mark_held(e);
             if ok {
                 out(e);
             } else {
@@ -261,23 +264,27 @@ impl<T> SharedPool<T> {
     }
 
     /// Moves the first `n` entries of cache `cs` (the coldest) into the common ring, as the
-    /// operator `party`. Returns the cache length afterwards.
-    pub(crate) fn flush_cache(&self, cs: u32, n: u32, party: (u32, u64)) -> u32 {
-        let size = self.cache_cap();
-        let len_word = &self.procs()[cs as usize].len;
-        self.with_ring(&self.ring, party.0, party.1, K_ENQ_CACHE, |p, t| {
-            let len = len_word.load(Ordering::Relaxed).min(size);
+    /// operator `party`; `len` is the caller's copy of the cache's length (its one read of the
+    /// length word, or what it computed). Returns the length afterwards, computed from `len`
+    /// (never read back from the word, which a peer may have written meanwhile).
+    pub(crate) fn flush_cache(&self, cs: u32, len: u32, n: u32, party: (u32, u64)) -> u32 {
+        let len = len.min(self.cache_cap());
+        let moved = self.with_ring(&self.ring, party.0, party.1, K_ENQ_CACHE, |p, t| {
             let n = n.min(len).min(t.room());
             if n == 0 {
-                return;
+                return 0;
             }
-            let rec = p.rec_entries(party.0);
-            for (r, c) in rec.iter().zip(&p.cache_of(cs)[..len as usize]) {
-                r.store(c.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            p.commit(t, K_ENQ_CACHE, t.tail, n, len, cs, 0, 0, &[]);
+            // The cache's pre-image, each entry read once: what the record holds and what
+            // the flush applies (the first `n` to the ring, the rest to the cache's bottom).
+            with_entries(len as usize, |pre| {
+                for (b, c) in pre.iter_mut().zip(&p.cache_of(cs)[..len as usize]) {
+                    *b = c.load(Ordering::Relaxed);
+                }
+                p.commit(t, K_ENQ_CACHE, t.tail, n, len, cs, 0, 0, pre);
+            });
+            n
         });
-        len_word.load(Ordering::Relaxed).min(size)
+        len - moved
     }
 
     /// True when `h` was minted by this attachment (its serial): the check `check_handle`
@@ -344,23 +351,38 @@ impl<T> SharedPool<T> {
     }
 
     /// Records that this attachment now holds object `e` (`e < capacity`); false (and no
-    /// change) when it held it already.
+    /// change) when an attachment of this process (this one or another of the same region)
+    /// holds it already.
     #[inline(always)]
     pub(crate) fn mark_held(&self, e: u32) -> bool {
         let Some(w) = self.held.get((e >> 6) as usize) else {
             return false;
         };
-        let (v, b) = (w.get(), 1u64 << (e & 63));
-        w.set(v | b);
-        v & b == 0
+        if !self.region.claim(e) {
+            return false;
+        }
+        w.set(w.get() | 1u64 << (e & 63));
+        true
     }
 
-    /// Records that this attachment released object `e`.
+    /// Records that this attachment released object `e` (nothing if it did not hold it: the
+    /// process-wide bit may be another attachment's).
     #[inline(always)]
     pub(crate) fn unmark_held(&self, e: u32) {
         if let Some(w) = self.held.get((e >> 6) as usize) {
-            w.set(w.get() & !(1u64 << (e & 63)));
+            let b = 1u64 << (e & 63);
+            let v = w.get();
+            if v & b != 0 {
+                w.set(v & !b);
+                self.region.release(e);
+            }
         }
+    }
+
+    /// Whether an attachment of this process (this one or another of the region) holds
+    /// object `e`.
+    pub(crate) fn process_holds(&self, e: u32) -> bool {
+        self.region.holds(e)
     }
 
     /// Whether this attachment holds object `e` by its own account.
@@ -375,7 +397,7 @@ impl<T> SharedPool<T> {
     #[inline(always)]
     fn region_cache(&self) -> RegionCache<'_, T> {
         debug_assert!(self.slot != u32::MAX);
-        RegionCache { pool: self }
+        RegionCache::new(self)
     }
 
     /// Entries a cache array holds (`2 x cache_size`): what every cache length read from the
@@ -797,6 +819,14 @@ impl<T> Drop for SharedPool<T> {
             self.flush();
             // Objects still held by this attachment become orphans (reclaim_in_use_of_dead).
             self.my_slot().owner.store(0, Ordering::Release);
+            // ... which the process no longer holds: another attachment of the region here may
+            // claim them once they are reclaimed.
+            for (w, bits) in self.held.iter().enumerate() {
+                if bits.get() != 0 {
+                    self.region.release_word(w, bits.get());
+                    bits.set(0);
+                }
+            }
             if self.ofd_locked {
                 file::unlock_slot(&self.file, self.slot);
             }

@@ -25,6 +25,17 @@ pub(super) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<u32>]) 
     }
 }
 
+/// Runs `f` on `n` zeroed entries (on the stack up to [`STACK_RUN`]): the process-local copy
+/// of a ring operation's entries.
+pub(super) fn with_entries<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
+    if n <= STACK_RUN {
+        let mut a = [0u32; STACK_RUN];
+        f(&mut a[..n])
+    } else {
+        f(&mut vec![0u32; n])
+    }
+}
+
 /// The shared pool's mechanics of the cache algorithm (see [`CacheOps`]): the attachment's
 /// cache array and length word in its process slot, and the recoverable common ring. Every
 /// step stays recoverable after a kill at any instruction:
@@ -43,22 +54,56 @@ pub(super) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<u32>]) 
 /// Entries found corrupt (out of range, held elsewhere) are dropped, counted in
 /// `corrupt_entries`, and written as [`NO_ENTRY`] in the caller's buffer; the adapter
 /// (`SharedPool::get_entries`) strikes them.
+///
+/// **The length is read once.** The slot's length word is shared memory: a peer can write it
+/// at any time. The mechanics read it once, when they are made ([`RegionCache::new`], once per
+/// run of the algorithm), clamp it to the fill limit (where every run of the algorithm leaves
+/// an honest cache) and keep that copy in `len`: every decision of the run (how many to pop,
+/// where to push, what to flush) is taken on the copy and every step updates it, so the
+/// algorithm's invariant `len <= fill_limit <= 2 x size` (before a refill; `<= 2 x size`
+/// after one) holds for the copy whatever the word says. The word is only stored, for the
+/// recovery of a dead holder. A peer's write can make the run use stale or foreign entries
+/// (checked by every claim: dropped and counted) or lose objects (found by `audit`), never
+/// index outside the cache array.
 pub(crate) struct RegionCache<'p, T> {
     pub(super) pool: &'p SharedPool<T>,
+    /// This run's copy of the cache length (`<= 2 x size`).
+    len: u32,
 }
 
-impl<T> RegionCache<'_, T> {
+impl<'p, T> RegionCache<'p, T> {
+    /// The mechanics of `pool`'s cache for one run of the algorithm: reads the length word
+    /// once. A value above the fill limit (no honest run leaves one) is a peer's write:
+    /// clamped, counted in `corrupt_entries`.
+    #[inline(always)]
+    pub(super) fn new(pool: &'p SharedPool<T>) -> Self {
+        let word = pool.my_slot().len.load(Ordering::Relaxed);
+        let limit = pool.plan.fill_limit;
+        let len = if word <= limit {
+            word
+        } else {
+            pool.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
+            limit
+        };
+        RegionCache { pool, len }
+    }
+
     fn len_word(&self) -> &AtomicU32 {
         &self.pool.my_slot().len
+    }
+
+    /// Sets the copy and the word to `len` (at most the cache array).
+    #[inline(always)]
+    fn set_len(&mut self, len: u32) {
+        self.len = len.min(self.pool.cache_cap());
+        self.len_word().store(self.len, Ordering::Release);
     }
 }
 
 impl<T> CacheOps<u32> for RegionCache<'_, T> {
     #[inline]
     fn len(&self) -> usize {
-        self.len_word()
-            .load(Ordering::Relaxed)
-            .min(self.pool.cache_cap()) as usize
+        self.len as usize
     }
 
     #[inline]
@@ -73,17 +118,24 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
         }
         let p = self.pool;
         let len = self.len();
-        let cache = &p.cache_of(p.slot)[len - k..len];
+        // The algorithm never asks for more than `len` (it decided on the same copy); a
+        // shortfall is written as struck entries rather than left uninitialised.
+        debug_assert!(k <= len);
+        let take = k.min(len);
+        let cache = &p.cache_of(p.slot)[len - take..len];
         // Held first, popped second (see the type's docs).
         for (i, (d, c)) in dst.iter_mut().zip(cache).enumerate() {
             let e = c.load(Ordering::Relaxed);
             d.write(if p.claim(e, FREE) { e } else { NO_ENTRY });
-            if i == 0 && k > 1 {
+            if i == 0 && take > 1 {
                 kill_hook(kill_point::CACHE_POP_RUN);
             }
         }
+        for d in &mut dst[take..] {
+            d.write(NO_ENTRY);
+        }
         kill_hook(kill_point::CACHE_POP);
-        self.len_word().store((len - k) as u32, Ordering::Release);
+        self.set_len((len - take) as u32);
     }
 
     fn push(&mut self, src: &[u32]) {
@@ -98,7 +150,7 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
         for (c, &e) in p.cache_of(p.slot)[len..].iter().zip(src) {
             c.store(e, Ordering::Relaxed);
         }
-        self.len_word().store((len + k) as u32, Ordering::Release);
+        self.set_len((len + k) as u32);
         kill_hook(kill_point::CACHE_PUSH);
         // In the cache first, free second (see the type's docs).
         for (i, &e) in src.iter().enumerate() {
@@ -115,9 +167,10 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
     fn refill(&mut self, want: usize, how: Behavior) -> usize {
         let p = self.pool;
         let (rs, id) = p.party();
-        let len = self.len() as u32;
-        let want = want as u32;
-        p.with_ring(&p.ring, rs, id, K_DEQ_CACHE, |p, t| {
+        let len = self.len;
+        // The plan keeps `len + want` within the cache array; clamped all the same.
+        let want = (want as u32).min(p.cache_cap() - len);
+        let n = p.with_ring(&p.ring, rs, id, K_DEQ_CACHE, |p, t| {
             let avail = t.count();
             let n = match how {
                 Behavior::Bulk if avail < want => 0,
@@ -126,10 +179,15 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
             if n == 0 {
                 return 0;
             }
-            p.record_head(rs, t, n);
-            p.commit(t, K_DEQ_CACHE, t.head, n, len, rs, 0, 0, &[]);
-            n as usize
-        })
+            with_entries(n as usize, |buf| {
+                SharedPool::<T>::read_head(t, buf);
+                p.commit(t, K_DEQ_CACHE, t.head, n, len, rs, 0, 0, buf);
+            });
+            n
+        });
+        // The record stored the word; the copy follows what this run asked for.
+        self.len = len + n;
+        n as usize
     }
 
     /// Leaves the refilled entries in the cache: only a Dpdk2607 burst refill that came up
@@ -140,7 +198,7 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
 
     fn flush_bottom(&mut self, k: usize) {
         let p = self.pool;
-        p.flush_cache(p.slot, k as u32, p.party());
+        self.len = p.flush_cache(p.slot, self.len, k as u32, p.party());
     }
 
     fn ring_get(&mut self, dst: &mut [MaybeUninit<u32>], how: Behavior) -> usize {

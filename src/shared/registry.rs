@@ -1,0 +1,154 @@
+//! The process's own record of each shared region it has attached: one [`ProcessRegion`] per
+//! region and process, shared by every attachment of that region in the process.
+//!
+//! Two things in a region cannot be trusted inside a process, because a peer can write them:
+//! the owner table (who holds an object) and the header (the layout). What the process itself
+//! has seen is kept here, where no peer can write:
+//!
+//! * **which objects this process holds**: one bit per object, set by the claim of any
+//!   attachment of the region in the process and cleared by its release. A claim whose bit is
+//!   set already (a peer forged the owner word of an object held here back to FREE and listed
+//!   it again) is refused, whichever attachment holds the object, so the process never has
+//!   two live handles (two `&mut T`) to one object, however many attachments it has;
+//! * **the layout the region was attached with**: the header copy of the first attachment
+//!   (validated then). Every later attachment of the region in the process must read the
+//!   same header, field by field: two attachments with different layouts of one mapping would
+//!   place objects over each other (and over the rings).
+//!
+//! A region is identified by its backing file's device and inode numbers (a memfd has them
+//! too), which a peer cannot change for an open file, and by the process id: after `fork`,
+//! the child's attachments (made anew there) get a record of their own, since the copies of
+//! the parent's attachments do not hold the parent's objects in the child. The record lives
+//! as long as an attachment of the region in the process (each holds an `Arc`); the list
+//! keeps `Weak`s and forgets dead ones.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use super::header::Header;
+use crate::error::PoolError;
+use crate::fork::GlobalLock;
+
+/// What this process knows of one region (see the module docs).
+pub(crate) struct ProcessRegion {
+    dev: u64,
+    ino: u64,
+    pid: u32,
+    /// The header copy the first attachment of the region in this process validated.
+    header: Header,
+    /// One bit per object (`capacity` bits): held by an attachment of this process.
+    held: Box<[AtomicU64]>,
+}
+
+/// The regions of this process (and, after a fork, the parent's, which no lookup matches).
+/// A global lock of the fork module's order: taken for a lookup at create and attach, never
+/// on a get or put, and nothing else is taken under it.
+static REGIONS: GlobalLock<Vec<Weak<ProcessRegion>>> = GlobalLock::new(Vec::new());
+
+impl ProcessRegion {
+    /// The record of the region in `file`, whose header copy `header` the caller validated
+    /// (attach) or computed (create): the existing record of this process if the region is
+    /// attached here already, else a new one.
+    ///
+    /// # Errors
+    /// [`PoolError::LayoutMismatch`] naming the first field (a parameter, a section offset,
+    /// or `fingerprint`) in which `header` differs from the one the region is attached with
+    /// in this process (`expected` is that one's, `found` the new copy's);
+    /// [`PoolError::SharedFile`] when the file cannot be `fstat`ed.
+    pub(crate) fn join(
+        file: &File,
+        path: &std::path::Path,
+        header: &Header,
+    ) -> Result<Arc<ProcessRegion>, PoolError> {
+        let md = file
+            .metadata()
+            .map_err(|e| super::file::file_err(path, "stat", e))?;
+        let (dev, ino, pid) = (md.dev(), md.ino(), std::process::id());
+        let mut list = REGIONS.lock();
+        list.retain(|w| w.strong_count() > 0);
+        let found = list
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|r| (r.dev, r.ino, r.pid) == (dev, ino, pid));
+        if let Some(r) = found {
+            drop(list);
+            r.agrees(header)?;
+            return Ok(r);
+        }
+        let words = header.params.capacity.div_ceil(64) as usize;
+        let r = Arc::new(ProcessRegion {
+            dev,
+            ino,
+            pid,
+            header: *header,
+            held: (0..words).map(|_| AtomicU64::new(0)).collect(),
+        });
+        list.push(Arc::downgrade(&r));
+        Ok(r)
+    }
+
+    /// Checks that `h` is the header the region is attached with in this process.
+    fn agrees(&self, h: &Header) -> Result<(), PoolError> {
+        let mine = &self.header;
+        let fields = mine
+            .params
+            .fields()
+            .into_iter()
+            .chain(mine.sections.fields())
+            .zip(h.params.fields().into_iter().chain(h.sections.fields()))
+            .chain([(
+                ("fingerprint", mine.fingerprint),
+                ("fingerprint", h.fingerprint),
+            )]);
+        for ((field, expected), (_, found)) in fields {
+            if expected != found {
+                return Err(PoolError::LayoutMismatch {
+                    field,
+                    expected,
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that an attachment of this process claimed object `e`; false (and no change)
+    /// when one holds it already, or `e` is out of range.
+    ///
+    /// Acquire: the previous holder in this process released the object with
+    /// [`ProcessRegion::release`] (release) after its last access, so this claim's accesses
+    /// come after it even when the owner word, a peer's to write, carried no order.
+    #[inline(always)]
+    pub(crate) fn claim(&self, e: u32) -> bool {
+        let Some(w) = self.held.get((e >> 6) as usize) else {
+            return false;
+        };
+        let b = 1u64 << (e & 63);
+        w.fetch_or(b, Ordering::AcqRel) & b == 0
+    }
+
+    /// Records that an attachment of this process released object `e` (which it held).
+    #[inline(always)]
+    pub(crate) fn release(&self, e: u32) {
+        if let Some(w) = self.held.get((e >> 6) as usize) {
+            w.fetch_and(!(1u64 << (e & 63)), Ordering::Release);
+        }
+    }
+
+    /// Releases every object whose bit is set in `bits`, word `w` of the bitmap (an
+    /// attachment that goes, with what it still held).
+    pub(crate) fn release_word(&self, w: usize, bits: u64) {
+        if let Some(word) = self.held.get(w) {
+            word.fetch_and(!bits, Ordering::Release);
+        }
+    }
+
+    /// Whether an attachment of this process holds object `e`.
+    pub(crate) fn holds(&self, e: u32) -> bool {
+        self.held
+            .get((e >> 6) as usize)
+            .is_some_and(|w| w.load(Ordering::Acquire) & (1u64 << (e & 63)) != 0)
+    }
+}
