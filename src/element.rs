@@ -61,6 +61,7 @@ mod sealed {
     pub trait Sealed {}
     impl<T> Sealed for T {}
     impl Sealed for [u8] {}
+    impl Sealed for crate::packet::PacketBuf {}
 }
 
 // A sized object's pointer is its address; its size is the layout's.

@@ -236,6 +236,11 @@ pub enum PoolError {
         /// How long it waited.
         waited: std::time::Duration,
     },
+    /// A [`crate::PacketBuf`] operation found too little room (headroom for a prepend,
+    /// tailroom for an append, data for a strip): the buffer is unchanged. The operations
+    /// themselves return the small `Copy` [`crate::packet::RoomError`]; `?` converts it.
+    #[error("packet buffer: {0}")]
+    NoRoom(crate::packet::RoomError),
     /// A pool's region cannot be registered as an AF_XDP UMEM as configured (feature `xdp`,
     /// `idxpool::xdp::XdpSocket`): `fault` says which rule it breaks.
     #[error("AF_XDP UMEM over pool {pool}: {fault}")]
