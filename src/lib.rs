@@ -60,7 +60,10 @@
 pub mod audit;
 pub mod brand;
 mod builder;
+#[cfg(feature = "bytes")]
+mod bytes_glue;
 pub mod cache;
+pub mod channel;
 mod debug;
 pub mod element;
 pub mod error;
@@ -103,6 +106,7 @@ pub use builder::{
     DEFAULT_MAX_THREADS, MAX_THREADS_LIMIT,
 };
 pub use cache::{FlushPolicy, CACHE_MAX_SIZE};
+pub use channel::HandleChannel;
 pub use debug::DEBUG_CHECKS;
 pub use element::Element;
 pub use error::PoolError;
