@@ -195,3 +195,34 @@ fn futures_noop_waker() -> std::task::Waker {
     // SAFETY: every function of the vtable ignores its data pointer.
     unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
 }
+
+idxpool::brand!(RingAbandon);
+
+#[test]
+fn handle_ring_produce_then_drop_vs_try_consume() {
+    // The SPSC ring's "other half gone": the last produce is consumed before Disconnected.
+    model(None, || {
+        let pool = Arc::new(pool::<RingAbandon>(1));
+        let (mut tx, mut rx) =
+            idxpool::HandleRing::new(pool.clone(), 2, idxpool::handle_ring::Zeroing::Immediate)
+                .unwrap();
+        let h = pool.get().unwrap();
+        let t = thread::spawn(move || {
+            tx.produce(h).unwrap();
+            drop(tx);
+        });
+        let mut got = 0;
+        loop {
+            match rx.try_consume() {
+                Ok(h) => {
+                    pool.put(h);
+                    got += 1;
+                }
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => thread::yield_now(),
+            }
+        }
+        t.join().unwrap();
+        assert_eq!(got, 1);
+    });
+}
