@@ -142,6 +142,7 @@ where
     /// assert_eq!(pool.in_use(), 0);
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "bytes")))]
     pub fn into_bytes(self) -> Bytes {
         Bytes::from_owner(self)
     }

@@ -54,6 +54,7 @@
 //! DESIGN.md ([`design`]) explains the invariants.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -142,6 +143,8 @@ pub use bytemuck;
 
 /// The design notes (DESIGN.md in the repository): the pieces, the invariants they keep, and
 /// why they are built this way; published here so that they ship with the API reference.
+/// (Built from the repository only: the package does not ship DESIGN.md.)
+#[cfg(all(doc, not(docsrs)))]
 #[doc = ""]
 #[doc = include_str!("../DESIGN.md")]
 pub mod design {}
