@@ -17,5 +17,5 @@ export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
 export CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-0}"
 export CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-16}"
 start=$(date +%s)
-cargo test --release --test loom "$@" -- --nocapture --test-threads=2
+cargo test --release --test loom --test loom_channel "$@" -- --nocapture --test-threads=2
 echo "loom: done in $(( $(date +%s) - start )) s"

@@ -5,7 +5,7 @@
 #
 # Usage: scripts/miri.sh [extra cargo-miri-test args]     (about 17 min from a clean clone on
 #                                                          2 vCPUs, CI of 2026-12-02)
-#        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks + runtime_pools)
+#        MIRI_QUICK=1 scripts/miri.sh                      (lib + stress + debug_checks + runtime_pools + bytes)
 # Needs: rustup component add --toolchain nightly miri rust-src
 #
 # Under cfg(miri) the region uses the heap backing (Miri interprets no mmap flags but
@@ -31,6 +31,10 @@ if [ "${MIRI_QUICK:-0}" = 1 ]; then
 else
   cargo +nightly miri test "$@" \
     --test model --test table --test stress --test bad_input --test debug_checks --test pool_basics \
-    --test soundness --test runtime_pools --test reentrant_alloc --test grow --test on_put
+    --test soundness --test runtime_pools --test reentrant_alloc --test grow --test on_put \
+    --test packet_buf --test channel
 fi
+# Packet buffers as `Bytes` (feature bytes): the owner's drop on another thread, after the
+# user's Arc of the pool is gone; the unsized object's pointer (`PacketBuf`) on every path.
+cargo +nightly miri test "$@" --features bytes --test bytes
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

@@ -230,6 +230,13 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
     bad_bytes: Option<(usize, usize)>,
     /// The reset hook ([`PoolBuilder::on_put`]).
     on_put: Option<crate::on_put::PutHook<T>>,
+    /// The object type's own reset, composed with the user's `on_put` hook at build so that
+    /// it runs first (packet buffers: empty at the default headroom). A function of the
+    /// concrete type's module: a generic closure here would need `T: 'static`.
+    #[allow(clippy::type_complexity)]
+    pub(crate) reset: Option<fn(Option<crate::on_put::PutHook<T>>) -> crate::on_put::PutHook<T>>,
+    /// An error a typed constructor found, reported by build before anything is claimed.
+    pub(crate) deferred: Option<PoolError>,
     _repr: PhantomData<(R, crate::pool::Invariant<T>)>,
 }
 
@@ -249,7 +256,7 @@ impl<'a, T> PoolBuilder<'a, T> {
 }
 
 impl<'a, T: ?Sized + Element> PoolBuilder<'a, T> {
-    fn with_layout(capacity: u32, init: Init<'a>, layout: Layout) -> Self {
+    pub(crate) fn with_layout(capacity: u32, init: Init<'a>, layout: Layout) -> Self {
         PoolBuilder {
             capacity,
             cache_size: None,
@@ -266,6 +273,8 @@ impl<'a, T: ?Sized + Element> PoolBuilder<'a, T> {
             layout,
             bad_bytes: None,
             on_put: None,
+            reset: None,
+            deferred: None,
             _repr: PhantomData,
         }
     }
@@ -567,6 +576,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             layout: self.layout,
             bad_bytes: self.bad_bytes,
             on_put: self.on_put,
+            reset: self.reset,
+            deferred: self.deferred,
             _repr: PhantomData,
         }
     }
@@ -660,6 +671,9 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         brand: Option<(&'static BrandSlot, &'static str)>,
     ) -> Result<Pool<T, B, R>, PoolError> {
         // Validate everything before claiming anything.
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         if self.capacity == 0 {
             return Err(PoolError::config("capacity is 0"));
         }
@@ -845,6 +859,9 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             states,
             Growth::new(self.capacity, grow_init),
         )
-        .with_on_put(self.on_put.take()))
+        .with_on_put(match self.reset.take() {
+            Some(compose) => Some(compose(self.on_put.take())),
+            None => self.on_put.take(),
+        }))
     }
 }

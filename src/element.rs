@@ -56,7 +56,7 @@ pub trait Element: sealed::Sealed {
     fn needs_drop() -> bool;
 }
 
-mod sealed {
+pub(crate) mod sealed {
     /// Every sized type and `[u8]` (see [`super::Element`], "Sealed").
     pub trait Sealed {}
     impl<T> Sealed for T {}

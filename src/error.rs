@@ -264,6 +264,11 @@ pub enum PoolError {
         /// How long it waited.
         waited: std::time::Duration,
     },
+    /// A [`crate::PacketBuf`] operation found too little room (headroom for a prepend,
+    /// tailroom for an append, data for a strip): the buffer is unchanged. The operations
+    /// themselves return the small `Copy` [`crate::packet::RoomError`]; `?` converts it.
+    #[error("packet buffer: {0}")]
+    NoRoom(RoomError),
     /// A pool's region cannot be registered as an AF_XDP UMEM as configured (feature `xdp`,
     /// `idxpool::xdp::XdpSocket`): `fault` says which rule it breaks.
     #[error("AF_XDP UMEM over pool {pool}: {fault}")]
@@ -397,6 +402,89 @@ impl PoolError {
     }
     pub(crate) fn overflow(what: impl Into<String>) -> Self {
         PoolError::SizeOverflow { what: what.into() }
+    }
+}
+
+/// Which end of the data window an operation wanted room at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum End {
+    /// The headroom side ([`crate::PacketBuf::prepend`], [`crate::PacketBuf::strip_front`]).
+    Front,
+    /// The tailroom side ([`crate::PacketBuf::append`], [`crate::PacketBuf::strip_back`]).
+    Back,
+}
+
+/// What an operation on a [`crate::PacketBuf`] lacked: `asked` bytes at `end`, of which `available`
+/// were there (headroom for a prepend, tailroom for an append, the data's length for a
+/// strip). The buffer is unchanged. Converts into [`PoolError::NoRoom`] with `?`.
+///
+/// ```
+/// use idxpool::packet::{End, RoomError};
+/// use idxpool::PoolBuilder;
+/// let pool = PoolBuilder::packet_bufs(4, 128, 16).build()?;
+/// let mut b = pool.get_pooled()?;
+/// let e: RoomError = b.prepend(17).unwrap_err();
+/// assert_eq!((e.asked(), e.available(), e.end()), (17, 16, End::Front));
+/// assert_eq!(e.to_string(), "prepend of 17 bytes: headroom is 16");
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RoomError {
+    pub(crate) op: RoomOp,
+    pub(crate) asked: usize,
+    pub(crate) available: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The operation a [`RoomError`] reports.
+pub(crate) enum RoomOp {
+    Prepend,
+    Append,
+    StripFront,
+    StripBack,
+    SetData,
+}
+
+impl RoomError {
+    /// Bytes the operation asked for.
+    pub fn asked(&self) -> usize {
+        self.asked
+    }
+    /// Bytes that were there (headroom, tailroom, or data length).
+    pub fn available(&self) -> usize {
+        self.available
+    }
+    /// The end of the data window the operation worked at.
+    pub fn end(&self) -> End {
+        match self.op {
+            RoomOp::Prepend | RoomOp::StripFront => End::Front,
+            RoomOp::Append | RoomOp::StripBack | RoomOp::SetData => End::Back,
+        }
+    }
+}
+
+impl std::fmt::Display for RoomError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (op, what) = match self.op {
+            RoomOp::Prepend => ("prepend", "headroom"),
+            RoomOp::Append => ("append", "tailroom"),
+            RoomOp::StripFront => ("strip_front", "length"),
+            RoomOp::StripBack => ("strip_back", "length"),
+            RoomOp::SetData => ("set_data", "capacity"),
+        };
+        write!(
+            f,
+            "{op} of {} bytes: {what} is {}",
+            self.asked, self.available
+        )
+    }
+}
+
+impl std::error::Error for RoomError {}
+
+impl From<RoomError> for PoolError {
+    fn from(e: RoomError) -> Self {
+        PoolError::NoRoom(e)
     }
 }
 

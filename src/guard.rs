@@ -9,10 +9,26 @@ use crate::mempool::{Mempool, MempoolRef};
 use crate::pool::Pool;
 use crate::repr::Repr;
 
-/// The handle type of the pool behind `P`.
-type H<P> = <<P as MempoolRef>::Pool as Mempool>::Handle;
-/// The object type of the pool behind `P`.
-type Obj<P> = <<P as MempoolRef>::Pool as Mempool>::Object;
+/// The handle type of the pool behind a pool reference `P` (`&Pool<T>` or `Arc<Pool<T>>`:
+/// `Handle<T>`), as guards and channels name it in their signatures.
+///
+/// ```
+/// use idxpool::{Handle, HandleOf, Pool};
+/// fn same(h: Handle<u64>) -> HandleOf<std::sync::Arc<Pool<u64>>> { h }
+/// # let _ = same;
+/// ```
+pub type HandleOf<P> = <<P as MempoolRef>::Pool as Mempool>::Handle;
+/// The object type of the pool behind a pool reference `P` (`&Pool<T>` or `Arc<Pool<T>>`:
+/// `T`).
+///
+/// ```
+/// use idxpool::{ObjectOf, PacketBuf, Pool};
+/// fn len(b: &ObjectOf<std::sync::Arc<Pool<PacketBuf>>>) -> usize { b.len() }
+/// # let _ = len;
+/// ```
+pub type ObjectOf<P> = <<P as MempoolRef>::Pool as Mempool>::Object;
+use HandleOf as H;
+use ObjectOf as Obj;
 
 /// An object that is put back through the dropping thread's cache when the guard is dropped,
 /// also when a panic unwinds through it. `Deref`/`DerefMut` to the object;
@@ -135,6 +151,29 @@ impl<P: MempoolRef> std::ops::DerefMut for Pooled<P> {
             .as_mut()
             .expect("a guard holds its handle until into_handle or drop");
         Mempool::get_mut(&*self.pool, h)
+    }
+}
+
+/// Forwards to the object: a `Pooled` packet buffer or byte buffer is an `AsRef<[u8]>` (so
+/// `Bytes::from_owner(guard)` takes it as it is).
+impl<P: MempoolRef, U: ?Sized> AsRef<U> for Pooled<P>
+where
+    Obj<P>: AsRef<U>,
+{
+    #[inline(always)]
+    fn as_ref(&self) -> &U {
+        (**self).as_ref()
+    }
+}
+
+/// Forwards to the object, as `AsRef`.
+impl<P: MempoolRef, U: ?Sized> AsMut<U> for Pooled<P>
+where
+    Obj<P>: AsMut<U>,
+{
+    #[inline(always)]
+    fn as_mut(&mut self) -> &mut U {
+        (**self).as_mut()
     }
 }
 

@@ -257,6 +257,19 @@ where
 
 type H<T, B, R> = Handle<T, B, R>;
 
+/// Whether the other half is gone: this half holds the only reference to the shared ring.
+/// The other half's drop decremented the count with Release; the Acquire fence after seeing
+/// 1 makes everything it did before (its last produce) visible here.
+#[inline]
+fn abandoned<X>(ring: &Arc<X>) -> bool {
+    if Arc::strong_count(ring) == 1 {
+        crate::sync::fence(Ordering::Acquire);
+        true
+    } else {
+        false
+    }
+}
+
 impl<P, T: ?Sized + crate::element::Element, B, R> HandleRing<P>
 where
     P: PoolRef<T = T, B = B, R = R>,
@@ -450,6 +463,24 @@ where
         &self.ring
     }
 
+    /// True when the [`Consumer`] is gone: nothing produced from now on will be consumed
+    /// (rtrb's `is_abandoned`). What is in the ring then goes back to the pool when this half
+    /// drops.
+    ///
+    /// ```
+    /// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
+    /// let pool = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let (tx, rx) = HandleRing::new(&pool, 4, Zeroing::Immediate)?;
+    /// assert!(!tx.is_abandoned());
+    /// drop(rx);
+    /// assert!(tx.is_abandoned());
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline]
+    pub fn is_abandoned(&self) -> bool {
+        abandoned(&self.ring)
+    }
+
     /// True when the next produce would fail (a snapshot: the consumer may free slots any
     /// time).
     #[inline]
@@ -631,6 +662,44 @@ where
     /// The shared ring (size, batch, pool).
     pub fn ring(&self) -> &HandleRing<P> {
         &self.ring
+    }
+
+    /// True when the [`Producer`] is gone: once the ring is empty, nothing more will come.
+    /// Every handle it produced is visible to this half once this returns true.
+    #[inline]
+    pub fn is_abandoned(&self) -> bool {
+        abandoned(&self.ring)
+    }
+
+    /// A handle, or why there is none: [`TryRecvError::Empty`] (the producer may produce
+    /// more) or [`TryRecvError::Disconnected`] (it is gone and the ring is empty), as
+    /// [`crate::channel::Receiver::try_recv`]. The producer's count is read only when the
+    /// slot is empty.
+    ///
+    /// ```
+    /// use idxpool::{channel::TryRecvError, handle_ring::Zeroing, HandleRing, PoolBuilder};
+    /// let pool = PoolBuilder::<u64>::with_default(8).build()?;
+    /// let (mut tx, mut rx) = HandleRing::new(&pool, 4, Zeroing::Batched)?;
+    /// assert_eq!(rx.try_consume().unwrap_err(), TryRecvError::Empty);
+    /// tx.produce(pool.get()?).unwrap();
+    /// drop(tx);
+    /// pool.put(rx.try_consume().unwrap());                  // drained first
+    /// assert_eq!(rx.try_consume().unwrap_err(), TryRecvError::Disconnected);
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    #[inline]
+    pub fn try_consume(&mut self) -> Result<H<T, B, R>, crate::channel::TryRecvError> {
+        if let Some(h) = self.consume() {
+            return Ok(h);
+        }
+        if self.is_abandoned() {
+            // The producer's last store happened before its drop, which the Acquire fence
+            // in `abandoned` made visible: one more look finds it.
+            return self
+                .consume()
+                .ok_or(crate::channel::TryRecvError::Disconnected);
+        }
+        Err(crate::channel::TryRecvError::Empty)
     }
 
     /// True when the next consume would find nothing (a snapshot).

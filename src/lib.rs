@@ -54,13 +54,17 @@
 //! DESIGN.md ([`design`]) explains the invariants.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod audit;
 pub mod brand;
 mod builder;
+#[cfg(feature = "bytes")]
+mod bytes_glue;
 pub mod cache;
+pub mod channel;
 pub mod element;
 pub mod error;
 mod fork;
@@ -75,6 +79,7 @@ pub mod mempool;
 mod metrics_export;
 mod on_put;
 pub mod owned;
+pub mod packet;
 mod pool;
 pub mod region;
 pub mod repr;
@@ -101,14 +106,16 @@ pub use builder::{
     MAX_THREADS_LIMIT,
 };
 pub use cache::{FlushPolicy, CACHE_LINE, CACHE_MAX_SIZE};
+pub use channel::HandleChannel;
 pub use element::Element;
 pub use error::PoolError;
-pub use guard::Pooled;
+pub use guard::{HandleOf, ObjectOf, Pooled};
 pub use handle::Handle;
 pub use handle_ring::HandleRing;
 pub use local::LocalCache;
 pub use mempool::{Mempool, MempoolRef};
 pub use owned::PoolRef;
+pub use packet::PacketBuf;
 pub use pool::{Pool, Resolver, DEBUG_CHECKS};
 pub use region::{Backing, BackingPolicy, BackingReport};
 pub use repr::{DefaultRepr, Index, Offset, Pointer};
@@ -134,6 +141,8 @@ pub use bytemuck;
 
 /// The design notes (DESIGN.md in the repository): the pieces, the invariants they keep, and
 /// why they are built this way; published here so that they ship with the API reference.
+/// (Built from the repository only: the package does not ship DESIGN.md.)
+#[cfg(all(doc, not(docsrs)))]
 #[doc = ""]
 #[doc = include_str!("../DESIGN.md")]
 pub mod design {}

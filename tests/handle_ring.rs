@@ -606,3 +606,28 @@ mod loom_tests {
         });
     }
 }
+
+#[test]
+fn each_half_sees_the_other_gone_and_the_consumer_drains_first() {
+    use idxpool::channel::TryRecvError;
+    let pool = idxpool::PoolBuilder::<u64>::with_default(8)
+        .build()
+        .unwrap();
+    let (mut tx, mut rx) =
+        idxpool::HandleRing::new(&pool, 4, idxpool::handle_ring::Zeroing::Batched).unwrap();
+    assert!(!tx.is_abandoned() && !rx.is_abandoned());
+    assert_eq!(rx.try_consume().unwrap_err(), TryRecvError::Empty);
+    tx.produce(pool.get().unwrap()).unwrap();
+    tx.produce(pool.get().unwrap()).unwrap();
+    let t = std::thread::scope(|s| s.spawn(move || drop(tx)).join());
+    t.unwrap();
+    assert!(rx.is_abandoned());
+    pool.put(rx.try_consume().unwrap());
+    pool.put(rx.try_consume().unwrap());
+    assert_eq!(rx.try_consume().unwrap_err(), TryRecvError::Disconnected);
+    let (tx, rx) =
+        idxpool::HandleRing::new(&pool, 4, idxpool::handle_ring::Zeroing::Batched).unwrap();
+    drop(rx);
+    assert!(tx.is_abandoned());
+    assert_eq!(pool.in_use(), 0);
+}

@@ -41,3 +41,24 @@ fn marker_parsing_finds_only_the_marked_block() {
 fn quickstart_runs() {
     quickstart::run().unwrap();
 }
+
+#[test]
+fn the_first_screen_holds_the_what_the_install_line_the_example_and_the_two_commands() {
+    // The example itself compiles and runs as a doctest (lib.rs includes README.md under
+    // cfg(doctest)).
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let first: Vec<&str> = readme.lines().take(40).collect();
+    let has = |s: &str| first.iter().any(|l| l.contains(s));
+    assert!(has("rte_mempool"), "what it is");
+    assert!(has("idxpool = \""), "the install line");
+    assert!(
+        has("```rust") && has("PoolBuilder::packet_bufs"),
+        "the example"
+    );
+    assert!(
+        first.contains(&"cargo run --release -p idxpool-bench --example mempool_perf")
+            && first.contains(&"cargo test"),
+        "the two commands"
+    );
+}

@@ -34,7 +34,7 @@ pub use debug::DEBUG_CHECKS;
 pub(crate) use identity::*;
 #[cfg(test)]
 use objects::UninitObject;
-pub(crate) use objects::{drop_objects, init_objects, Growth, InitFn, ObjectInit};
+pub(crate) use objects::{drop_objects, init_objects, Growth, InitFn, ObjectInit, UninitObject};
 pub use resolver::Resolver;
 
 /// The untyped part of a pool, which thread-exit destructors may outlive the pool with: the
