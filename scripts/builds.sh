@@ -22,7 +22,8 @@
 #   --filter WORDS   cells, as mempool_perf --full --filter (words all held by the label;
 #                    alternatives separated by '|') [the short-table cells and their keep=512
 #                    partners: get/put 32 const 0/1 touch 0/1, get 32 put 1/4, const 1/1]
-#   --main           the main job's 48 cells (mempool_perf without --full; no --filter)
+#   --main           the main job's cells (mempool_perf without --full; no --filter): 24 at
+#                    --cores 1, all 48 with --cores 1,2
 #   --builds LIST    of default,native,noavx512 [all three]
 #   --cores LIST     mempool_perf --cores [1]
 #   --rounds N       runs per build [2]
@@ -35,13 +36,14 @@
 #                    of it): each of its binaries runs next to this one's, as "<build>@base",
 #                    and a table of this / base per build is added (a before/after on every
 #                    build at once)
-#   --out DIR        CSVs and the table [target/builds/out]
+#   --out DIR        CSVs and the table [ROOT/out]
 #   -h, --help       this text
 # Each run is `mempool_perf --full --cores C --filter F --cell-ms MS --reps N --clock CLOCK
 # --stride 2112 --floor --csv ...` (the flags of the issue's measurements and of
 # compare-dpdk.sh). Time: per build and round about cells x (3 + 2 for touch=0) x (reps + 1)
-# x cell-ms: the default 18 cells (cache 512), 2 rounds, 3 builds take about 4 minutes after the builds
-# (cold, each build takes 3-5 minutes on 2 vCPUs); --main with --rounds 1 about 25 minutes.
+# x cell-ms: the default 18 cells (cache 512), 2 rounds, 3 builds take about 5.5 minutes
+# (357 s with --against at --cell-ms 80: 6 binaries), after the builds (cold, each takes 3-5
+# minutes on 2 vCPUs; 20-25 s after a change to the crate); --main about 9 minutes per round.
 # Output: the table on stdout and in $out/table.txt, every row in $out/runs.csv.
 # Exit status: 0; 1 when a build or a run fails; 2 on bad arguments.
 set -euo pipefail
