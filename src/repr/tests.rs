@@ -220,6 +220,34 @@ mod copy_tests {
         }
     }
 
+    /// The copy and the clear of 8-byte elements (the pointer twin's entries, whose windows
+    /// of 32 span 256 bytes) and the copy of a 12-byte element (no power of two), at every
+    /// length: every element, nothing past the run.
+    #[test]
+    fn copies_and_clears_of_wide_elements() {
+        for n in 0..140usize {
+            let src: Vec<u64> = (0..n as u64).map(|i| i + 1).collect();
+            let mut dst = vec![u64::MAX; n + 1];
+            // SAFETY: both buffers hold at least n entries and are distinct.
+            unsafe { super::copy_entries(src.as_ptr(), dst.as_mut_ptr(), n) };
+            assert_eq!(&dst[..n], &src[..], "n={n}");
+            assert_eq!(dst[n], u64::MAX, "n={n}: no write past n");
+            let mut slots: Vec<Option<std::num::NonZeroU64>> = (0..=n as u64)
+                .map(|i| std::num::NonZeroU64::new(i + 1))
+                .collect();
+            // SAFETY: n + 1 valid slots; NonZeroU64 has no destructor.
+            unsafe { Dyn::none(slots.as_mut_ptr(), n) };
+            assert!(slots[..n].iter().all(Option::is_none), "n={n}: cleared");
+            assert!(slots[n].is_some(), "n={n}: nothing past n cleared");
+            let src3: Vec<[u32; 3]> = (0..n as u32).map(|i| [i, i + 1, i + 2]).collect();
+            let mut dst3 = vec![[u32::MAX; 3]; n + 1];
+            // SAFETY: as above.
+            unsafe { super::copy_entries(src3.as_ptr(), dst3.as_mut_ptr(), n) };
+            assert_eq!(&dst3[..n], &src3[..], "n={n}");
+            assert_eq!(dst3[n], [u32::MAX; 3], "n={n}: no write past n");
+        }
+    }
+
     /// Every shape's operations against plain loops, at every length (through `Dyn`, and
     /// through one `by_shape` dispatch for all of them, as the table paths do).
     #[test]
