@@ -32,8 +32,6 @@ pub(crate) use adapters::{entries_of, Token};
 use debug::ObjectStates;
 pub use debug::DEBUG_CHECKS;
 pub(crate) use identity::*;
-#[cfg(test)]
-use objects::UninitObject;
 pub(crate) use objects::{drop_objects, init_objects, Growth, InitFn, ObjectInit, UninitObject};
 pub use resolver::Resolver;
 
