@@ -798,58 +798,10 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             None => Geometry::new(region.base(), stride, max),
         }
         .with_elem_len(size);
-        // Initialise objects; on panic `init_objects` drops those made so far, the guard
-        // releases the brand and the range, and the region unmaps as the stack unwinds.
-        struct Release {
-            brand: Option<&'static BrandSlot>,
-            space: Option<crate::space::Range>,
-        }
-        impl Drop for Release {
-            fn drop(&mut self) {
-                if let Some(slot) = self.brand {
-                    slot.release(true);
-                }
-                if let Some(r) = self.space {
-                    crate::space::release(r, true);
-                }
-            }
-        }
-        let init: Option<&mut crate::pool::ObjectInit<'_>> =
-            match (&mut self.init, &mut self.grow_init) {
-                (Init::Zeroed, _) => None,
-                (Init::Each(init), _) => Some(&mut **init),
-                (Init::Kept, Some(init)) => Some(&mut **init),
-                (Init::Kept, None) => unreachable!("Kept has its initialiser"),
-            };
-        if let Some(init) = init {
-            let release = Release {
-                brand: brand.map(|b| b.0),
-                space,
-            };
-            // SAFETY: objects 0..capacity lie inside the region just mapped (len = capacity x
-            // stride bytes, committed), are uninitialised (fresh memory) and seen by nobody
-            // else (no handle, ring entry or pool exists yet).
-            unsafe { crate::pool::init_objects::<T>(&geometry, 0, self.capacity, init) };
-            std::mem::forget(release);
-        }
-        // Every object starts free, in the ring, in index order.
-        let mut chunk: Vec<R::Entry> = Vec::with_capacity(4096.min(self.capacity as usize));
-        let mut i = 0u32;
-        while i < self.capacity {
-            chunk.clear();
-            let end = self.capacity.min(i.saturating_add(4096));
-            chunk.extend((i..end).map(|j| R::encode(&geometry, j)));
-            let ok = core.ring.enqueue_bulk(&chunk);
-            debug_assert!(ok, "ring sized for every object");
-            i = end;
-        }
-        // The initialiser is kept only by a pool that can grow.
-        let grow_init = if max > self.capacity {
-            self.grow_init.take()
-        } else {
-            None
-        };
-        Ok(Pool::from_parts(
+        // The pool starts empty and gets its objects as a grow would (`add_objects`): if the
+        // initialiser panics, the objects made so far are dropped and the pool's drop
+        // releases the brand and the range and unmaps the region.
+        let pool = Pool::from_parts(
             geometry,
             region,
             Arc::new(core),
@@ -857,11 +809,26 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             brand.map(|b| b.0),
             space,
             states,
-            Growth::new(self.capacity, grow_init),
+            Growth::new(0, self.grow_init.take()),
         )
         .with_on_put(match self.reset.take() {
             Some(compose) => Some(compose(self.on_put.take())),
             None => self.on_put.take(),
-        }))
+        });
+        let init: Option<&mut crate::pool::ObjectInit<'_>> = match &mut self.init {
+            Init::Each(init) => Some(&mut **init),
+            Init::Zeroed | Init::Kept => None, // Kept: the grow initialiser, in the pool
+        };
+        let mut held = pool.growth.state.lock();
+        pool.add_objects(&mut held, init, self.capacity)?;
+        // The initialiser is kept only by a pool that can grow (dropped after the lock).
+        let kept = if max > self.capacity {
+            None
+        } else {
+            held.take()
+        };
+        drop(held);
+        drop(kept);
+        Ok(pool)
     }
 }

@@ -183,7 +183,7 @@ impl RawLock {
     }
 
     /// Whether [`RawLock::fork_take`] took the lock (not skipped it).
-    #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn taken_by_fork(&self) -> bool {
         self.0.load(Ordering::Relaxed) & BY_FORK != 0
     }
@@ -232,11 +232,32 @@ impl<T> Lock<T> {
         &self.raw
     }
 
-    /// The data, for the child handler, which holds the lock through the prepare handler and
-    /// runs alone (dereferencing it elsewhere is a data race).
+    /// Whether `data` is this lock's data (a `&mut` to it proves the lock held).
+    pub(crate) fn holds(&self, data: &T) -> bool {
+        std::ptr::eq(self.data.get(), data)
+    }
+
+    /// Runs `f` on the data when the fork's prepare handler holds the lock for the calling
+    /// thread ([`RawLock::fork_take`]: the child handler, and the parent's before it releases);
+    /// `None`, with `f` not run, otherwise. While `f` runs the lock's word is the thread's key
+    /// alone, so a nested call finds no fork hold.
     #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
-    pub(crate) fn data_ptr(&self) -> *mut T {
-        self.data.get()
+    pub(crate) fn with_fork_hold<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let me = thread_key();
+        let held = me | BY_FORK;
+        let word = &self.raw.0;
+        if word
+            .compare_exchange(held, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        // SAFETY: this thread holds the lock through fork_take (a guard would have left the
+        // word without the fork bit, and fork_take skips a lock its thread holds), and no
+        // reference to the data is live: a nested call fails the exchange above.
+        let r = f(unsafe { &mut *self.data.get() });
+        word.store(held, Ordering::Release);
+        Some(r)
     }
 }
 
@@ -597,6 +618,38 @@ mod tests {
         assert_eq!(held.load(Ordering::SeqCst), 1);
         *l.lock() += 1; // free again
         assert_eq!(*l.lock(), 6);
+    }
+
+    /// The child handler's access to a lock's data: only under the prepare handler's take, by
+    /// its thread, and never twice at once.
+    #[test]
+    fn the_fork_hold_lends_the_data_once_and_only_to_the_fork_take() {
+        let l = Lock::new(1u32);
+        assert_eq!(l.with_fork_hold(|v| *v), None, "free: no fork hold");
+        let g = l.lock();
+        l.raw().fork_take(); // skipped: this thread holds it
+        assert_eq!(
+            l.with_fork_hold(|v| *v),
+            None,
+            "a guard's lock: no fork hold"
+        );
+        drop(g);
+        l.raw().fork_take();
+        let nested = l.with_fork_hold(|v| {
+            *v += 1;
+            l.with_fork_hold(|w| *w)
+        });
+        assert_eq!(nested, Some(None), "a nested call finds no fork hold");
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(l.with_fork_hold(|v| *v), None, "another thread"));
+        });
+        assert_eq!(
+            l.with_fork_hold(|v| *v),
+            Some(2),
+            "held again after the call"
+        );
+        l.raw().fork_release();
+        assert_eq!(*l.lock(), 2);
     }
 
     #[test]

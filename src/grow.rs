@@ -9,8 +9,6 @@
 //! atomic published after the objects are in the ring (DESIGN.md, "Growth"); the get and put
 //! paths never read it (their bulk check compares with the constant maximum).
 
-use std::sync::atomic::Ordering;
-
 use crate::brand::Brand;
 use crate::element::Element;
 use crate::error::PoolError;
@@ -92,45 +90,6 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 }
             }
         };
-        // Written only under this lock.
-        let old = g.cap.load(Ordering::Relaxed);
-        let max = self.geometry.capacity;
-        let want = u64::from(old) + u64::from(n);
-        if want > u64::from(max) {
-            return Err(PoolError::GrowBeyondMax {
-                requested: want,
-                max,
-            });
-        }
-        if n == 0 {
-            return Ok(old);
-        }
-        let new = want as u32;
-        // new x stride <= max x stride, which the build checked (and reserved).
-        self.region.commit(new as usize * self.geometry.stride)?;
-        if let Some(init) = init.as_mut() {
-            // SAFETY: objects old..new lie in memory just committed (or committed by an
-            // earlier grow whose initialiser panicked: those objects were dropped), below the
-            // capacity no object is named beyond, so nobody else sees them.
-            unsafe { crate::pool::init_objects::<T>(&self.geometry, old, new, &mut **init) };
-        }
-        // Publish: the entries go to the ring (its release orders the initialisation before
-        // any consumer's access), then the capacity (Release), so that a reader that sees the
-        // new capacity sees the new objects counted in the ring.
-        let mut chunk: Vec<R::Entry> = Vec::with_capacity(4096.min(n as usize));
-        let mut i = old;
-        while i < new {
-            chunk.clear();
-            let end = new.min(i.saturating_add(4096));
-            chunk.extend((i..end).map(|j| R::encode(&self.geometry, j)));
-            let ok = self.core.ring.enqueue_bulk(&chunk);
-            // The ring holds `max` entries and at most `new <= max` objects exist.
-            assert!(ok, "idxpool: ring sized for the maximum");
-            i = end;
-        }
-        g.cap.store(new, Ordering::Release);
-        // Waiters for objects (wait.rs): the new ones are in the ring.
-        self.core.after_put();
-        Ok(new)
+        self.add_objects(&mut init, None, n)
     }
 }

@@ -1,8 +1,6 @@
 //! User-owned caches: the fast path with no thread-local lookup.
 
-use std::ptr::NonNull;
-
-use crate::cache::{Cache, CacheMut};
+use crate::cache::CacheMut;
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
@@ -102,17 +100,9 @@ impl<P: PoolRef> LocalCache<P> {
     /// ```
     pub fn new(pool: P) -> Self {
         let p = pool.pool();
-        let core = &*p.core;
-        let cache = NonNull::from(Box::leak(Box::new(Cache::new(
-            core.cache_size,
-            core.policy,
-        ))));
-        core.registry.add_explicit(cache);
-        // SAFETY: the cache was just allocated and is owned by this value alone until its drop
-        // frees it (the registry only reads its atomic length); the ring lives as long as the
-        // pool, which `pool` (stored next to the token) keeps in place and alive (PoolRef). The
-        // token keeps raw pointers only, so its nominal 'static lends nothing.
-        let cm = unsafe { CacheMut::new(cache, &*(&core.ring as *const _)) };
+        // SAFETY: `pool`, stored next to the token, keeps the pool in place and alive
+        // (PoolRef) while the token is used; the drop releases the cache last.
+        let cm = unsafe { p.core.explicit_cache() };
         let geometry = p.geometry;
         LocalCache { cm, geometry, pool }
     }
@@ -292,14 +282,11 @@ impl<P: PoolRef> LocalCache<P> {
 impl<P: PoolRef> Drop for LocalCache<P> {
     fn drop(&mut self) {
         self.flush();
-        let cache = self.cm.cache_ptr();
-        let core = &self.pool.pool().core;
-        core.registry.remove_explicit(cache);
-        // SAFETY: still allocated (freed below); unregistered, so only this value reads it.
-        core.retire_counters(unsafe { cache.as_ref() });
-        // SAFETY: unregistered, so no reader remains; allocated by Box in new(); the token in
-        // `cm` is not used again.
-        drop(unsafe { Box::from_raw(cache.as_ptr()) });
+        // The token is not used again.
+        self.pool
+            .pool()
+            .core
+            .release_explicit_cache(self.cm.cache_ptr());
         // `pool` drops after this (field drop): for an `Arc`, possibly the pool itself.
     }
 }

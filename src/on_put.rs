@@ -10,7 +10,7 @@
 //! 1. checks the identity of run-time pools and runs the debug hook (either may panic: nothing
 //!    has moved, and the reset hook has run on no object, so it never sees another pool's
 //!    object);
-//! 2. calls [`Pool::run_on_put`], out of line: the hook on each object of the burst, in order
+//! 2. calls `Pool::run_on_put` (the core, pool/mod.rs), out of line: the hook on each object of the burst, in order
 //!    (the hook is a type-erased `Fn(&mut T)`), with no cache token live (the re-entrancy rule,
 //!    pool/adapters.rs): the hook may itself get and put objects of this pool. If the
 //!    hook unwinds, a drop guard gives the whole burst back (objects whose hook ran and those
@@ -22,86 +22,22 @@
 //! Objects already in a cache or in the ring were reset when they were put, so nothing that
 //! moves free objects (flushes, thread exit, the pool's drop, `audit`) runs the hook.
 
-use std::ptr::NonNull;
-
 use crate::brand::Brand;
-use crate::cache::CacheMut;
 use crate::element::Element;
-use crate::handle::Handle;
-use crate::pool::{entries_of, Pool, ResetHook};
+use crate::pool::{Pool, ResetHook};
 use crate::repr::Repr;
-use crate::table::{clear, Slot};
 
 /// The reset hook as the builder keeps it until the pool exists.
 pub(crate) type PutHook<T> = Box<dyn Fn(&mut T) + Send + Sync>;
 
-/// The burst of a hook that unwinds: its drop (reached only while the panic unwinds) gives the
-/// whole burst back and empties the caller's table, if any.
-struct GiveBack<'p, T: ?Sized + Element, B, R: Repr> {
-    pool: &'p Pool<T, B, R>,
-    hs: *const [Handle<T, B, R>],
-    table: Option<*mut [Slot<T, B, R>]>,
-}
-
-impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
-    fn drop(&mut self) {
-        let core = &*self.pool.core;
-        // SAFETY: the handles are readable until this put (run_on_put's contract) and are
-        // the burst's, which the adapter would have put: they are given back here instead.
-        let src = entries_of(unsafe { &*self.hs });
-        // Through the pool's zero-size cache, not the caller's: its token may be made at any
-        // time on any thread (size 0: every entry goes to the ring, and it writes only atomics;
-        // CacheMut::new), so this needs nothing the unwinding caller holds. The ring has room
-        // for every object of the pool. Counted there, once.
-        // SAFETY: the zero-size cache lives as long as the pool's core.
-        unsafe { CacheMut::new(NonNull::from(&core.uncached), &core.ring) }.put(src);
-        if let Some(t) = self.table {
-            // SAFETY: the caller's table (run_on_put's contract), its handles moved just above.
-            clear(unsafe { &mut *t });
-        }
-        // Waiters for objects (wait.rs): the burst is in the ring (the token above is gone).
-        core.after_put();
-    }
-}
-
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
-    /// Installs `hook` (the builder's last step, before any handle or cache exists).
+    /// Installs `hook` (the builder's last step, before any handle or cache exists); the core
+    /// runs it ([`Pool::run_on_put`]).
     pub(crate) fn with_on_put(mut self, hook: Option<PutHook<T>>) -> Self {
         self.geometry.set_put_hook(hook.is_some());
-        self.on_put = hook.map(|hook| ResetHook {
-            hook,
-            run: run_on_put::<T, B, R>,
-        });
+        self.on_put = hook.map(|hook| ResetHook { hook });
         self
     }
-}
-
-/// The loop of the reset hook ([`ResetHook::run`]), reached through [`Pool::run_on_put`]:
-/// the hook on each object of the burst, in order; if it unwinds, the whole burst goes back to
-/// the pool (the ring, through the zero-size cache) and `table`, if given, is emptied.
-///
-/// # Safety
-/// The contract of [`Pool::run_on_put`].
-unsafe fn run_on_put<T: ?Sized + Element, B, R: Repr>(
-    pool: &Pool<T, B, R>,
-    hs: *const [Handle<T, B, R>],
-    table: Option<*mut [Slot<T, B, R>]>,
-) {
-    let give_back = GiveBack { pool, hs, table };
-    if let Some(r) = &pool.on_put {
-        let (hook, g) = (&r.hook, &pool.geometry);
-        // SAFETY: the contract; this view ends with the loop (no reference argument: the
-        // table's clear on unwind writes the same memory).
-        let hs = unsafe { &*hs };
-        for h in hs {
-            // SAFETY: `h` is this pool's and is being given back by its owner, so nothing
-            // else borrows its object; distinct handles own distinct objects, and each
-            // `&mut` ends with its call. Objects live from the build to the pool's drop.
-            let obj = unsafe { &mut *T::from_addr(R::ptr(g, h.entry()), g.elem_len) };
-            hook(obj);
-        }
-    }
-    std::mem::forget(give_back);
 }
 
 #[cfg(test)]

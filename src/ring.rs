@@ -402,6 +402,13 @@ impl<E: Copy> Ring<E> {
         }
     }
 
+    /// Dequeues into `dst`: all of it or nothing (bulk), or up to its length (burst).
+    #[inline]
+    pub(crate) fn dequeue(&self, dst: &mut [MaybeUninit<E>], behavior: Behavior) -> Transfer {
+        // SAFETY: dst is valid for dst.len() writes.
+        unsafe { self.dequeue_raw(dst.as_mut_ptr().cast(), dst.len(), behavior) }
+    }
+
     /// Every entry of a ring nobody else is using, in ring order, put back afterwards (for
     /// audits: the ring is unchanged); false with the entries when they could not all be put
     /// back (a ring in use by another thread).

@@ -274,9 +274,12 @@ impl<E: Copy + Send + 'static> Registry<E> {
         self.explicit_list().push(CachePtr(c));
     }
 
-    /// Unregisters a user-owned cache before it is freed.
-    pub(crate) fn remove_explicit(&self, c: NonNull<Cache<E>>) {
-        self.explicit_list().retain(|p| p.0 != c);
+    /// Unregisters a user-owned cache before it is freed: false when `c` was not registered.
+    pub(crate) fn remove_explicit(&self, c: NonNull<Cache<E>>) -> bool {
+        let mut list = self.explicit_list();
+        let before = list.len();
+        list.retain(|p| p.0 != c);
+        list.len() != before
     }
 
     fn explicit_list(&self) -> LockGuard<'_, Vec<CachePtr<E>>> {

@@ -130,7 +130,7 @@ const ROUND: usize = 8;
 /// the ring's producer line ([`Ring::waiting`]).
 pub(crate) struct WaitQueue {
     /// A lock of crate::fork's order (a leaf); under loom, loom's `Mutex` (the waiter models).
-    /// Boxed: the fork handlers reach it by a raw pointer ([`QueueLocks`]).
+    /// Boxed: the fork handlers reach it by a raw pointer (the core's `CoreLocks`).
     #[cfg(not(loom))]
     inner: Box<crate::fork::Lock<Inner>>,
     #[cfg(loom)]
@@ -314,64 +314,40 @@ impl<E: Copy + Send + 'static> crate::pool::Waiters<E> for WaitQueue {
         self.wake(ring, None);
     }
 
-    #[cfg(all(unix, not(miri), not(loom)))]
-    fn fork_part(&self, ring: &Ring<E>) -> Box<dyn crate::fork::Participant> {
-        Box::new(QueueLocks {
-            inner: &*self.inner,
-            waiting: ring.waiting(),
-        })
-    }
-}
-
-/// The waiter queue's lock and its ring's count of waiters, for the fork handlers
-/// (crate::fork): raw pointers into the queue's box and the ring's heap state, never into the
-/// pool core that holds them (its last drop holds `&mut` on it while it unlists).
-#[cfg(all(unix, not(miri), not(loom)))]
-pub(crate) struct QueueLocks {
-    inner: *const crate::fork::Lock<Inner>,
-    waiting: *const crate::sync::AtomicU32,
-}
-
-#[cfg(all(unix, not(miri), not(loom)))]
-impl crate::fork::Participant for QueueLocks {
     /// The fork's prepare handler: the queue lock (crate::fork, a leaf of its order).
+    #[cfg(all(unix, not(miri), not(loom)))]
     fn fork_prepare(&self) {
-        // SAFETY: listed as part of its pool core's fork part, which is unlisted by the
-        // core's drop before the queue and the ring are freed: both are alive (so below).
-        unsafe { &*self.inner }.raw().fork_take();
+        self.inner.raw().fork_take();
     }
 
-    /// In the parent after the fork: releases it.
+    #[cfg(all(unix, not(miri), not(loom)))]
     fn fork_parent(&self) {
-        // SAFETY: as in fork_prepare.
-        unsafe { &*self.inner }.raw().fork_release();
+        self.inner.raw().fork_release();
     }
 
-    /// In the child after the fork: the waiters of threads that do not exist there are taken
-    /// out of the queue (they would never retry nor leave: woken, they would hold back the
-    /// entries owed to them from the child's own waiters for ever), and the ring's count of
-    /// waiters set to those left (the forking thread's own, e.g. its pending futures). Their
-    /// entries are leaked, not dropped: a `Waker`'s drop is user code, which must not run in
-    /// the handler. Then the lock is released.
-    fn fork_child(&self) {
-        // SAFETY: as in fork_prepare.
-        let (lock, waiting) = unsafe { (&*self.inner, &*self.waiting) };
-        if !lock.raw().taken_by_fork() {
-            return; // held by the forking thread itself (never: nothing under it calls out)
-        }
-        // SAFETY: in the child handler (one thread), with the lock taken by the prepare handler.
-        let q = unsafe { &mut *lock.data_ptr() };
+    /// In the child: the waiters of threads that do not exist there are taken out of the
+    /// queue (they would never retry nor leave: woken, they would hold back the entries owed
+    /// to them from the child's own waiters for ever), and the ring's count of waiters set to
+    /// those left (the forking thread's own, e.g. its pending futures). Their entries are
+    /// leaked, not dropped: a `Waker`'s drop is user code, which must not run in the handler.
+    /// Then the lock is released.
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_child(&self, waiting: &crate::sync::AtomicU32) {
         let me = crate::fork::thread_key();
-        let mut i = 0;
-        while i < q.entries.len() {
-            if q.entries[i].key == me {
-                i += 1;
-            } else if let Some(dead) = q.entries.remove(i) {
-                std::mem::forget(dead); // no allocation, no user code
+        // Nothing when the prepare handler skipped the lock (held by the forking thread
+        // itself: never, nothing under it calls out).
+        self.inner.with_fork_hold(|q| {
+            let mut i = 0;
+            while i < q.entries.len() {
+                if q.entries[i].key == me {
+                    i += 1;
+                } else if let Some(dead) = q.entries.remove(i) {
+                    std::mem::forget(dead); // no allocation, no user code
+                }
             }
-        }
-        waiting.store(q.entries.len() as u32, Ordering::SeqCst);
-        lock.raw().fork_release();
+            waiting.store(q.entries.len() as u32, Ordering::SeqCst);
+        });
+        self.inner.raw().fork_release();
     }
 }
 
@@ -568,12 +544,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Exactly `n` entries from the common ring into `dst`, or none (`Err(entries seen)`).
     fn ring_take(&self, dst: &mut [std::mem::MaybeUninit<R::Entry>]) -> Result<usize, usize> {
         let n = dst.len();
-        // SAFETY: dst is valid for n writes.
-        let t = unsafe {
-            self.core
-                .ring
-                .dequeue_raw(dst.as_mut_ptr().cast(), n, crate::ring::Behavior::Bulk)
-        };
+        let t = self.core.ring.dequeue(dst, crate::ring::Behavior::Bulk);
         if t.n == n {
             Ok(n)
         } else {

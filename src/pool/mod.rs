@@ -27,13 +27,15 @@ pub(crate) mod debug;
 mod identity;
 mod objects;
 mod resolver;
+mod table;
 
 pub(crate) use adapters::{entries_of, Token};
 use debug::ObjectStates;
 pub use debug::DEBUG_CHECKS;
 pub(crate) use identity::*;
-pub(crate) use objects::{drop_objects, init_objects, Growth, InitFn, ObjectInit, UninitObject};
+pub(crate) use objects::{drop_objects, Growth, InitFn, ObjectInit, UninitObject};
 pub use resolver::Resolver;
+pub(crate) use table::Lazy;
 
 /// The untyped part of a pool, which thread-exit destructors may outlive the pool with: the
 /// common ring, the registry of caches, and the zero-size cache of callers without one.
@@ -67,9 +69,16 @@ pub(crate) struct PoolCore<E> {
 pub(crate) trait Waiters<E>: std::any::Any + Send + Sync {
     /// Wakes waiters for the entries now in `ring`.
     fn wake_for(&self, ring: &Ring<E>);
-    /// The fork handlers' part of the waiters: their lock, and the repair in the child.
+    /// The fork's prepare handler: takes the waiters' lock (crate::fork, a leaf of its order).
     #[cfg(all(unix, not(miri), not(loom)))]
-    fn fork_part(&self, ring: &Ring<E>) -> Box<dyn crate::fork::Participant>;
+    fn fork_prepare(&self);
+    /// In the parent after the fork: releases it.
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_parent(&self);
+    /// In the child after the fork (one thread, the lock still held): repairs the waiters,
+    /// sets `waiting` (the ring's count of waiters) to those left, releases the lock.
+    #[cfg(all(unix, not(miri), not(loom)))]
+    fn fork_child(&self, waiting: &crate::sync::AtomicU32);
 }
 
 impl<E> PoolCore<E> {
@@ -82,6 +91,38 @@ impl<E> PoolCore<E> {
 }
 
 impl<E: Copy + Send + 'static> PoolCore<E> {
+    /// A new user-owned cache (`LocalCache`) of the pool's cache size and flush policy,
+    /// registered (counts, stats and audits see it; its objects count as in use), and its
+    /// token. The token holds raw pointers only: its nominal `'static` lends nothing.
+    ///
+    /// # Safety
+    /// This core stays in place and alive while the token is used, and the token is not used
+    /// after [`PoolCore::release_explicit_cache`] freed its cache.
+    pub(crate) unsafe fn explicit_cache(&self) -> CacheMut<'static, E> {
+        let cache = NonNull::from(Box::leak(Box::new(Cache::new(
+            self.cache_size,
+            self.policy,
+        ))));
+        self.registry.add_explicit(cache);
+        // SAFETY: the cache was just allocated and is owned by the token alone until
+        // release_explicit_cache frees it (the registry only reads its atomic length); the
+        // ring lives as long as this core (the caller's contract).
+        unsafe { CacheMut::new(cache, &*(&self.ring as *const Ring<E>)) }
+    }
+
+    /// Unregisters and frees a cache made by [`PoolCore::explicit_cache`] (its token flushed
+    /// it first), adding its counters to the pool's totals; nothing when `cache` is not one
+    /// registered here.
+    pub(crate) fn release_explicit_cache(&self, cache: NonNull<Cache<E>>) {
+        if self.registry.remove_explicit(cache) {
+            // SAFETY: registered, so allocated by Box in explicit_cache and not yet freed;
+            // unregistered now, so no reader remains but its token, which its contract forbids
+            // to be used again.
+            let cache = unsafe { Box::from_raw(cache.as_ptr()) };
+            self.retire_counters(&cache);
+        }
+    }
+
     /// The check of an operation whose token reached the ring, after the token is gone: wakes
     /// waiters if the ring counts any ([`Waiters`]). Out of line and cold: it is reached only
     /// from the slow paths, and inlined there it changed the register allocation of the
@@ -159,7 +200,8 @@ struct CoreLocks<E> {
     registry: crate::thread::RegistryLocks<E>,
     retired: *const crate::fork::RawLock,
     baseline: *const crate::fork::RawLock,
-    queue: Box<dyn crate::fork::Participant>,
+    waiters: *const dyn Waiters<E>,
+    waiting: *const crate::sync::AtomicU32,
 }
 
 #[cfg(all(unix, not(miri), not(loom)))]
@@ -170,31 +212,32 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
             registry: self.registry.fork_locks(),
             retired: self.retired.raw(),
             baseline: self.baseline.raw(),
-            queue: self.waiters.fork_part(&self.ring),
+            waiters: &*self.waiters,
+            waiting: self.ring.waiting(),
         };
         // SAFETY: the parts pointed to (the registry's slot array and list box, the stats
-        // boxes, the queue box, the ring's state) are freed only after the core's drop
+        // boxes, the waiters' box, the ring's state) are freed only after the core's drop
         // unlists it (they are its fields, dropped after `Drop::drop`).
         unsafe { crate::fork::register_owned((self as *const Self).cast(), Box::new(part)) };
     }
 }
 
 #[cfg(all(unix, not(miri), not(loom)))]
-impl<E> crate::fork::Participant for CoreLocks<E> {
+impl<E: Copy + Send + 'static> crate::fork::Participant for CoreLocks<E> {
     fn fork_prepare(&self) {
         // SAFETY: listed only while the core lives (see `list_for_fork`); so in the two below.
         unsafe {
             self.registry.fork_prepare();
             (*self.retired).fork_take();
             (*self.baseline).fork_take();
+            (*self.waiters).fork_prepare();
         }
-        self.queue.fork_prepare();
     }
 
     fn fork_parent(&self) {
-        self.queue.fork_parent();
         // SAFETY: as above.
         unsafe {
+            (*self.waiters).fork_parent();
             (*self.baseline).fork_release();
             (*self.retired).fork_release();
             self.registry.fork_release();
@@ -202,9 +245,9 @@ impl<E> crate::fork::Participant for CoreLocks<E> {
     }
 
     fn fork_child(&self) {
-        self.queue.fork_child();
         // SAFETY: as above.
         unsafe {
+            (*self.waiters).fork_child(&*self.waiting);
             (*self.baseline).fork_release();
             (*self.retired).fork_release();
             self.registry.fork_release();
@@ -282,7 +325,7 @@ pub struct Pool<T: ?Sized + Element, B = crate::brand::Runtime, R: Repr = crate:
     pub(crate) region: Region,
     /// The reset hook run on every object put back ([`crate::PoolBuilder::on_put`];
     /// `geometry.put_hook` says whether there is one), attached at build by on_put.rs.
-    pub(crate) on_put: Option<ResetHook<T, B, R>>,
+    pub(crate) on_put: Option<ResetHook<T>>,
     /// Owns `T`s (drop check), invariant in `T` and `B` (see [`Invariant`]).
     _marker: PhantomData<(Invariant<T>, Invariant<B>, T)>,
 }
@@ -294,21 +337,43 @@ pub(crate) use crate::handle::Invariant;
 // address bookkeeping; PoolCore is Sync.
 unsafe impl<T: ?Sized + Element + Send, B, R: Repr> Sync for Pool<T, B, R> {}
 
-/// The reset hook ([`crate::PoolBuilder::on_put`]) as the core sees it: the user's closure
-/// and the loop that runs it on a burst (on_put.rs), attached at build. This is the seam of
-/// the put direction: a put tests `geometry.put_hook` (a byte its geometry already holds) once
-/// and, when it is set, makes one cold call, [`Pool::run_on_put`], before its token exists.
-pub(crate) struct ResetHook<T: ?Sized + Element, B, R: Repr> {
+/// The reset hook ([`crate::PoolBuilder::on_put`]) as the core sees it: the user's closure,
+/// attached at build (on_put.rs). This is the seam of the put direction: a put tests
+/// `geometry.put_hook` (a byte its geometry already holds) once and, when it is set, makes one
+/// cold call, [`Pool::run_on_put`], before its token exists.
+pub(crate) struct ResetHook<T: ?Sized> {
     /// The user's hook.
     pub(crate) hook: Box<dyn Fn(&mut T) + Send + Sync>,
-    /// Runs `hook` on each object of a burst (the contract of [`Pool::run_on_put`]).
-    pub(crate) run: PutRun<T, B, R>,
 }
 
-/// The loop of a [`ResetHook`]: `run(pool, burst, caller's table)`, under the contract of
-/// [`Pool::run_on_put`].
-pub(crate) type PutRun<T, B, R> =
-    unsafe fn(&Pool<T, B, R>, *const [H<T, B, R>], Option<*mut [Slot<T, B, R>]>);
+/// The burst of a reset hook that unwinds: its drop (reached only while the panic unwinds)
+/// gives the whole burst back and empties the caller's table, if any.
+struct GiveBack<'p, T: ?Sized + Element, B, R: Repr> {
+    pool: &'p Pool<T, B, R>,
+    hs: *const [H<T, B, R>],
+    table: Option<*mut [Slot<T, B, R>]>,
+}
+
+impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
+    fn drop(&mut self) {
+        let core = &*self.pool.core;
+        // SAFETY: the handles are readable until this put (run_on_put's contract) and are
+        // the burst's, which the adapter would have put: they are given back here instead.
+        let src = entries_of(unsafe { &*self.hs });
+        // Through the pool's zero-size cache, not the caller's: its token may be made at any
+        // time on any thread (size 0: every entry goes to the ring, and it writes only atomics;
+        // CacheMut::new), so this needs nothing the unwinding caller holds. The ring has room
+        // for every object of the pool. Counted there, once.
+        // SAFETY: the zero-size cache lives as long as the pool's core.
+        unsafe { CacheMut::new(NonNull::from(&core.uncached), &core.ring) }.put(src);
+        if let Some(t) = self.table {
+            // SAFETY: the caller's table (run_on_put's contract), its handles moved just above.
+            table::clear(unsafe { &mut *t });
+        }
+        // Waiters for objects (wait.rs): the burst is in the ring (the token above is gone).
+        core.after_put();
+    }
+}
 
 /// A slot of the caller's table (DPDK's `obj_table`): `Option<Handle>`, 4 bytes for 4-byte
 /// entries (the entry's niche).
@@ -337,10 +402,23 @@ impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
         hs: *const [H<T, B, R>],
         table: Option<*mut [Slot<T, B, R>]>,
     ) {
+        let give_back = GiveBack {
+            pool: self,
+            hs,
+            table,
+        };
         if let Some(r) = &self.on_put {
-            // SAFETY: forwarded from the caller.
-            unsafe { (r.run)(self, hs, table) }
+            let g = &self.geometry;
+            // SAFETY: the contract; this view ends with the loop (no reference argument: the
+            // table's clear on unwind writes the same memory).
+            for h in unsafe { &*hs } {
+                // SAFETY: `h` is this pool's and is being given back by its owner, so nothing
+                // else borrows its object; distinct handles own distinct objects, and each
+                // `&mut` ends with its call. Objects live from the build to the pool's drop.
+                (r.hook)(unsafe { &mut *T::from_addr(R::ptr(g, h.entry()), g.elem_len) });
+            }
         }
+        std::mem::forget(give_back);
     }
 }
 
@@ -880,7 +958,7 @@ mod tests {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: objects 0..4 lie in `buf` (4 x 8 bytes, 8-aligned), hold no value that
             // needs dropping, and nothing else uses `buf` during the call.
-            unsafe { init_objects::<D>(&g, 0, 4, &mut init) }
+            unsafe { objects::init_objects::<D>(&g, 0, 4, &mut init) }
         }));
         assert!(r.is_err(), "the mismatched view panics");
         assert_eq!(

@@ -43,6 +43,84 @@ impl Growth {
     }
 }
 
+impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
+    /// Adds `n` objects after the live capacity (the build from 0, and `grow`): makes their
+    /// memory usable, makes them with `init` (else the initialiser `held` keeps; none: a
+    /// zeroed pool, whose fresh pages are zero), gives their entries to the ring in index
+    /// order (its release orders the initialisation before any consumer's access), then
+    /// publishes the new capacity (`Release`: a reader that sees it sees the new objects
+    /// counted in the ring) and wakes waiters. Returns the new capacity.
+    ///
+    /// `held` is the data of this pool's growth lock, which only the lock's holder can lend
+    /// as `&mut`. The invariant that makes the new objects this call's alone: objects at or
+    /// beyond the live capacity are named by nothing (no handle, entry or reference), and
+    /// only the holder of the growth lock moves the capacity.
+    ///
+    /// # Errors
+    /// [`PoolError::GrowBeyondMax`] when the capacity plus `n` exceeds the maximum (nothing
+    /// done); the region's error when the memory cannot be had (nothing added).
+    ///
+    /// # Panics
+    /// When `held` is not this pool's growth lock's data; when the initialiser panics (the
+    /// objects it made are dropped, none is added, the pool keeps its capacity).
+    pub(crate) fn add_objects(
+        &self,
+        held: &mut Option<InitFn<'static>>,
+        init: Option<&mut ObjectInit<'_>>,
+        n: u32,
+    ) -> Result<u32, PoolError> {
+        assert!(
+            self.growth.state.holds(held),
+            "idxpool: the growth lock's data"
+        );
+        // Written only under the growth lock, which the caller holds.
+        let old = self.growth.cap.load(std::sync::atomic::Ordering::Relaxed);
+        let (g, max) = (&self.geometry, self.geometry.capacity);
+        let want = u64::from(old) + u64::from(n);
+        if want > u64::from(max) {
+            return Err(PoolError::GrowBeyondMax {
+                requested: want,
+                max,
+            });
+        }
+        if n == 0 {
+            return Ok(old);
+        }
+        let new = want as u32;
+        // new x stride <= max x stride: the region reserves that (the build checked it).
+        self.region.commit(new as usize * g.stride)?;
+        let init = match init {
+            Some(init) => Some(init),
+            None => held.as_mut().map(|f| &mut **f as &mut ObjectInit<'_>),
+        };
+        if let Some(init) = init {
+            // SAFETY: objects old..new lie in memory just made usable (or by an earlier call
+            // whose initialiser panicked: those objects were dropped), at or beyond the live
+            // capacity, so nothing names them (the invariant above).
+            unsafe { init_objects::<T>(g, old, new, init) };
+        }
+        let mut chunk: Vec<R::Entry> = Vec::with_capacity(4096.min(n as usize));
+        let mut i = old;
+        while i < new {
+            chunk.clear();
+            let end = new.min(i.saturating_add(4096));
+            chunk.extend((i..end).map(|j| R::encode(g, j)));
+            // The ring holds `max` entries and at most `new <= max` objects exist.
+            assert!(
+                self.core.ring.enqueue_bulk(&chunk),
+                "idxpool: ring sized for the maximum"
+            );
+            i = end;
+        }
+        self.growth
+            .cap
+            .store(new, std::sync::atomic::Ordering::Release);
+        // Waiters for objects (wait.rs): the new ones are in the ring.
+        self.core.after_put();
+        Ok(new)
+    }
+}
+
 /// The memory of one object while the pool's initialiser makes it (at build and in
 /// [`Pool::grow`]): `len` bytes (the element's size) at `p`, aligned for the element,
 /// uninitialised (or already dropped) and seen by nobody else for `'s`. Made only by
