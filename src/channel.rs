@@ -389,16 +389,27 @@ impl<P: PoolRef> HandleChannel<P> {
             self.waiting.fetch_sub(ws.list.len(), Ordering::SeqCst);
             std::mem::take(&mut ws.list)
         };
-        // Outside the lock: a waker may run code. One that panics does not keep the others
-        // asleep: each is woken, then the first panic goes on.
-        let mut panic = None;
+        // Outside the lock: a waker is user code. A panic of one is contained here, as the
+        // pool's waiting get contains it (wait.rs): it does not keep the other waiters
+        // asleep, does not unwind out of a send that delivered its handle (the caller would
+        // take it for a failed send), and does not abort the process from the last sender's
+        // drop on a thread that is unwinding already (a panic while panicking). The payload
+        // is leaked, not dropped (its drop is user code too). tests/channel_edges.rs.
         for (_, w) in list {
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
-                panic.get_or_insert(p);
+                std::mem::forget(p);
             }
         }
-        if let Some(p) = panic {
-            std::panic::resume_unwind(p);
+    }
+
+    /// After a push and its SeqCst fence: when the last receiver is gone, its drain may have
+    /// run before the push (the send's check saw it still there); the sender gives back what
+    /// is inside, so that nothing stays stranded while senders live. The receiver's drop
+    /// decrements the count (SeqCst) before it drains, so one of the two sees the handle.
+    #[inline(always)]
+    fn drain_if_abandoned(&self) {
+        if self.receivers.load(Ordering::SeqCst) == 0 {
+            self.drain_to_pool();
         }
     }
 
@@ -546,6 +557,7 @@ where
             return Err(SendError::Full(h));
         }
         fence(Ordering::SeqCst);
+        c.drain_if_abandoned();
         c.wake_if_waiting();
         Ok(())
     }
@@ -574,6 +586,7 @@ where
             }
         }
         fence(Ordering::SeqCst);
+        c.drain_if_abandoned();
         c.wake_if_waiting();
         if full {
             *hs = rest;
@@ -755,8 +768,7 @@ impl<P: PoolRef> Clone for Receiver<P> {
 }
 
 /// The last receiver's drop refuses later sends and gives every handle inside back to the
-/// pool (a send racing the drop leaves its handle inside: the channel's own drop gives it
-/// back).
+/// pool (a send racing the drop gives back what it finds inside after its push).
 impl<P: PoolRef> Drop for Receiver<P> {
     fn drop(&mut self) {
         if self.chan.receivers.fetch_sub(1, Ordering::SeqCst) == 1 {

@@ -13,6 +13,14 @@ use std::thread;
 use idxpool::channel::{SendBulkError, SendError};
 use idxpool::{HandleChannel, Pool, PoolBuilder};
 
+/// Runs the tests of this binary one at a time: one of them forks, and a child forked while
+/// another test's thread holds a lock of the runtime (the panic output's, the allocator's)
+/// would wait for it for ever.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn pool(n: u32) -> Arc<Pool<u64>> {
     Arc::new(
         PoolBuilder::<u64>::with_default(n)
@@ -35,6 +43,7 @@ impl Wake for Boom {
 /// program). Either the drain sees the push or the sender sees the drop and gives it back.
 #[test]
 fn a_send_racing_the_last_receivers_drop_strands_nothing() {
+    let _serial = serial();
     let rounds = if cfg!(miri) { 20 } else { 3000 };
     let p = pool(4);
     for round in 0..rounds {
@@ -87,6 +96,7 @@ fn park_a_panicking_waker<P: idxpool::PoolRef<T = u64>>(rx: &idxpool::channel::R
 /// panic (the caller would take it for a failed send); the handle is received.
 #[test]
 fn a_panicking_waker_does_not_unwind_out_of_a_send() {
+    let _serial = serial();
     let p = pool(4);
     let (tx, rx) = HandleChannel::new(p.clone()).unwrap();
     park_a_panicking_waker(&rx);
@@ -106,6 +116,7 @@ fn a_panicking_waker_does_not_unwind_out_of_a_send() {
 #[cfg(all(unix, not(miri)))]
 #[test]
 fn a_panicking_waker_in_the_last_senders_drop_during_unwind_does_not_abort() {
+    let _serial = serial();
     // SAFETY: the child runs only the code below (its own pool) and leaves with `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
@@ -146,6 +157,7 @@ fn a_panicking_waker_in_the_last_senders_drop_during_unwind_does_not_abort() {
 /// learns the precise reason); a burst with one foreign handle sends nothing.
 #[test]
 fn refusals_are_precise_and_lose_nothing() {
+    let _serial = serial();
     let (a, b) = (pool(4), pool(4));
     let (tx, rx) = HandleChannel::new(a.clone()).unwrap();
     let mut burst = vec![a.get().unwrap(), b.get().unwrap(), a.get().unwrap()];
@@ -160,10 +172,7 @@ fn refusals_are_precise_and_lose_nothing() {
         Err(SendError::ForeignHandle(h)) => h,
         other => panic!("{other:?}"),
     };
-    assert_eq!(
-        tx.send_bulk(&mut burst),
-        Err(SendBulkError::Disconnected)
-    );
+    assert_eq!(tx.send_bulk(&mut burst), Err(SendBulkError::Disconnected));
     assert_eq!(burst.len(), 2);
     a.put_bulk(&mut burst);
     b.put(hb);
@@ -176,6 +185,7 @@ fn refusals_are_precise_and_lose_nothing() {
 /// receiver.
 #[test]
 fn a_forgotten_future_does_not_block_other_receivers() {
+    let _serial = serial();
     let p = pool(4);
     let (tx, rx) = HandleChannel::new(p.clone()).unwrap();
     {
