@@ -5,7 +5,11 @@
 //! * **Sized to the pool, never full.** The queue has a slot for every object the pool can
 //!   ever hold ([`Pool::max_capacity`]), and handles are unique, so a send cannot find it
 //!   full: there is no backpressure arm. Backpressure is the pool's own: a producer that
-//!   outruns its consumers runs the pool dry and waits in [`Pool::get_wait`]. 16 bytes per
+//!   outruns its consumers runs the pool dry and waits in [`Pool::get_wait`], which a put
+//!   wakes only when objects reach the common ring: buffers a consumer thread puts back stay
+//!   in that thread's cache up to its flush threshold, so size the caches well below the
+//!   pool (`capacity / threads`, or 0) or [`Pool::flush`] after a burst; with a cache that
+//!   can hold the whole pool the producers wait for ever. 16 bytes per
 //!   object (crossbeam's `ArrayQueue` slot: a stamp and the 4-byte handle).
 //! * **Close.** Dropping the last [`Sender`] disconnects the channel, as crossbeam-channel and
 //!   `std::sync::mpsc` do: receivers drain what is inside, then get `Disconnected`.

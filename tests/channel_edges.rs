@@ -207,3 +207,47 @@ fn a_forgotten_future_does_not_block_other_receivers() {
     assert!(t.join().unwrap());
     assert_eq!(p.in_use(), 0);
 }
+
+/// The pipeline a new user writes first (README's shape, the module docs' backpressure
+/// advice): producers wait in `get_wait` for buffers that consumers on other threads put
+/// back, with the builder's default cache size. For a pool of 64 the default cache is 64
+/// (the whole pool): the consumers' puts stay in their own thread caches, never reach the
+/// ring, and the producers' waits time out although every buffer is idle.
+#[test]
+#[cfg_attr(miri, ignore = "threads waiting seconds")]
+#[ignore = "core: the default cache size lets one thread's cache hold the whole pool, so get_wait \
+            in a cross-thread pipeline starves (builder.rs default, wait.rs); fix outside the \
+            channel"]
+fn a_pipeline_with_default_caches_does_not_starve_its_producers() {
+    let _serial = serial();
+    let p = Arc::new(PoolBuilder::packet_bufs(64, 256, 32).build().unwrap());
+    let (tx, rx) = HandleChannel::new(p.clone()).unwrap();
+    let producers: Vec<_> = (0..3u8)
+        .map(|k| {
+            let (tx, p) = (tx.clone(), p.clone());
+            thread::spawn(move || {
+                for i in 0..50u8 {
+                    let mut h = p.get_wait(std::time::Duration::from_secs(10))?;
+                    p.get_mut(&mut h).extend_from_slice(&[k, i]).unwrap();
+                    tx.send(h).unwrap();
+                }
+                Ok::<(), idxpool::PoolError>(())
+            })
+        })
+        .collect();
+    drop(tx);
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let (rx, p) = (rx.clone(), p.clone());
+            thread::spawn(move || rx.iter().map(|h| p.put(h)).count())
+        })
+        .collect();
+    drop(rx);
+    let waits: Vec<_> = producers.into_iter().map(|t| t.join().unwrap()).collect();
+    let got: usize = consumers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(
+        waits.iter().all(Result::is_ok),
+        "producers starved: {waits:?}"
+    );
+    assert_eq!(got, 150);
+}

@@ -22,7 +22,12 @@ fn state(b: &PacketBuf) -> (usize, usize, usize, u32, Vec<u8>) {
 
 #[test]
 fn sizes_past_the_u32_limit_are_typed_errors_at_build() {
-    for room in [MAX_ROOM + 1, MAX_ROOM - 1, u32::MAX as usize, usize::MAX - 3] {
+    for room in [
+        MAX_ROOM + 1,
+        MAX_ROOM - 1,
+        u32::MAX as usize,
+        usize::MAX - 3,
+    ] {
         // MAX_ROOM - 1 rounds up to 8 past MAX_ROOM.
         let r = PoolBuilder::packet_bufs(1, room, 0).build();
         assert!(
@@ -106,7 +111,10 @@ fn a_buffer_of_one_pool_is_refused_by_another_pools_guard_and_accessors() {
         Err(h) => h, // untouched
         Ok(_) => panic!("a guard of pool a accepted pool b's buffer"),
     };
-    assert!(matches!(a.try_get_ref(&h), Err(PoolError::ForeignHandle { .. })));
+    assert!(matches!(
+        a.try_get_ref(&h),
+        Err(PoolError::ForeignHandle { .. })
+    ));
     assert_eq!(b.get_ref(&h).as_slice(), b"from b");
     b.put(h);
     assert_eq!((a.in_use(), b.in_use()), (0, 0));
@@ -138,7 +146,11 @@ fn bytes_clones_dropped_on_many_threads_after_the_pool_give_the_buffer_back_once
     drop(bytes);
     ts.into_iter().for_each(|t| t.join().unwrap());
     let pool = other.pool().clone();
-    assert_eq!(pool.in_use(), 1, "the shared buffer is home, the other still held");
+    assert_eq!(
+        pool.in_use(),
+        1,
+        "the shared buffer is home, the other still held"
+    );
     drop(other);
     assert_eq!(pool.in_use(), 0);
     drop(pool);
