@@ -80,32 +80,39 @@ fn a_send_racing_the_last_receivers_drop_strands_nothing() {
     }
 }
 
-/// Registers a waker that panics, as a receive future polled by a faulty executor would.
-fn park_a_panicking_waker<P: idxpool::PoolRef<T = u64>>(rx: &idxpool::channel::Receiver<P>) {
+/// Registers a waker that panics, as a receive future polled by a faulty executor would; the
+/// future stays pending (never polled again) for as long as the caller keeps it.
+fn park_a_panicking_waker<P: idxpool::PoolRef<T = u64>>(
+    rx: &idxpool::channel::Receiver<P>,
+) -> std::pin::Pin<Box<idxpool::channel::RecvFuture<'_, P>>> {
     let waker = Waker::from(Arc::new(Boom));
     let mut fut = Box::pin(rx.recv_async());
     assert!(fut
         .as_mut()
         .poll(&mut Context::from_waker(&waker))
         .is_pending());
-    // Leak the registration, as a future kept pending in a task that is never polled again.
-    std::mem::forget(fut);
+    fut
 }
 
 /// A send that delivered its handle must return `Ok`, not unwind with the user's waker
 /// panic (the caller would take it for a failed send); the handle is received.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "the waker's panic payload is leaked on purpose (its drop is user code)"
+)]
 fn a_panicking_waker_does_not_unwind_out_of_a_send() {
     let _serial = serial();
     let p = pool(4);
     let (tx, rx) = HandleChannel::new(p.clone()).unwrap();
-    park_a_panicking_waker(&rx);
+    let pending = park_a_panicking_waker(&rx);
     let r = catch_unwind(AssertUnwindSafe(|| tx.send(p.get().unwrap())));
     assert!(
         matches!(r, Ok(Ok(()))),
         "a send that delivered unwound with the waker's panic"
     );
     p.put(rx.try_recv().unwrap());
+    drop(pending);
     drop((tx, rx));
     assert_eq!(p.in_use(), 0);
 }
@@ -125,7 +132,7 @@ fn a_panicking_waker_in_the_last_senders_drop_during_unwind_does_not_abort() {
         unsafe { libc::alarm(20) };
         let p = pool(4);
         let (tx, rx) = HandleChannel::new(p.clone()).unwrap();
-        park_a_panicking_waker(&rx);
+        let _pending = park_a_panicking_waker(&rx);
         let r = catch_unwind(AssertUnwindSafe(move || {
             let _tx = tx; // the last sender, dropped by the unwind
             panic!("a producer fails");
@@ -180,15 +187,15 @@ fn refusals_are_precise_and_lose_nothing() {
     assert_eq!((a.in_use(), b.in_use()), (0, 0));
 }
 
-/// Held: a receive future that was polled once and then forgotten (never dropped, never
-/// polled: a leaked task) keeps its registration, and later sends still reach a blocking
+/// Held: a receive future that was polled once and then kept pending, never polled again
+/// (an abandoned task), keeps its registration, and later sends still reach a blocking
 /// receiver.
 #[test]
 fn a_forgotten_future_does_not_block_other_receivers() {
     let _serial = serial();
     let p = pool(4);
     let (tx, rx) = HandleChannel::new(p.clone()).unwrap();
-    {
+    let abandoned = {
         struct Nop;
         impl Wake for Nop {
             fn wake(self: Arc<Self>) {}
@@ -199,13 +206,14 @@ fn a_forgotten_future_does_not_block_other_receivers() {
             .as_mut()
             .poll(&mut Context::from_waker(&waker))
             .is_pending());
-        std::mem::forget(fut);
-    }
+        fut
+    };
     let (rx2, pp) = (rx.clone(), p.clone());
     let t = thread::spawn(move || rx2.recv().map(|h| pp.put(h)).is_ok());
     tx.send(p.get().unwrap()).unwrap();
     assert!(t.join().unwrap());
     assert_eq!(p.in_use(), 0);
+    drop(abandoned);
 }
 
 /// The pipeline a new user writes first (README's shape, the module docs' backpressure

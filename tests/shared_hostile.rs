@@ -373,7 +373,6 @@ fn detach_and_reattach_keep_one_holder_per_object() {
             r.is_err(),
             "a handle of a gone attachment reached object {i}"
         );
-        std::mem::forget(hb);
         peer.owner(i).store(0, Ordering::SeqCst); // FREE
         peer.list_in_ring(i);
         let mut all = Vec::new();
