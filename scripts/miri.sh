@@ -32,9 +32,9 @@ else
   cargo +nightly miri test "$@" \
     --test model --test table --test stress --test bad_input --test debug_checks --test pool_basics \
     --test soundness --test runtime_pools --test reentrant_alloc --test grow --test on_put \
-    --test packet_buf --test channel
+    --test packet_buf --test channel --test channel_edges
 fi
 # Packet buffers as `Bytes` (feature bytes): the owner's drop on another thread, after the
 # user's Arc of the pool is gone; the unsized object's pointer (`PacketBuf`) on every path.
-cargo +nightly miri test "$@" --features bytes --test bytes
+cargo +nightly miri test "$@" --features bytes --test bytes --test packet_edges
 echo "miri: done in $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"

@@ -5,7 +5,11 @@
 //! * **Sized to the pool, never full.** The queue has a slot for every object the pool can
 //!   ever hold ([`Pool::max_capacity`]), and handles are unique, so a send cannot find it
 //!   full: there is no backpressure arm. Backpressure is the pool's own: a producer that
-//!   outruns its consumers runs the pool dry and waits in [`Pool::get_wait`]. 16 bytes per
+//!   outruns its consumers runs the pool dry and waits in [`Pool::get_wait`], which a put
+//!   wakes only when objects reach the common ring: buffers a consumer thread puts back stay
+//!   in that thread's cache up to its flush threshold, so size the caches well below the
+//!   pool (`capacity / threads`, or 0) or [`Pool::flush`] after a burst; with a cache that
+//!   can hold the whole pool the producers wait for ever. 16 bytes per
 //!   object (crossbeam's `ArrayQueue` slot: a stamp and the 4-byte handle).
 //! * **Close.** Dropping the last [`Sender`] disconnects the channel, as crossbeam-channel and
 //!   `std::sync::mpsc` do: receivers drain what is inside, then get `Disconnected`.
@@ -389,16 +393,27 @@ impl<P: PoolRef> HandleChannel<P> {
             self.waiting.fetch_sub(ws.list.len(), Ordering::SeqCst);
             std::mem::take(&mut ws.list)
         };
-        // Outside the lock: a waker may run code. One that panics does not keep the others
-        // asleep: each is woken, then the first panic goes on.
-        let mut panic = None;
+        // Outside the lock: a waker is user code. A panic of one is contained here, as the
+        // pool's waiting get contains it (wait.rs): it does not keep the other waiters
+        // asleep, does not unwind out of a send that delivered its handle (the caller would
+        // take it for a failed send), and does not abort the process from the last sender's
+        // drop on a thread that is unwinding already (a panic while panicking). The payload
+        // is leaked, not dropped (its drop is user code too). tests/channel_edges.rs.
         for (_, w) in list {
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
-                panic.get_or_insert(p);
+                std::mem::forget(p);
             }
         }
-        if let Some(p) = panic {
-            std::panic::resume_unwind(p);
+    }
+
+    /// After a push and its SeqCst fence: when the last receiver is gone, its drain may have
+    /// run before the push (the send's check saw it still there); the sender gives back what
+    /// is inside, so that nothing stays stranded while senders live. The receiver's drop
+    /// decrements the count (SeqCst) before it drains, so one of the two sees the handle.
+    #[inline(always)]
+    fn drain_if_abandoned(&self) {
+        if self.receivers.load(Ordering::SeqCst) == 0 {
+            self.drain_to_pool();
         }
     }
 
@@ -546,6 +561,7 @@ where
             return Err(SendError::Full(h));
         }
         fence(Ordering::SeqCst);
+        c.drain_if_abandoned();
         c.wake_if_waiting();
         Ok(())
     }
@@ -574,6 +590,7 @@ where
             }
         }
         fence(Ordering::SeqCst);
+        c.drain_if_abandoned();
         c.wake_if_waiting();
         if full {
             *hs = rest;
@@ -755,8 +772,7 @@ impl<P: PoolRef> Clone for Receiver<P> {
 }
 
 /// The last receiver's drop refuses later sends and gives every handle inside back to the
-/// pool (a send racing the drop leaves its handle inside: the channel's own drop gives it
-/// back).
+/// pool (a send racing the drop gives back what it finds inside after its push).
 impl<P: PoolRef> Drop for Receiver<P> {
     fn drop(&mut self) {
         if self.chan.receivers.fetch_sub(1, Ordering::SeqCst) == 1 {

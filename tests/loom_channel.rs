@@ -121,8 +121,9 @@ fn channel_async_receive_vs_send() {
 
 #[test]
 fn channel_last_receiver_drop_vs_send() {
-    // Whichever wins, the handle ends in the pool: refused and put back by the sender,
-    // drained by the receiver's drop, or left inside and given back by the channel's drop.
+    // Whichever wins, the handle ends in the pool while the sender still lives: refused and
+    // put back by the sender, drained by the receiver's drop, or, pushed after that drain,
+    // given back by the sender itself (it re-reads the receiver count after its push).
     model(None, || {
         let pool = Arc::new(pool::<ChanRxDrop>(1));
         let (tx, rx) = HandleChannel::new(pool.clone()).unwrap();
@@ -132,10 +133,16 @@ fn channel_last_receiver_drop_vs_send() {
             if let Err(e) = tx.send(h) {
                 p.put(e.into_inner());
             }
+            tx
         });
         drop(rx);
-        t.join().unwrap();
-        assert_eq!(pool.available(), 1);
+        let tx = t.join().unwrap();
+        assert_eq!(
+            pool.available(),
+            1,
+            "nothing stranded inside while a sender lives"
+        );
+        drop(tx);
     });
 }
 

@@ -349,3 +349,42 @@ fn self_consistent_forged_header_is_refused_at_attach() {
     let back = SharedPool::<Obj>::attach(&r, fp()).expect("the true header attaches");
     assert_eq!((back.stride(), back.capacity()), (64, 1024));
 }
+
+/// Held: detach and reattach in one process. An attachment dropped while it holds an object
+/// releases it from the process's record (the handle it minted is unusable: any attachment
+/// refuses its serial), so a peer freeing that object lets the survivor take it again, once,
+/// and a new attachment joins the survivor's record each time.
+#[test]
+fn detach_and_reattach_keep_one_holder_per_object() {
+    let n = name("reattach");
+    let _names = Names(vec![n.clone()]);
+    let a = SharedPool::<Obj>::create(&n, 16, fp(), cached(0)).unwrap();
+    let peer = Peer::open(a.path());
+    for _ in 0..3 {
+        let b = SharedPool::<Obj>::attach(&n, fp()).unwrap();
+        let mut hb = b.get().unwrap();
+        let i = hb.index();
+        b.get_mut(&mut hb)[0] = 7;
+        drop(b); // hb outlives its attachment
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let _ = a.get_ref(&hb);
+        }));
+        assert!(
+            r.is_err(),
+            "a handle of a gone attachment reached object {i}"
+        );
+        peer.owner(i).store(0, Ordering::SeqCst); // FREE
+        peer.list_in_ring(i);
+        let mut all = Vec::new();
+        while let Ok(h) = a.get() {
+            all.push(h);
+        }
+        let got: Vec<u32> = all.iter().map(|h| h.index()).collect();
+        assert_eq!(
+            got.iter().filter(|&&k| k == i).count(),
+            1,
+            "object {i} once: {got:?}"
+        );
+        a.put_bulk(&mut all);
+    }
+}

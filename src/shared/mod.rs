@@ -55,7 +55,10 @@
 //! * **A [`SharedPool`] value is one attachment with one cache**: it is `Send` but not `Sync`.
 //!   Threads that want their own cache attach separately (each takes a process slot). Do not
 //!   use an attachment in a child created by `fork` (it would share the parent's slot and
-//!   cache): attach anew there.
+//!   cache): attach anew there. The child's new attachments share the record of held objects
+//!   with its copies of the parent's, so an object a copy holds is never handed out again in
+//!   the child (one the parent held at the fork and put back later is dropped and counted
+//!   while the child keeps the copy).
 //! * **Peers are trusted not to scribble, but their mistakes are contained**: a buggy or
 //!   malicious process that maps the region can corrupt anything in it: object contents,
 //!   the owner table, ring counters and slots, caches, the stats. What it cannot do is make

@@ -16,11 +16,16 @@
 //!   place objects over each other (and over the rings).
 //!
 //! A region is identified by its backing file's device and inode numbers (a memfd has them
-//! too), which a peer cannot change for an open file, and by the process id: after `fork`,
-//! the child's attachments (made anew there) get a record of their own, since the copies of
-//! the parent's attachments do not hold the parent's objects in the child. The record lives
-//! as long as an attachment of the region in the process (each holds an `Arc`); the list
-//! keeps `Weak`s and forgets dead ones.
+//! too), which a peer cannot change for an open file. Not by the process id: after `fork`,
+//! the child holds copies of the parent's attachments and handles (and of this record, with
+//! their bits), and the copies still give references; an attachment the child makes anew
+//! joins the copied record, so it never hands out an object a copy holds (two live `&mut T`
+//! in the child otherwise: tests/shared_fork.rs). The price: an object the parent held at
+//! the fork, put back by the parent later, is refused by the child's attachments while the
+//! child keeps the copy (dropped and counted in `corrupt_entries`; the parent's
+//! `reclaim_in_use_of_dead` returns it once the child is gone). The record lives as long as
+//! an attachment of the region in the process (each holds an `Arc`); the list keeps `Weak`s
+//! and forgets dead ones.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -35,14 +40,14 @@ use crate::fork::GlobalLock;
 pub(crate) struct ProcessRegion {
     dev: u64,
     ino: u64,
-    pid: u32,
     /// The header copy the first attachment of the region in this process validated.
     header: Header,
     /// One bit per object (`capacity` bits): held by an attachment of this process.
     held: Box<[AtomicU64]>,
 }
 
-/// The regions of this process (and, after a fork, the parent's, which no lookup matches).
+/// The regions of this process (after a fork, the records copied from the parent, which the
+/// child's copies of the parent's attachments keep alive).
 /// A global lock of the fork module's order: taken for a lookup at create and attach, never
 /// on a get or put, and nothing else is taken under it.
 static REGIONS: GlobalLock<Vec<Weak<ProcessRegion>>> = GlobalLock::new(Vec::new());
@@ -65,13 +70,13 @@ impl ProcessRegion {
         let md = file
             .metadata()
             .map_err(|e| super::file::file_err(path, "stat", e))?;
-        let (dev, ino, pid) = (md.dev(), md.ino(), std::process::id());
+        let (dev, ino) = (md.dev(), md.ino());
         let mut list = REGIONS.lock();
         list.retain(|w| w.strong_count() > 0);
         let found = list
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|r| (r.dev, r.ino, r.pid) == (dev, ino, pid));
+            .find(|r| (r.dev, r.ino) == (dev, ino));
         if let Some(r) = found {
             drop(list);
             r.agrees(header)?;
@@ -81,7 +86,6 @@ impl ProcessRegion {
         let r = Arc::new(ProcessRegion {
             dev,
             ino,
-            pid,
             header: *header,
             held: (0..words).map(|_| AtomicU64::new(0)).collect(),
         });

@@ -1,0 +1,120 @@
+//! A shared pool across a real `fork()`: the child inherits copies of the parent's attachment
+//! and of its handles, and attaches the region anew. "No two live `&mut T` to one object in
+//! this process" must hold in the child too, whatever the parent does with the object the copy
+//! names (here: the honest parent puts it back, and the child's new attachment gets it).
+//!
+//! Its own test binary (no other test's threads at the fork). Not under Miri (no `fork`, no
+//! file mappings).
+
+#![cfg(all(target_os = "linux", not(miri)))]
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
+
+type Obj = [u64; 8];
+
+/// Child exit codes, checked by the parent.
+const CHILD_OK: i32 = 0;
+const CHILD_ALIASED: i32 = 2;
+const CHILD_FAILED: i32 = 5;
+/// A hung child is killed by its alarm (SIGALRM), which the parent reports. No timing asserted.
+const CHILD_ALARM_SECS: u32 = 20;
+
+struct Names(String);
+impl Drop for Names {
+    fn drop(&mut self) {
+        let _ = SharedPool::<u8>::remove(&self.0);
+    }
+}
+
+/// The parent holds object X through attachment `a` and forks. The child attaches anew (`b`),
+/// as the module docs say a child should; then the parent puts X back (honest), and `b`'s gets
+/// reach X. The child's copy of `a` still holds a copy of the parent's handle to X: `b` must
+/// not hand X out while that copy lives, or the copy must refuse to give a reference: never
+/// both (two live `&mut T` to X in the child, one through each attachment).
+#[test]
+fn a_forked_child_never_holds_two_live_references_to_one_object() {
+    let n = format!("idxpool-fork-{}-copy", std::process::id());
+    let _names = Names(n.clone());
+    let fp = fingerprint("shared_fork::Obj v1");
+    let opts = SharedOptions {
+        cache_size: Some(0),
+        ..SharedOptions::default()
+    };
+    let a = SharedPool::<Obj>::create(&n, 8, fp, opts).unwrap();
+    let mut ha = a.get().unwrap();
+    let x = ha.index();
+    a.get_mut(&mut ha)[0] = 0xAAAA;
+    let mut to_child = [0i32; 2];
+    let mut to_parent = [0i32; 2];
+    // SAFETY: two fresh pipes; the descriptors are checked below.
+    assert_eq!(unsafe { libc::pipe(to_child.as_mut_ptr()) }, 0);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::pipe(to_parent.as_mut_ptr()) }, 0);
+    // SAFETY: the child runs the pool's own code and leaves with `_exit`; the test binary has
+    // one test, so no other test's thread is inside the crate at the fork.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: alarm and _exit are async-signal-safe.
+        unsafe { libc::alarm(CHILD_ALARM_SECS) };
+        let code = catch_unwind(AssertUnwindSafe(|| {
+            let Ok(b) = SharedPool::<Obj>::attach(&n, fp) else {
+                return CHILD_FAILED;
+            };
+            let mut byte = 0u8;
+            // Tell the parent b is attached, then wait for its put of X.
+            // SAFETY: valid descriptors and one-byte buffers.
+            unsafe {
+                libc::write(to_parent[1], (&byte as *const u8).cast(), 1);
+                libc::read(to_child[0], (&mut byte as *mut u8).cast(), 1);
+            }
+            // The copy's reference first, live across b's gets.
+            let Ok(mine) = catch_unwind(AssertUnwindSafe(|| a.get_mut(&mut ha) as *mut Obj)) else {
+                return CHILD_OK; // the copy refuses to give a reference
+            };
+            let mut got = Vec::new();
+            let mut aliased = false;
+            while let Ok(mut h) = b.get() {
+                if h.index() == x {
+                    // Two mappings of one file: the same object at two addresses. Written
+                    // through b's reference, read through the copy's.
+                    b.get_mut(&mut h)[0] = 0xBBBB;
+                    // SAFETY: the copy gave `mine` as a live `&mut Obj` (the claim under test).
+                    aliased = unsafe { (*mine)[0] } == 0xBBBB;
+                }
+                got.push(h);
+            }
+            b.put_bulk(&mut got);
+            if aliased {
+                CHILD_ALIASED
+            } else {
+                CHILD_OK
+            }
+        }))
+        .unwrap_or(CHILD_FAILED);
+        // SAFETY: leaves the child at once, running no destructor of the parent's state.
+        unsafe { libc::_exit(code) };
+    }
+    let mut byte = 0u8;
+    // SAFETY: valid descriptors and one-byte buffers.
+    unsafe { libc::read(to_parent[0], (&mut byte as *mut u8).cast(), 1) };
+    a.put(ha); // honest: X is free again
+               // SAFETY: as above.
+    unsafe { libc::write(to_child[1], (&byte as *const u8).cast(), 1) };
+    let mut status = 0;
+    // SAFETY: pid is our child; status is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status),
+        "the child did not exit (status {status:#x}; SIGALRM = hung)"
+    );
+    let code = libc::WEXITSTATUS(status);
+    assert_ne!(
+        code, CHILD_ALIASED,
+        "the child held two live &mut to object {x}: its copy of the parent's attachment and \
+         its own attachment"
+    );
+    assert_eq!(code, CHILD_OK, "child exit code");
+}
