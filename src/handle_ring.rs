@@ -687,6 +687,9 @@ where
     /// assert_eq!(rx.try_consume().unwrap_err(), TryRecvError::Disconnected);
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
+    ///
+    /// [`TryRecvError::Empty`]: crate::channel::TryRecvError::Empty
+    /// [`TryRecvError::Disconnected`]: crate::channel::TryRecvError::Disconnected
     #[inline]
     pub fn try_consume(&mut self) -> Result<H<T, B, R>, crate::channel::TryRecvError> {
         if let Some(h) = self.consume() {
