@@ -52,13 +52,13 @@ client runs), echoes/s; medians over the repetitions, ratios to beside, the A/A 
 
 usage: udp_echo [--quick] [--packets N] [--reps R] [--sizes 64,1500] [--window W]
                 [--only VARIANT] [--help]
-  --quick     2000 packets, 3 reps, sizes 64 and 1500: about 3 s
+  --quick     2000 packets, 3 reps, sizes 64 and 1500: about 1 s
   --packets   datagrams per variant and repetition (default 40000)
   --reps      repetitions, the variants in a rotated order each time (default 5)
   --sizes     datagram sizes, 8..=1500; 0 = mixed sizes 8..=1500 (default 64,1500)
   --window    datagrams in flight (default 32)
   --only      one variant, once per size (for callgrind: see BENCHMARKS.md)
-Default run: about 40 s on a loaded 2-vCPU machine. Fails (exit 1) if an echo is missing or
+Default run: about 14 s on a quiet 2-vCPU machine. Fails (exit 1) if an echo is missing or
 differs, or a pool does not get every buffer back.
 ";
 
