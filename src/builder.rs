@@ -66,7 +66,7 @@ impl StrideMode {
                 let s = round(CACHE_LINE)?;
                 // Padding by one line keeps objects aligned only if their alignment is at most a
                 // line (an 8 KiB-aligned T at 8192 + 64 would be misaligned: tests/bad_input.rs).
-                if align <= CACHE_LINE && (s / CACHE_LINE) % 2 == 0 {
+                if align <= CACHE_LINE && (s / CACHE_LINE).is_multiple_of(2) {
                     s.checked_add(CACHE_LINE)
                         .ok_or_else(|| PoolError::overflow("stride padding"))
                 } else {

@@ -445,7 +445,7 @@ where
         let slot = std::mem::size_of::<usize>() + std::mem::size_of::<H<T, B, R>>();
         if cap
             .checked_mul(slot)
-            .map_or(true, |b| b > isize::MAX as usize)
+            .is_none_or(|b| b > isize::MAX as usize)
         {
             return Err(PoolError::overflow(format!(
                 "handle channel of {cap} slots"

@@ -333,7 +333,7 @@ fn pool_workload(
             }
             6 => pool.flush(),
             _ => {
-                if reclaim && i % 64 == 0 {
+                if reclaim && i.is_multiple_of(64) {
                     pool.reclaim_dead();
                 }
             }

@@ -747,7 +747,7 @@ fn byte_buffer_pools_take_their_object_size_at_run_time() {
             .unwrap(),
     );
     assert_eq!(pool.object_size(), len);
-    assert!(pool.stride() >= len && pool.stride() % 64 == 0);
+    assert!(pool.stride() >= len && pool.stride().is_multiple_of(64));
     // Single, bulk, through the pool and a cache; each buffer is `len` bytes, disjoint.
     let mut h = pool.get().unwrap();
     assert_eq!(std::mem::size_of_val(&h), 4);

@@ -78,13 +78,13 @@ impl Peer {
     }
 
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.map.len());
+        assert!(off.is_multiple_of(4) && off + 4 <= self.map.len());
         // SAFETY: aligned, inside the mapping, which lives as long as `self`.
         unsafe { &*self.map.as_ptr().add(off).cast::<AtomicU32>() }
     }
 
     fn u64_at(&self, off: usize) -> u64 {
-        assert!(off % 8 == 0 && off + 8 <= self.map.len());
+        assert!(off.is_multiple_of(8) && off + 8 <= self.map.len());
         // SAFETY: as above.
         unsafe { &*self.map.as_ptr().add(off).cast::<AtomicU64>() }.load(Ordering::SeqCst)
     }

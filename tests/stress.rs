@@ -382,7 +382,7 @@ fn ring_mpmc_hammer_exactly_once() {
                         assert_eq!(c, 0, "entry {v} dequeued twice");
                     }
                     spins += 1;
-                    if spins % 1024 == 0 {
+                    if spins.is_multiple_of(1024) {
                         std::thread::yield_now();
                     }
                 }

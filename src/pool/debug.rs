@@ -56,7 +56,7 @@ impl ObjectStates {
 pub(crate) fn index_in_range<R: Repr>(g: &Geometry, e: R::Entry) -> Result<u32, PoolError> {
     let off = (R::ptr(g, e) as usize).wrapping_sub(g.base.as_ptr() as usize);
     let i = R::index(g, e);
-    if off % g.stride != 0 || i >= g.capacity {
+    if !off.is_multiple_of(g.stride) || i >= g.capacity {
         return Err(PoolError::IndexOutOfRange {
             index: i,
             capacity: g.capacity,

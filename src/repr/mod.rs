@@ -428,7 +428,7 @@ unsafe impl ReprImpl for Offset {
         e.get() - 1
     }
     fn check_layout(stride: usize, capacity: u32) -> Result<(), PoolError> {
-        if stride % OFFSET_SCALE != 0 {
+        if !stride.is_multiple_of(OFFSET_SCALE) {
             return Err(PoolError::config(format!(
                 "stride {stride} is not a multiple of {OFFSET_SCALE}, which offset entries \
                  (the default representation) need; use StrideMode::Auto or the Index \

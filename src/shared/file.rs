@@ -546,7 +546,7 @@ fn member_links(link: &Path, ino: Option<u64>) -> Vec<(PathBuf, Member)> {
             return None;
         }
         let m = Member::parse(&base, f)?;
-        ino.map_or(true, |i| i == m.ino).then(|| (e.path(), m))
+        ino.is_none_or(|i| i == m.ino).then(|| (e.path(), m))
     })
     .collect()
 }

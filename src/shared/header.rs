@@ -286,7 +286,7 @@ impl Params {
                 self.obj_align
             )));
         }
-        if self.stride < self.obj_size || self.stride % self.obj_align != 0 {
+        if self.stride < self.obj_size || !self.stride.is_multiple_of(self.obj_align) {
             return Err(PoolError::config(format!(
                 "stride {} must be >= object size {} and a multiple of its alignment {}",
                 self.stride, self.obj_size, self.obj_align
@@ -434,7 +434,7 @@ impl Header {
                 found: self.fingerprint,
             });
         }
-        if p.stride < obj_size || p.stride % obj_align != 0 {
+        if p.stride < obj_size || !p.stride.is_multiple_of(obj_align) {
             // The smallest valid stride is the expectation.
             return Err(PoolError::LayoutMismatch {
                 field: "stride",

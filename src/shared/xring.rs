@@ -302,7 +302,7 @@ impl<T> SharedPool<T> {
                 continue;
             }
             std::thread::yield_now();
-            if spins % 64 == 0
+            if spins.is_multiple_of(64)
                 && self.lock_holder_gone(cur)
                 && lock
                     .compare_exchange(cur, id, Ordering::Acquire, Ordering::Relaxed)

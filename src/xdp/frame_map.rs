@@ -55,7 +55,7 @@ impl FrameMap {
         if stride == 0
             || stride
                 .checked_mul(u64::from(capacity))
-                .map_or(true, |len| len > 1 << UNALIGNED_ADDR_BITS)
+                .is_none_or(|len| len > 1 << UNALIGNED_ADDR_BITS)
         {
             return Err(PoolError::config(format!(
                 "xdp frame map: {capacity} frames of {stride} bytes: stride must be positive and \
