@@ -388,20 +388,38 @@ impl<P: PoolRef> HandleChannel<P> {
     #[cold]
     #[inline(never)]
     fn wake_all(&self) {
-        let list = {
-            let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-            self.waiting.fetch_sub(ws.list.len(), Ordering::SeqCst);
-            std::mem::take(&mut ws.list)
-        };
-        // Outside the lock: a waker is user code. A panic of one is contained here, as the
-        // pool's waiting get contains it (wait.rs): it does not keep the other waiters
-        // asleep, does not unwind out of a send that delivered its handle (the caller would
-        // take it for a failed send), and does not abort the process from the last sender's
-        // drop on a thread that is unwinding already (a panic while panicking). The payload
-        // is leaked, not dropped (its drop is user code too). tests/channel_edges.rs.
-        for (_, w) in list {
-            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
-                std::mem::forget(p);
+        // The waiters are taken out in chunks onto the stack, so the list keeps its capacity
+        // and a receiver that parks again allocates nothing (tests/channel_alloc.rs). Only
+        // as many as were listed at the call are woken: receivers that register meanwhile
+        // cannot keep this sender waking for ever.
+        const CHUNK: usize = 8;
+        let mut left = usize::MAX;
+        while left > 0 {
+            let mut batch: [Option<Waiter>; CHUNK] = Default::default();
+            let mut n = 0;
+            {
+                let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+                left = left.min(ws.list.len());
+                while n < CHUNK.min(left) {
+                    let (_, w) = ws.list.swap_remove(0);
+                    batch[n] = Some(w);
+                    n += 1;
+                }
+                self.waiting.fetch_sub(n, Ordering::SeqCst);
+            }
+            left -= n;
+            // Outside the lock: a waker is user code. A panic of one is contained here, as
+            // the pool's waiting get contains it (wait.rs): it does not keep the other
+            // waiters asleep, does not unwind out of a send that delivered its handle (the
+            // caller would take it for a failed send), and does not abort the process from
+            // the last sender's drop on a thread that is unwinding already (a panic while
+            // panicking). The payload is leaked, not dropped (its drop is user code too).
+            // tests/channel_edges.rs.
+            for w in batch.iter_mut().take(n).filter_map(Option::take) {
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()))
+                {
+                    std::mem::forget(p);
+                }
             }
         }
     }

@@ -58,8 +58,6 @@ static GLOBAL: Counting = Counting;
 /// 200 sends, each after a pause long enough for the receiver to park most of the time;
 /// the receiving thread's allocations over the 200 receives are counted.
 #[test]
-#[ignore = "fails: `HandleChannel::wake_all` takes the waiter list (`mem::take`), so the next \
-            waiting receive allocates a new one: one allocation per park and wake-up"]
 fn a_waiting_receive_allocates_nothing_per_wake_up() {
     const ROUNDS: u64 = 200;
     let pool = Arc::new(PoolBuilder::<u64>::with_default(1024).build().unwrap());
