@@ -472,6 +472,14 @@ impl std::fmt::Display for RoomError {
             RoomOp::StripBack => ("strip_back", "length"),
             RoomOp::SetData => ("set_data", "capacity"),
         };
+        if self.op == RoomOp::SetData {
+            // `asked` is where the window would end (offset + length), not a size.
+            return write!(
+                f,
+                "set_data ending at byte {}: capacity is {}",
+                self.asked, self.available
+            );
+        }
         write!(
             f,
             "{op} of {} bytes: {what} is {}",
