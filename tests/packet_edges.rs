@@ -160,9 +160,12 @@ fn bytes_clones_dropped_on_many_threads_after_the_pool_give_the_buffer_back_once
 /// A `set_data` past the room names where the window would end, not a size.
 #[test]
 fn set_data_past_the_room_says_where_the_window_would_end() {
-    let pool = idxpool::PoolBuilder::packet_bufs(2, 256, 16).build().unwrap();
+    let pool = PoolBuilder::packet_bufs(2, 256, 16).build().unwrap();
     let mut b = pool.get_pooled().unwrap();
     let e = b.set_data(250, 10).unwrap_err();
-    assert_eq!(e.to_string(), "set_data ending at byte 260: capacity is 256");
+    assert_eq!(
+        e.to_string(),
+        "set_data ending at byte 260: capacity is 256"
+    );
     assert_eq!((b.len(), b.headroom()), (0, 16)); // unchanged
 }
