@@ -522,7 +522,7 @@ fn bad_configs_are_typed_errors_and_lose_nothing() {
                 .unwrap(),
         );
         let base = p.base().as_ptr() as usize;
-        if base % 4096 != 0 {
+        if !base.is_multiple_of(4096) {
             misaligned += 1;
             assert_eq!(
                 fault(p, &cfg),

@@ -231,7 +231,7 @@ pub(crate) fn check_layout<T, B: crate::Brand, R: crate::repr::Repr>(
         }));
     }
     let base = pool.base().as_ptr() as usize;
-    if base % page != 0 {
+    if !base.is_multiple_of(page) {
         return Err(fault(UmemFault::RegionNotPageAligned { base, page }));
     }
     let max_headroom = stride as u32 - sys::XDP_PACKET_HEADROOM;
