@@ -84,14 +84,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         behavior: Behavior,
     ) -> Result<usize, usize> {
         let mut t = token();
-        let cm = t.cm();
-        // The hit returns on its own: merged with the miss's `Result` (of unknown variant,
-        // from an out-of-line call) before the test below, every hit stored its `Ok` and
-        // tested it (+23% per object at get bulk 1, callgrind, BENCHMARKS.md).
-        if cm.take_top_with::<S>(dst) {
-            return Ok(dst.len());
-        }
-        let r = cm.get_miss(dst, behavior);
+        let r = t.cm().get_with::<S>(dst, behavior);
         if r.is_err() {
             // A failed get may have given its refill back to the ring: after the token, the
             // check for waiters (wait.rs). A burst that came back short took the ring's
