@@ -1,6 +1,6 @@
 //! The caller's-table forms of the bulk get and put (DPDK's `rte_mempool_get_bulk(mp,
 //! obj_table, n)` with `obj_table` the caller's memory): thin wrappers over the pool's table
-//! get and put (pool/adapters.rs), through the calling thread's cache or a `LocalCache`.
+//! get and put (pool/table.rs), through the calling thread's cache or a `LocalCache`.
 
 use crate::error::PoolError;
 use crate::handle::Handle;

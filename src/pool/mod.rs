@@ -27,14 +27,15 @@ pub(crate) mod debug;
 mod identity;
 mod objects;
 mod resolver;
+mod table;
 
-pub(crate) use adapters::entries_of;
-pub(crate) use adapters::Lazy;
+pub(crate) use adapters::{entries_of, Token};
 use debug::ObjectStates;
 pub use debug::DEBUG_CHECKS;
 pub(crate) use identity::*;
 pub(crate) use objects::{drop_objects, Growth, InitFn, ObjectInit, UninitObject};
 pub use resolver::Resolver;
+pub(crate) use table::Lazy;
 
 /// The untyped part of a pool, which thread-exit destructors may outlive the pool with: the
 /// common ring, the registry of caches, and the zero-size cache of callers without one.
@@ -367,7 +368,7 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
         unsafe { CacheMut::new(NonNull::from(&core.uncached), &core.ring) }.put(src);
         if let Some(t) = self.table {
             // SAFETY: the caller's table (run_on_put's contract), its handles moved just above.
-            adapters::clear(unsafe { &mut *t });
+            table::clear(unsafe { &mut *t });
         }
         // Waiters for objects (wait.rs): the burst is in the ring (the token above is gone).
         core.after_put();
