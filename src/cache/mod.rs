@@ -397,8 +397,7 @@ mod tests {
         }
         fn get(&self, n: usize) -> Result<Vec<u32>, usize> {
             let mut v = vec![MaybeUninit::uninit(); n];
-            self.cm()
-                .get_with::<crate::repr::Dyn>(&mut v, Behavior::Bulk)?;
+            self.cm().get(&mut v, Behavior::Bulk)?;
             // SAFETY: a successful bulk get wrote all n.
             Ok(v.into_iter().map(|e| unsafe { e.assume_init() }).collect())
         }
@@ -438,8 +437,7 @@ mod tests {
         }
         // A good put of each shape goes through (fast path, then the slow path's flush).
         let mut got = vec![MaybeUninit::uninit(); 8];
-        cm.get_with::<crate::repr::Dyn>(&mut got, Behavior::Bulk)
-            .unwrap();
+        cm.get(&mut got, Behavior::Bulk).unwrap();
         // SAFETY: a successful bulk get wrote all 8.
         let got: Vec<u32> = got
             .into_iter()

@@ -98,16 +98,16 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     }
 
     /// The one get ([`get`] with this token's mechanics): fills `dst` with entries of free
-    /// objects, the hottest first; `Ok(n)` or `Err(reachable)` as [`get`] says. The hit (the
-    /// cache holds `dst.len()`) inline with its copy in the shape `S` (which covers
-    /// `dst.len()`), the rest out of line ([`CacheMut::get_miss`]).
+    /// objects, the hottest first; `Ok(n)` or `Err(reachable)` as [`get`] says.
+    ///
+    /// Fast path: the cache holds `dst.len()`: copy from its top. Else (cold) [`get_miss`].
     #[inline(always)]
-    pub(crate) fn get_with<S: Shape>(
+    pub(crate) fn get(
         &mut self,
         dst: &mut [MaybeUninit<E>],
         behavior: Behavior,
     ) -> Result<usize, usize> {
-        if self.take_top_with::<S>(dst) {
+        if self.take_top(dst) {
             return Ok(dst.len());
         }
         self.get_miss(dst, behavior)
@@ -144,16 +144,22 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         x
     }
 
-    /// The get's hit alone: fills `dst` from the top of the cache if it holds that many (then
-    /// true), else changes nothing (false); the copy in the shape `S` (which covers
-    /// `dst.len()`; the caller dispatched on the length once for all its steps,
-    /// `repr::by_shape`).
+    /// The get's fast path alone: fills `dst` from the top of the cache if it holds that many
+    /// (then true), else changes nothing (false). Adapters call it first, apart from
+    /// [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
     ///
     /// It does what the generic [`take_top`] does with this token's `pop_top`, written out:
     /// routed through the generic function, LLVM allocated registers differently in 13 of
     /// mempool_perf's 36 `worker_const` loops (an extra reload of the cache pointer per put in
     /// some), while written out the workers compile to the instructions they had before the
     /// algorithm was shared (BENCHMARKS.md, section 11).
+    #[inline(always)]
+    pub(crate) fn take_top(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
+        self.take_top_with::<Dyn>(dst)
+    }
+
+    /// [`CacheMut::take_top`] with the copy in the shape `S` (which covers `dst.len()`; the
+    /// caller dispatched on the length once for all its steps, `repr::by_shape`).
     #[inline(always)]
     pub(crate) fn take_top_with<S: Shape>(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
         let n = dst.len();
@@ -219,8 +225,11 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         true
     }
 
-    /// [`CacheMut::put_checked_with`] over a slice of entries (the tests' form).
-    #[cfg(test)]
+    /// The put of a run-time pool: as [`CacheMut::put`], after the identity check of every
+    /// entry (`rank(e) < span`: the OR of the ranks, one vector OR per few entries and one
+    /// compare). Returns [`Put::Foreign`], with nothing changed, when an entry fails the check;
+    /// the caller reports it after the token is gone.
+    #[inline(always)]
     pub(crate) fn put_checked(&mut self, src: &[E], rank: impl Fn(E) -> u32, span: u32) -> Put {
         // SAFETY: src is n valid entries (a slice of E), whatever the check says.
         unsafe { self.put_checked_with::<Dyn, E>(src.as_ptr(), src.len(), |e| rank(*e), span) }

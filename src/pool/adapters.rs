@@ -3,7 +3,6 @@
 //! code, move entries, convert them to handles.
 
 use super::*;
-use crate::repr::{Dyn, Shape};
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     // ---- the adapters: cache algorithm <-> handles (shared with LocalCache) ----------------
@@ -23,7 +22,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// fast path reads no atomic capacity; one above the capacity fails in the cache's slow
     /// path, as any bulk larger than what is free).
     ///
-    /// The one take ([`Pool::take_via`]) into the spare room of `out`.
+    /// The hit (the cache holds `n`) returns on its own; the rest reaches the cache's
+    /// out-of-line slow path (see `CacheMut::cold`), so that a loop of hits keeps the cache's
+    /// state in registers.
     #[inline(always)]
     pub(crate) fn get_vec_via<'c, C: Token<'c, R::Entry>>(
         &self,
@@ -49,27 +50,15 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         };
         // The allocation, before the token exists.
         out.reserve(n);
-        self.get_into_vec(out, n, |dst| self.take_via::<Dyn, C>(token, dst, behavior))
-    }
-
-    /// The one take: fills `dst` with entries of free objects through the token `token`
-    /// returns (DPDK's `rte_mempool_do_generic_get`): the hit (the cache holds `dst.len()`)
-    /// inline with its copy in the shape `S` (which covers `dst.len()`), the refill, the ring's
-    /// bypass and the last resort out of line (`CacheMut::get_miss`), so that a loop of hits
-    /// keeps the cache's state in registers. `Bulk`: all or nothing, `Ok(dst.len())` or
-    /// `Err(reachable)`; `Burst`: `Ok(k)`, `dst[..k]` written. The token is gone when it
-    /// returns: the caller's debug hook (which may panic) runs after it. Every get form (one
-    /// handle, array, `Vec`, the caller's table; bulk or burst) is this plus the naming of its
-    /// destination.
-    #[inline(always)]
-    pub(crate) fn take_via<'c, S: Shape, C: Token<'c, R::Entry>>(
-        &self,
-        token: impl FnOnce() -> C,
-        dst: &mut [MaybeUninit<R::Entry>],
-        behavior: Behavior,
-    ) -> Result<usize, usize> {
         let mut t = token();
-        let r = t.cm().get_with::<S>(dst, behavior);
+        let cm = t.cm();
+        if n <= cm.len() {
+            return self.get_into_vec(out, n, |dst| {
+                cm.take_top(dst);
+                Ok(n)
+            });
+        }
+        let r = self.get_into_vec(out, n, |dst| cm.get(dst, behavior));
         if r.is_err() {
             // A failed get may have given its refill back to the ring: after the token, the
             // check for waiters (wait.rs). A burst that came back short took the ring's
@@ -91,13 +80,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
     ) -> Result<usize, PoolError> {
         let len = out.len();
-        // Reserved by the callers right before they took their token (never an allocation
-        // here, see above).
+        // Reserved by the only caller, get_vec_via, right before it took its token (never an
+        // allocation here, see above).
         debug_assert!(
             out.capacity() - len >= n,
             "idxpool: room reserved before the token"
         );
-        // SAFETY: the caller reserved room for n entries after len (`out.reserve(n)`, and
+        // SAFETY: get_vec_via reserved room for n entries after len (`out.reserve(n)`, and
         // nothing since has shrunk `out`); H is repr(transparent) over R::Entry, so the spare
         // handles are spare entries.
         let dst = unsafe {
@@ -121,14 +110,27 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
     }
 
-    /// Gets exactly `N` handles through the token `token` returns, as an array: the one take
-    /// ([`Pool::take_via`]) into the array.
+    /// Gets exactly `N` handles through the token `token` returns, as an array (hit inlined,
+    /// as [`Pool::get_vec_via`]).
     #[inline(always)]
     pub(crate) fn get_array_via<'c, C: Token<'c, R::Entry>, const N: usize>(
         &self,
         token: impl FnOnce() -> C,
     ) -> Result<[H<T, B, R>; N], PoolError> {
-        self.get_into_array(|dst| self.take_via::<Dyn, C>(token, dst, Behavior::Bulk))
+        let mut t = token();
+        let cm = t.cm();
+        if N <= cm.len() {
+            return self.get_into_array(|dst| {
+                cm.take_top(dst);
+                Ok(N)
+            });
+        }
+        let r = self.get_into_array(|dst| cm.get(dst, Behavior::Bulk));
+        if r.is_err() {
+            drop(t); // as get_vec_via
+            self.core.after_put();
+        }
+        r
     }
 
     /// The handles of the `N` entries `get` writes (all of them, or `Err(reachable)`).
@@ -217,63 +219,26 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 }
                 self.debug_put(hs);
             }
-        } else if !prechecked {
+            // The identity check fused into the cache's copy; a failure changes nothing and is
+            // reported by the caller, after the token is gone (a panic runs user code).
+            return match token().cm().put_checked(src, |e| R::rank(g, e), g.span) {
+                Put::Cached => true,
+                // After the token (wait.rs): entries may have reached the ring.
+                Put::Ring => {
+                    self.core.after_put();
+                    true
+                }
+                Put::Foreign => false,
+            };
+        }
+        if !prechecked {
             self.debug_put(hs);
         }
-        // The identity check of run-time pools fused into the cache's copy (a branded pool
-        // checks nothing: the OR of zeros folds away); a failure changes nothing and is
-        // reported by the caller, after the token is gone (a panic runs user code).
-        // SAFETY: `src` is a slice of entries; when the check passes they are entries of this
-        // pool (a branded pool's handles are this pool's by their type) whose objects the
-        // caller owns and forgets.
-        unsafe {
-            if B::CHECKED {
-                self.give_via::<Dyn, _, C>(
-                    token,
-                    src.as_ptr(),
-                    src.len(),
-                    |e| R::rank(g, *e),
-                    g.span,
-                )
-            } else {
-                self.give_via::<Dyn, _, C>(token, src.as_ptr(), src.len(), |_| 0, 1)
-            }
+        if token().cm().put(src) {
+            // After the token (wait.rs): entries may have reached the ring.
+            self.core.after_put();
         }
-    }
-
-    /// The one give: puts a run of `n` values `X` with an entry's layout (entries, or the
-    /// caller's table slots) through the token `token` returns (DPDK's
-    /// `rte_mempool_do_generic_put`), after the check fused into the cache's copy: when the OR
-    /// of `bad` over the run is `>= limit`, nothing moves and it returns false (the caller says
-    /// why: an empty slot or a foreign handle). The append under the flush threshold inline
-    /// with its copy in the shape `S` (which covers `n`), the flush and the ring's bypass out
-    /// of line; then, with the token gone, the check for waiters when entries reached the ring
-    /// (wait.rs). Every put form (one handle, array, `Vec`, the caller's table) is this plus
-    /// the naming of its source.
-    ///
-    /// # Safety
-    /// As `CacheMut::put_checked_with`: `src` valid for `n` reads of `X`, `X` of `E`'s size and
-    /// alignment, and when the check passes the run's bits are `n` entries of free objects of
-    /// this pool whose ownership passes to the cache (the caller forgets them).
-    #[inline(always)]
-    pub(crate) unsafe fn give_via<'c, S: Shape, X, C: Token<'c, R::Entry>>(
-        &self,
-        token: impl FnOnce() -> C,
-        src: *const X,
-        n: usize,
-        bad: impl Fn(&X) -> u32,
-        limit: u32,
-    ) -> bool {
-        // SAFETY: the caller's contract. The token ends with this statement.
-        let put = unsafe { token().cm().put_checked_with::<S, X>(src, n, bad, limit) };
-        match put {
-            Put::Cached => true,
-            Put::Ring => {
-                self.core.after_put();
-                true
-            }
-            Put::Foreign => false,
-        }
+        true
     }
 
     /// Puts the last `n` handles of `v` (clamped to its length) through the token `token`

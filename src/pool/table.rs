@@ -16,7 +16,7 @@ use std::mem::MaybeUninit;
 
 use super::{entries_of, first_foreign, try_check_owned_all, Pool, Token};
 use crate::brand::Brand;
-use crate::cache::CacheMut;
+use crate::cache::{CacheMut, Put};
 use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
@@ -204,21 +204,32 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // into them loses no handle, and what the cache writes is only valid entries (of free
         // objects, now the table's). The view lives only inside this function.
         let dst = unsafe { &mut *(table as *mut [Slot<T, B, R>] as *mut [MaybeUninit<R::Entry>]) };
-        match self.take_via::<S, C>(token, dst, Behavior::Bulk) {
+        let mut t = token();
+        let cm = t.cm();
+        if cm.take_top_with::<S>(dst) {
+            self.got_into(table);
+            return Ok(());
+        }
+        match cm.get_miss(dst, Behavior::Bulk) {
             Ok(_) => {
                 self.got_into(table);
                 Ok(())
             }
-            Err(available) => Err(self.get_into_failed(table, available)),
+            Err(available) => {
+                // After the token (wait.rs): a failed get gives its refill back to the ring.
+                drop(t);
+                Err(self.get_into_failed(table, available))
+            }
         }
     }
 
-    /// A failed bulk get into `table` (the token is gone, the waiters checked): makes sure no
-    /// slot shows an entry (the cache kept every entry it may have copied there, so those bits
-    /// name no handle).
+    /// A failed bulk get into `table` (the token is gone): wakes waiters for the refill it
+    /// gave back, and makes sure no slot shows an entry (the cache kept every entry it may
+    /// have copied there, so those bits name no handle).
     #[cold]
     #[inline(never)]
     fn get_into_failed(&self, table: &mut [Slot<T, B, R>], available: usize) -> PoolError {
+        self.core.after_put();
         clear(table);
         PoolError::Exhausted {
             requested: table.len(),
@@ -301,29 +312,38 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // slots, by the cache before anything moves: a branded pool ORs `is_none`, a run-time
         // pool the ranks (an empty slot ranks e0 >= span: `ReprImpl::slot_rank`). The token
         // ends with this block; a refusal is handled after it.
-        // SAFETY: the table's n slots; a slot has an entry's layout (assert_slot_is_entry);
-        // when the OR is below the limit every slot is Some (an empty slot ORs 1, or ranks
-        // e0 >= span) and, for run-time pools, holds an entry of this pool's range; the
-        // handles' objects pass to the cache, and the slots are cleared below.
-        let put = unsafe {
-            let t = tokens.take();
-            if B::CHECKED {
-                self.give_via::<S, _, _>(
-                    move || t,
-                    p,
-                    n,
-                    |s: &Slot<T, B, R>| R::slot_rank(g, s.as_ref().map(H::entry)),
-                    span,
-                )
-            } else {
-                self.give_via::<S, _, _>(move || t, p, n, |s: &Slot<T, B, R>| s.is_none() as u32, 1)
+        let put = {
+            let mut t = tokens.take();
+            let cm = t.cm();
+            // SAFETY: the table's n slots; a slot has an entry's layout (assert_slot_is_entry);
+            // when the OR is below the limit every slot is Some (an empty slot ORs 1, or ranks
+            // e0 >= span) and, for run-time pools, holds an entry of this pool's range; the
+            // handles' objects pass to the cache, and the slots are cleared below.
+            unsafe {
+                if B::CHECKED {
+                    cm.put_checked_with::<S, _>(
+                        p,
+                        n,
+                        |s: &Slot<T, B, R>| R::slot_rank(g, s.as_ref().map(H::entry)),
+                        span,
+                    )
+                } else {
+                    cm.put_checked_with::<S, _>(p, n, |s: &Slot<T, B, R>| s.is_none() as u32, 1)
+                }
             }
         };
-        // Out of line, and no `Result` comes back from a call: a `Result` of unknown variant
-        // merged with the hit's `Ok` made every hit store its `Ok` and test it (the errors
-        // are built by `put_refused`, whose value is the payload of a known `Err`).
-        if !put && !self.put_from_hooked(g, tokens, table) {
-            return Err(put_refused(g, table));
+        match put {
+            Put::Cached => {}
+            // After the token (wait.rs): entries may have reached the ring.
+            Put::Ring => self.core.after_put(),
+            // Out of line, and no `Result` comes back from a call: a `Result` of unknown variant
+            // merged with the hit's `Ok` made every hit store its `Ok` and test it (the errors
+            // are built by `put_refused`, whose value is the payload of a known `Err`).
+            Put::Foreign => {
+                if !self.put_from_hooked(g, tokens, table) {
+                    return Err(put_refused(g, table));
+                }
+            }
         }
         // The cache owns those objects now: empty the slots (the handles moved).
         // SAFETY: the table's n slots; S covers n; their handles moved to the cache (handles
@@ -353,18 +373,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // them only if it unwinds, and then this is not reached), and Some(h) has h's bits;
         // read-only, it ends before the slots are cleared.
         let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
-        let t = tokens.take();
-        // SAFETY: entries of this pool (checked by put_from_prepare), owned by the table,
-        // whose slots the caller empties.
-        unsafe {
-            self.give_via::<Dyn, _, _>(
-                move || t,
-                hs.as_ptr().cast::<R::Entry>(),
-                hs.len(),
-                |_| 0,
-                1,
-            )
+        if tokens.take().cm().put(entries_of(hs)) {
+            self.core.after_put(); // after the token (wait.rs)
         }
+        true
     }
 
     /// What a put from `table` does before its token when the pool has a reset hook (or debug
