@@ -228,7 +228,7 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
     limit: Limit,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
-    assert!(keep % N == 0, "n_keep is a multiple of the bulk");
+    assert!(keep.is_multiple_of(N), "n_keep is a multiple of the bulk");
     let objs = c.pool().resolver();
     let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
