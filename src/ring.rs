@@ -604,25 +604,12 @@ impl<E> Drop for Ring<E> {
     }
 }
 
-/// A ring in a forked child (crate::fork). `fork()` copies a process with only the calling
-/// thread: a transfer another thread had reserved (head moved) but not yet published (tail not
-/// moved) would stay reserved for ever in the child, and the child's next transfer on that side
-/// would wait in [`Ring::update_tail`] for ever. Every ring that owns its state (heap memory,
-/// private to each process after a fork) is listed with the fork handlers; the child handler,
-/// which runs in the child before `fork()` returns, while the child has a single thread and no
-/// transfer can be in flight except the dead ones, abandons those reservations: each side's
-/// head is set back to its tail.
-///
-/// * Producer side: the dead producer's entries (copied in part or whole, never published)
-///   are dropped from the ring; they stay wherever that thread had them (its cache, its
-///   handles), which in the child nobody will ever use: stranded, never duplicated. Completing
-///   the reservation instead could publish slots the copy had not reached (stale entries:
-///   objects named twice).
-/// * Consumer side: the dead consumer's entries are still in their slots (producers are bounded
-///   by the consumer *tail*), so setting the head back hands them out again in the child; the
-///   dead thread's copies are never used (its cache counted only what it had published).
-///
-/// A ring has no lock: nothing to take in the prepare handler.
+/// A ring in a forked child: a transfer a thread that does not exist there had reserved (head
+/// moved) but not published would make the next transfer on that side wait in
+/// [`Ring::update_tail`] for ever. The child handler (one thread, no live transfer) sets each
+/// side's head back to its tail: a dead producer's entries are dropped (stranded, never
+/// duplicated), a dead consumer's are handed out again (DESIGN.md, "Fork", "The child's
+/// repairs"). A ring has no lock: nothing to take in the prepare handler.
 impl crate::fork::Participant for RingState {
     fn fork_child(&self) {
         for side in [&self.prod, &self.cons] {
