@@ -3,7 +3,7 @@
 //! A `Handle<T, B>` is only accepted by a pool of brand `B`, and at most one pool of a brand is
 //! alive at any time, so a handle can never be resolved by another pool (that would alias an
 //! object the other pool gave to someone else). This is checked by the compiler, costs nothing
-//! at run time and keeps handles at 4 bytes. Three kinds of brand:
+//! at run time and keeps handles at 4 bytes. Four kinds of identity:
 //!
 //! * named brands, declared with [`brand!`](macro@crate::brand): a pool claims its brand at creation
 //!   ([`PoolError::BrandInUse`] if a live pool holds it); dropping the pool releases the brand if

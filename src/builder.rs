@@ -181,16 +181,26 @@ fn write_by_value<T>(slot: &mut MaybeUninit<T>, make: &mut impl FnMut(u32) -> T,
     slot.write(make(i));
 }
 
-/// The largest cache size `policy` accepts for a pool of `capacity` objects (the inverse of
-/// [`FlushPolicy::validate`]'s rule), capped at [`CACHE_MAX_SIZE`].
-fn max_cache_size(policy: FlushPolicy, capacity: u32) -> u32 {
-    let cap = capacity as u64;
+/// The largest cache size whose flush threshold under `policy` is at most `objects` (the
+/// inverse of [`FlushPolicy::fill_limit`]), capped at [`CACHE_MAX_SIZE`].
+fn max_cache_size(policy: FlushPolicy, objects: u32) -> u32 {
+    let cap = objects as u64;
     let max = match policy {
         // floor(3n / 2) <= cap  <=>  n <= floor((2 cap + 1) / 3)
         FlushPolicy::Classic => (2 * cap + 1) / 3,
-        FlushPolicy::Dpdk2607 | FlushPolicy::SizeAligned => cap,
+        FlushPolicy::Dpdk2607 => cap,
+        // 2n <= cap
+        FlushPolicy::SizeAligned => cap / 2,
     };
     max.min(CACHE_MAX_SIZE as u64) as u32
+}
+
+/// The default cache size of a pool of `capacity` objects under `policy`: the largest size
+/// (at most [`DEFAULT_CACHE_SIZE`]) whose flush threshold is at most
+/// `capacity / DEFAULT_CACHE_SHARE`, so that the caches of `DEFAULT_CACHE_SHARE` threads,
+/// each at its flush threshold, cannot hold the whole pool between them.
+fn default_cache_size(policy: FlushPolicy, capacity: u32) -> u32 {
+    DEFAULT_CACHE_SIZE.min(max_cache_size(policy, capacity / DEFAULT_CACHE_SHARE))
 }
 
 /// Configures and creates a pool, as `rte_mempool_create(name, n, elt_size, cache_size, ...,
@@ -246,8 +256,21 @@ pub const DEFAULT_MAX_THREADS: usize = 256;
 /// threads than this at once do not exist on the machines this pool targets, and a larger
 /// value is a mistake to report (`InvalidConfig`), not an allocation to try.
 pub const MAX_THREADS_LIMIT: usize = 1 << 20;
-/// Default cache size (DPDK's maximum, as its perf test uses).
+/// Default cache size (DPDK's maximum, as its perf test uses), lowered for pools of fewer
+/// than `8 x 512` objects (see [`PoolBuilder::cache_size`]).
 pub const DEFAULT_CACHE_SIZE: u32 = CACHE_MAX_SIZE;
+
+/// The default cache size keeps each cache's flush threshold
+/// ([`FlushPolicy::fill_limit`]) at most `capacity / DEFAULT_CACHE_SHARE`: the objects idle in
+/// the caches of up to `DEFAULT_CACHE_SHARE - 1` threads that put (consumers of a pipeline)
+/// leave some in the common ring, so a [`Pool::get_wait`] on another thread is served. A
+/// cache is thread-local and only its owner flushes it, so objects in it are unreachable by a
+/// waiter (DPDK's rule, `rte_mempool_create_empty`, only keeps *one* cache's threshold within
+/// the pool, and DPDK sizes pools as `n >= lcores x cache_size x 1.5 + descriptors`). The
+/// guarantee: `get_wait` is served while `threads that put x fill_limit < capacity`. A pool
+/// of fewer than `DEFAULT_CACHE_SHARE` objects gets no cache by default (every put reaches
+/// the ring).
+pub(crate) const DEFAULT_CACHE_SHARE: u32 = 8;
 
 impl<'a, T> PoolBuilder<'a, T> {
     fn new(capacity: u32, init: Init<'a>) -> Self {
@@ -431,9 +454,25 @@ impl<T: ?Sized + Element, R: Repr> PoolBuilder<'static, T, R> {
 impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// Per-cache size in objects, 0..=512 (0 disables caching: every get and put goes to the
     /// ring). A size set here that the policy refuses for the capacity is an error at build.
-    /// Default: 512, lowered to the largest size the chosen policy accepts for the capacity
-    /// (`capacity` for `Dpdk2607` and `SizeAligned`, `(2 x capacity + 1) / 3` for `Classic`):
-    /// a default never makes a valid request invalid.
+    /// Default: 512, lowered to the largest size whose flush threshold is at most
+    /// `capacity / 8`: the caches of a few threads that put cannot
+    /// hold the whole pool, so [`Pool::get_wait`] on another thread is served, and a default
+    /// never makes a valid request invalid. An explicit size is checked by DPDK's rule only
+    /// (the threshold within the capacity, [`FlushPolicy::validate`]): with it, waiters may
+    /// starve while other threads' caches hold the idle objects (DESIGN.md, "Waiting").
+    ///
+    /// ```
+    /// use idxpool::{FlushPolicy, PoolBuilder};
+    /// let small = PoolBuilder::<u64>::with_default(64).build()?;
+    /// assert_eq!(small.cache_size(), 8); // threshold 8 <= 64 / 8
+    /// let big = PoolBuilder::<u64>::with_default(8192).build()?;
+    /// assert_eq!(big.cache_size(), 512);
+    /// let classic = PoolBuilder::<u64>::with_default(64).policy(FlushPolicy::Classic).build()?;
+    /// assert_eq!(classic.cache_size(), 5); // threshold 7 <= 8
+    /// let tiny = PoolBuilder::<u64>::with_default(7).build()?;
+    /// assert_eq!(tiny.cache_size(), 0); // every put reaches the ring
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
     pub fn cache_size(mut self, n: u32) -> Self {
         self.cache_size = Some(n);
         self
@@ -705,7 +744,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         }
         let cache_size = match self.cache_size {
             Some(n) => n,
-            None => DEFAULT_CACHE_SIZE.min(max_cache_size(self.policy, self.capacity)),
+            None => default_cache_size(self.policy, self.capacity),
         };
         self.policy.validate(cache_size, self.capacity)?;
         let mut stride = self.stride.stride_for(size, align)?;

@@ -36,12 +36,9 @@ pub enum Backing {
 /// one of these variants. Unlike DPDK (whose failed get is documented as `-ENOENT` but returns
 /// `-ENOBUFS`), each cause has its own variant.
 ///
-/// Layout: `repr(u64)` (an 8-byte tag, then each variant's fields in order, as `repr(C)`) keeps
-/// `Result<[Handle; N], PoolError>` simple for the compiler: the array starts at offset 8 (or
-/// 0 for large `N`) and the error's fields are aligned. With rustc's default layout the array
-/// of `get_array::<N>` sat at offset 4, between the error's 8-byte fields, and LLVM moved it
-/// through the stack in 8-byte pieces straddling two entries (store-forwarding stalls, up to
-/// -40% per `get_array`; BENCHMARKS.md section 11).
+/// Layout: `repr(u64)` (an 8-byte tag, then each variant's fields as `repr(C)`) keeps the array
+/// of `Result<[Handle; N], PoolError>` 8-aligned; at rustc's default offset 4, LLVM copies it
+/// in 8-byte pieces straddling two entries (store-forwarding stalls; BENCHMARKS.md section 11).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, PoolError};
@@ -510,10 +507,8 @@ mod tests {
         }
     }
 
-    /// The array `get_array::<N>` returns must start 8-aligned inside its `Result`: at offset 4
-    /// (rustc's default layout once `PoolError` grew to 56 bytes) LLVM copied it through the
-    /// stack in 8-byte pieces straddling two entries, and `get_array` lost up to 40%
-    /// (BENCHMARKS.md). `repr(u64)` on `PoolError` keeps it at 0 or 8.
+    /// The array `get_array::<N>` returns starts 8-aligned inside its `Result` (see the layout
+    /// note on [`PoolError`]).
     #[test]
     fn get_array_result_keeps_the_array_8_aligned() {
         crate::brand!(Layout);
@@ -521,9 +516,8 @@ mod tests {
         let h = pool.get().unwrap();
         assert_eq!(std::mem::size_of_val(&h), 4, "a handle is one 4-byte entry");
         pool.put(h);
-        // Arrays up to the error's size share its space: the tag is the error's own 8-byte
-        // tag, so they start at 8. (Larger ones get a separate 4-byte tag and start at 4 in
-        // any layout; the measured loss was at 1 and 4 handles.)
+        // Arrays up to the error's size share its space, after its 8-byte tag. (Larger ones
+        // get a separate 4-byte tag and start at 4 in any layout.)
         assert!(4 * 8 < std::mem::size_of::<PoolError>());
         for off in [
             ok_offset::<u32, 1>(),

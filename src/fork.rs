@@ -1,60 +1,20 @@
-//! `fork()`: what a forked child needs from the crate's shared state, and the locks that make
-//! it safe to take.
+//! `fork()`: the `pthread_atfork` handlers, and the locks they can hold across it.
 //!
-//! `fork()` copies the process with the calling thread only. Any state another thread was in
-//! the middle of changing is copied half-changed, and any lock another thread held stays held
-//! in the child, by a thread that does not exist there: the child's first call that needs it
-//! waits for ever. The crate follows the `pthread_atfork` discipline:
+//! `fork()` copies the process with the calling thread only: a lock another thread held stays
+//! held in the child by a thread that does not exist there. So the **prepare** handler takes
+//! every lock of the crate, in one global order; the **parent** handler releases them; the
+//! **child** handler repairs what another thread left half-done (a ring reservation, the
+//! waiter queue), then releases them. The locks are [`RawLock`]s (spin locks that yield): a
+//! lock the prepare handler takes is released by another handler, which no `std` guard
+//! allows. All are on cold paths, never on a get or put that a cache serves.
 //!
-//! * the **prepare** handler (in the parent, before the fork, on the forking thread) takes
-//!   every lock of the crate, in the one global order below, so that no other thread is inside
-//!   a critical section at the fork;
-//! * the **parent** handler releases them;
-//! * the **child** handler (in the child, single-threaded, before `fork()` returns) repairs
-//!   what only another thread could have left half-done (a ring reservation, the waiter
-//!   queue), then releases them.
-//!
-//! The locks are [`RawLock`]s (spin locks that yield, as the ring's transfers wait): a lock
-//! the prepare handler takes must be released by another handler, which no `std` guard allows.
-//! Every one is touched on cold paths only (a thread's first use and exit, `LocalCache`
-//! creation and drop, counts, audits, stats, waiting, pool build and drop), never by a get or
-//! put that its cache serves.
-//!
-//! **Participants.** Besides the global locks (the leak hook, the handle-space table, the
-//! thread-id allocator, the shared pool's record of attached regions), every live owned ring (its reservations) and every live pool (its
-//! registry's slot locks and `LocalCache` list, its stats totals, its waiter queue) is listed
-//! here, when it is made and until it is dropped: nothing is added to the fast path. A pool is
-//! listed as raw pointers into its heap parts (those locks are boxed), never as the pool core
-//! itself: the core's last drop holds `&mut` on it while it unlists, and a handler reading the
-//! core meanwhile would alias that `&mut`.
-//!
-//! **The lock order** (every code path that holds two of these locks takes them in this order,
-//! so the prepare handler, which takes them all in it, cannot deadlock against a running
-//! thread):
-//!
-//! 1. the participant list (`LIST`): a leaf in normal operation (nothing else is taken, and
-//!    nothing is allocated, while it is held);
-//! 2. the global locks: the leak hook (leaks.rs), the handle-space table (space.rs), the
-//!    thread-id allocator (thread.rs), the shared pool's record of attached regions
-//!    (shared/registry.rs, taken at create, attach and detach); none nests another, and none
-//!    is taken under a pool's lock;
-//! 3. each pool, newest first; within a pool: its thread slot locks in slot order, its
-//!    `LocalCache` list, its stats totals (retired, then baseline), its waiter queue. The
-//!    nestings: every slot lock then the list (audit), a slot lock then the retired totals (a
-//!    thread's exit flush); the queue and the totals are leaves. No code holds a lock of one
-//!    pool while it takes a lock of another, except through the global allocator (a
-//!    `#[global_allocator]` built on a pool, which exists before any pool the program then
-//!    allocates under: newest first matches that nesting).
-//!
-//! **Callbacks.** No user code runs under any of these locks: wakers are woken, cloned and
-//! dropped outside the queue lock, the leak hook is called after it is cloned out, object
-//! drops and initialisers run outside the registry's locks. The one user code that can run
-//! under them is the global allocator (locks 2 and 3 allocate). `grow`'s lock, which is held
-//! around the pool's initialiser, is not one of these locks: in a child, a `grow` that finds
-//! it held by a thread that is gone ([`RawLock::holder_is_gone`]) reports it instead of
-//! waiting (DESIGN.md, "Fork"). A lock the forking thread itself holds (a `fork()` from such
-//! code) is skipped by the prepare handler, never waited for: that thread goes on in both
-//! processes and releases it there.
+//! The participants (global locks, owned rings, pool cores) list themselves here ([`register`],
+//! [`GlobalLock`]): this module names none of them. A pool is listed as raw pointers into its
+//! boxed lock parts, never as the core itself, whose last drop holds `&mut` on it while it
+//! unlists. **The lock order** (which every code path nesting two of these locks follows, so
+//! the prepare handler cannot deadlock), the rule that no user code runs under them, and the
+//! child's repairs: DESIGN.md, "Fork". A lock the forking thread holds itself is skipped by the
+//! prepare handler, not waited for.
 //!
 //! Not under Miri or loom, nor off unix: no handlers, and [`register`] does nothing. Forks that
 //! bypass the libc `fork()` wrapper (a raw `clone`/`SYS_fork` syscall) do not run the handlers.

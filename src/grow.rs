@@ -2,11 +2,11 @@
 //!
 //! A pool built with [`crate::PoolBuilder::max_capacity`]`(max)` reserves everything that
 //! names an object for `max` objects at build: the region's address space (a `PROT_NONE`
-//! reservation, region.rs), the common ring's slots, the run-time pool's block of the handle
+//! reservation, region/mod.rs), the common ring's slots, the run-time pool's block of the handle
 //! space, the geometry and the debug states. `grow(n)` then only maps more of the region,
 //! initialises the new objects as the build did and enqueues them in the ring, so nothing
 //! already handed out (handles, entries, addresses, the ring) moves. The live capacity is an
-//! atomic published after the objects are in the ring (DESIGN.md, "Growth"); the get and put
+//! atomic published after the objects are in the ring (DESIGN.md, "Growth to a reserved maximum"); the get and put
 //! paths never read it (their bulk check compares with the constant maximum).
 
 use crate::brand::Brand;
@@ -28,8 +28,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// May run while other threads get and put; concurrent `grow` calls take turns (a lock:
     /// growth is rare). Counts read meanwhile are snapshots: [`Pool::capacity`] changes once
     /// the new objects are in the ring. Cost: one page fault (or, for hugetlb, one
-    /// population) per page mapped plus the initialiser per object (BENCHMARKS.md,
-    /// "Growth").
+    /// population) per page mapped plus the initialiser per object (BENCHMARKS.md section 15).
     ///
     /// Pools of the shared region (`idxpool::shared`) do not grow: their builder has no
     /// maximum.

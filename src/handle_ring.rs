@@ -191,7 +191,7 @@ macro_rules! u32_slot_repr {
 }
 u32_slot_repr!(Index, Offset);
 
-// ObjPtr is #[repr(transparent)] over NonNull<u8> (src/repr.rs); checked here at compile time.
+// ObjPtr is #[repr(transparent)] over NonNull<u8> (src/repr/); checked here at compile time.
 const _: () = assert!(std::mem::size_of::<ObjPtr>() == std::mem::size_of::<NonNull<u8>>());
 
 impl SlotRepr for Pointer {
@@ -220,10 +220,8 @@ impl SlotRepr for Pointer {
 /// through [`Producer::ring`] / [`Consumer::ring`].
 ///
 /// `P` is how the ring holds its pool ([`PoolRef`]): `&Pool` (the pool outlives the ring) or
-/// `Arc<Pool>` (the halves are `'static`: they move into `std::thread::spawn`). Slots are 4
-/// bytes for offset and index entries (batches of 32) and 8 bytes for the pointer twin
-/// (batches of 16, as ptr_ring stores pointers). See the [module docs](self) for the algorithm
-/// and its guarantees.
+/// `Arc<Pool>` (the halves are `'static`: they move into `std::thread::spawn`). The algorithm
+/// and its guarantees: [module docs](self).
 ///
 /// ```
 /// use std::sync::Arc;

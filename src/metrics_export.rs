@@ -1,40 +1,10 @@
 //! The pool's counts and counters through the [`metrics`](https://docs.rs/metrics) facade
-//! (feature `metrics`): a pull model. Nothing is added to the get and put
-//! paths; [`Pool::export_metrics`], called periodically by the service (e.g. before each
-//! scrape, or once a second), reads the counts the pool keeps anyway and publishes them to the
-//! recorder installed in the process (Prometheus, StatsD, ... exporters of the `metrics`
-//! ecosystem).
+//! (feature `metrics`), pulled by [`Pool::export_metrics`]: nothing on the get and put paths.
 
 use crate::brand::Brand;
 use crate::element::Element;
 use crate::pool::Pool;
 use crate::repr::Repr;
-
-/// Gauge: free objects ([`Pool::available`]).
-const AVAILABLE: &str = "idxpool_objects_available";
-/// Gauge: objects held by handles and `LocalCache`s ([`Pool::in_use`]).
-const IN_USE: &str = "idxpool_objects_in_use";
-/// Gauge: objects held by every live cache, thread caches and `LocalCache`s
-/// ([`Pool::cache_counts`] summed).
-const IN_CACHES: &str = "idxpool_objects_in_caches";
-/// Gauge: objects lent to the kernel ([`Pool::lent_to_kernel`]).
-const LENT: &str = "idxpool_objects_lent";
-/// Counter: objects handed out by successful gets ([`crate::Stats::get_success_objs`]).
-const GETS: &str = "idxpool_gets_total";
-/// Counter: objects put ([`crate::Stats::put_objs`]).
-const PUTS: &str = "idxpool_puts_total";
-/// Counter: failed get calls ([`crate::Stats::get_fail_bulk`]).
-const FAILURES: &str = "idxpool_get_failures_total";
-/// Counter: dequeues from the common ring: cache refills and cache-bypassing gets
-/// ([`crate::Stats::get_common_pool_bulk`]).
-const REFILLS: &str = "idxpool_refills_total";
-/// Counter: enqueues into the common ring: cache flushes and cache-bypassing puts
-/// ([`crate::Stats::put_common_pool_bulk`]).
-const FLUSHES: &str = "idxpool_flushes_total";
-/// Counter: gets that had to wait (the waiter queue, wait.rs).
-const WAITS: &str = "idxpool_waits_total";
-/// Counter: waits that ended in `PoolError::Timeout`.
-const TIMEOUTS: &str = "idxpool_wait_timeouts_total";
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Publishes the pool's counts and counters to the process's
@@ -79,22 +49,22 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let in_caches: usize = self.cache_counts().iter().map(|&(_, n)| n).sum();
         let gauges = [
             (
-                AVAILABLE,
+                "idxpool_objects_available",
                 self.available(),
                 "free objects (ring and thread caches)",
             ),
             (
-                IN_USE,
+                "idxpool_objects_in_use",
                 self.in_use(),
                 "objects held by handles and LocalCaches",
             ),
             (
-                IN_CACHES,
+                "idxpool_objects_in_caches",
                 in_caches,
                 "objects held by the pool's live caches",
             ),
             (
-                LENT,
+                "idxpool_objects_lent",
                 self.lent_to_kernel(),
                 "objects lent to the kernel (io_uring)",
             ),
@@ -107,24 +77,32 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let (waits, timeouts) = self.wait_queue().counts();
         let counters = [
             (
-                GETS,
+                "idxpool_gets_total",
                 s.get_success_objs,
                 "objects handed out by successful gets",
             ),
-            (PUTS, s.put_objs, "objects given back"),
-            (FAILURES, s.get_fail_bulk, "failed get calls"),
+            ("idxpool_puts_total", s.put_objs, "objects given back"),
             (
-                REFILLS,
+                "idxpool_get_failures_total",
+                s.get_fail_bulk,
+                "failed get calls",
+            ),
+            (
+                "idxpool_refills_total",
                 s.get_common_pool_bulk,
                 "dequeues from the common ring",
             ),
             (
-                FLUSHES,
+                "idxpool_flushes_total",
                 s.put_common_pool_bulk,
                 "enqueues into the common ring",
             ),
-            (WAITS, waits, "gets that had to wait"),
-            (TIMEOUTS, timeouts, "waits that timed out"),
+            ("idxpool_waits_total", waits, "gets that had to wait"),
+            (
+                "idxpool_wait_timeouts_total",
+                timeouts,
+                "waits that timed out",
+            ),
         ];
         for (key, v, what) in counters {
             metrics::describe_counter!(key, metrics::Unit::Count, what);

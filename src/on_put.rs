@@ -1,26 +1,14 @@
-//! The reset hook ([`crate::PoolBuilder::on_put`]): user code run once on every
-//! object given back to its pool, before the object reaches a cache.
+//! The reset hook ([`crate::PoolBuilder::on_put`]): user code run once on every object given
+//! back to its pool, before the object reaches a cache.
 //!
-//! Every path that gives objects back funnels into two adapters, `put_via` /
-//! `put_vec_tail_via` (pool.rs: `put`, `put_bulk`, `put_array`, the `LocalCache` puts, the
-//! `Pooled` guard's drop, the handle rings' drops, the io_uring receiver's puts) and
-//! `put_from_via` (table.rs: `put_from`). Each tests `geometry.put_hook` (one test of a byte the
-//! adapter's geometry already holds) and, when it is set:
-//!
-//! 1. checks the identity of run-time pools and runs the debug hook (either may panic: nothing
-//!    has moved, and the reset hook has run on no object, so it never sees another pool's
-//!    object);
-//! 2. calls `Pool::run_on_put` (the core, pool/mod.rs), out of line: the hook on each object of the burst, in order
-//!    (the hook is a type-erased `Fn(&mut T)`), with no cache token live (the re-entrancy rule,
-//!    pool/adapters.rs): the hook may itself get and put objects of this pool. If the
-//!    hook unwinds, a drop guard gives the whole burst back (objects whose hook ran and those
-//!    whose hook did not) through the pool's zero-size cache into the ring, empties the
-//!    caller's table (`put_from`; `put_bulk`'s `Vec` is truncated before the hook), and the
-//!    panic goes on to the caller: nothing is lost, nothing is put twice;
-//! 3. then takes its token and puts the burst, as without a hook.
-//!
-//! Objects already in a cache or in the ring were reset when they were put, so nothing that
-//! moves free objects (flushes, thread exit, the pool's drop, `audit`) runs the hook.
+//! Every put path tests one byte its geometry already holds (`put_hook`); when it is set, the
+//! put checks the handles' identity and runs the debug hook first (a panic there moves nothing
+//! and runs no hook), then calls `Pool::run_on_put` out of line: the hook on each object of
+//! the burst, in order, with no cache token live (the hook may get and put objects of this
+//! pool). If the hook unwinds, the whole burst goes back through the pool's zero-size cache
+//! into the ring and the panic goes on: nothing is lost, nothing is put twice. Free objects
+//! (in a cache or the ring) were reset when they were put, so flushes, thread exit, the pool's
+//! drop and `audit` never run the hook. DESIGN.md, "The reset hook", has the paths and costs.
 
 use crate::brand::Brand;
 use crate::element::Element;

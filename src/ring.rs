@@ -89,8 +89,7 @@ struct HeadTail {
 }
 
 /// The mutable state of a ring: producer and consumer head/tail counters, each pair on its own
-/// cache line. Plain `#[repr(C)]` atomics with no pointers, so it can live inside a shared
-/// mapping (see [`Ring::from_raw_parts`]).
+/// cache line.
 #[repr(C)]
 pub(crate) struct RingState {
     prod: CachePadded<HeadTail>,
@@ -136,8 +135,6 @@ pub struct Ring<E> {
     mask: u32,
     capacity: u32,
     flags: RingFlags,
-    /// Whether `state` and `slots` were allocated by us (freed on drop).
-    owned: bool,
     /// Invariant in `E` (entries go in through `&self` and come out as `E`: a covariant
     /// `Ring<&'static str>` would pass for a `Ring<&'a str>` and give back dangling entries).
     _invariant: std::marker::PhantomData<fn(E) -> E>,
@@ -210,54 +207,10 @@ impl<E: Copy> Ring<E> {
             mask: (size - 1) as u32,
             capacity,
             flags,
-            owned: true,
             _invariant: std::marker::PhantomData,
             #[cfg(loom)]
             shadow: (0..size).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         })
-    }
-
-    /// A ring over caller-provided memory: `state` (initialised, e.g. with
-    /// [`RingState::new`], or already in use by another process) and `Ring::slot_count(count,
-    /// flags)` slots. Used to place a ring inside a shared region; the `Ring` value itself is a
-    /// per-process view and frees nothing on drop.
-    ///
-    /// # Errors
-    /// As [`Ring::new`] for a bad `count`.
-    ///
-    /// # Safety
-    /// `state` and `slots` must stay valid, and be used only through rings of the same `count`
-    /// and `flags`, for the life of the returned value; the slots must hold initialised entries
-    /// wherever the state says entries are.
-    #[allow(dead_code)] // kept for rings placed in caller memory (unit tests)
-    pub(crate) unsafe fn from_raw_parts(
-        state: NonNull<RingState>,
-        slots: NonNull<MaybeUninit<E>>,
-        count: u32,
-        flags: RingFlags,
-    ) -> Result<Self, PoolError> {
-        let (size, capacity) = Self::geometry(count, flags)?;
-        Ok(Ring {
-            state,
-            slots,
-            size,
-            mask: (size - 1) as u32,
-            capacity,
-            flags,
-            owned: false,
-            _invariant: std::marker::PhantomData,
-            #[cfg(loom)]
-            shadow: (0..size).map(|_| loom::cell::UnsafeCell::new(())).collect(),
-        })
-    }
-
-    /// Slot count of a ring of `count` entries with these flags (a power of two).
-    ///
-    /// # Errors
-    /// As [`Ring::new`].
-    #[allow(dead_code)]
-    pub(crate) fn slot_count(count: u32, flags: RingFlags) -> Result<usize, PoolError> {
-        Self::geometry(count, flags).map(|g| g.0)
     }
 
     fn geometry(count: u32, flags: RingFlags) -> Result<(usize, u32), PoolError> {
@@ -284,7 +237,7 @@ impl<E: Copy> Ring<E> {
 
     #[inline(always)]
     fn st(&self) -> &RingState {
-        // SAFETY: state is valid for the ring's life (owned Box, or the from_raw_parts contract).
+        // SAFETY: state is a Box freed only by drop.
         unsafe { self.state.as_ref() }
     }
 
@@ -642,9 +595,6 @@ impl<E: Copy> Ring<E> {
 
 impl<E> Drop for Ring<E> {
     fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
         crate::fork::unregister(self.state.as_ptr().cast());
         // SAFETY: state came from Box::into_raw in with_start_counter and is freed once.
         drop(unsafe { Box::from_raw(self.state.as_ptr()) });
@@ -654,26 +604,12 @@ impl<E> Drop for Ring<E> {
     }
 }
 
-/// A ring in a forked child (crate::fork). `fork()` copies a process with only the calling
-/// thread: a transfer another thread had reserved (head moved) but not yet published (tail not
-/// moved) would stay reserved for ever in the child, and the child's next transfer on that side
-/// would wait in [`Ring::update_tail`] for ever. Every ring that owns its state (heap memory,
-/// private to each process after a fork) is listed with the fork handlers; the child handler,
-/// which runs in the child before `fork()` returns, while the child has a single thread and no
-/// transfer can be in flight except the dead ones, abandons those reservations: each side's
-/// head is set back to its tail.
-///
-/// * Producer side: the dead producer's entries (copied in part or whole, never published)
-///   are dropped from the ring; they stay wherever that thread had them (its cache, its
-///   handles), which in the child nobody will ever use: stranded, never duplicated. Completing
-///   the reservation instead could publish slots the copy had not reached (stale entries:
-///   objects named twice).
-/// * Consumer side: the dead consumer's entries are still in their slots (producers are bounded
-///   by the consumer *tail*), so setting the head back hands them out again in the child; the
-///   dead thread's copies are never used (its cache counted only what it had published).
-///
-/// A ring has no lock: nothing to take in the prepare handler. Rings over caller memory
-/// (`from_raw_parts`, e.g. in a shared mapping whose other users are alive) are not listed.
+/// A ring in a forked child: a transfer a thread that does not exist there had reserved (head
+/// moved) but not published would make the next transfer on that side wait in
+/// [`Ring::update_tail`] for ever. The child handler (one thread, no live transfer) sets each
+/// side's head back to its tail: a dead producer's entries are dropped (stranded, never
+/// duplicated), a dead consumer's are handed out again (DESIGN.md, "Fork", "The child's
+/// repairs"). A ring has no lock: nothing to take in the prepare handler.
 impl crate::fork::Participant for RingState {
     fn fork_child(&self) {
         for side in [&self.prod, &self.cons] {

@@ -11,9 +11,7 @@
 //! of 2^31 entries (16 GiB with offset entries; index entries need only `capacity`), and that
 //! block exists only as the upper half (entry 0 does not exist); a small pool living in a half
 //! (or quarter, ...) keeps every larger block there unavailable although most entries are
-//! free. `HandleSpaceExhausted` reports the block needed and the largest free range. (Found by
-//! attack, session 7: one 64-byte pool placed at 2^31 while the lower half was full kept an
-//! 8 GiB pool out after the others were dropped.)
+//! free. `HandleSpaceExhausted` reports the block needed and the largest free range.
 //!
 //! This is VPP's buffer-index space: one index space over every buffer pool of the process,
 //! each pool a disjoint part of it. Here the space is only the numbering, not the addresses:

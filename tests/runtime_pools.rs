@@ -359,8 +359,9 @@ fn guards_return_objects_on_drop_and_on_panic() {
     drop(g);
     assert_eq!(p.in_use(), 0);
 
-    // Branded (scoped) pool.
+    // Branded (scoped) pool; cached (LIFO), so the object put is the next one got.
     PoolBuilder::<[u64; 4]>::with_default(4)
+        .cache_size(4)
         .scoped(|pool| {
             {
                 let mut g = Pooled::get(&pool).unwrap();

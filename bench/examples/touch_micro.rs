@@ -326,7 +326,7 @@ fn row(o: &Opts, label: &str, runs: &mut [(&str, Run<'_>)]) {
 
 fn main() {
     let o = parse();
-    let want = |step: &str| o.only.as_deref().map_or(true, |w| w == step);
+    let want = |step: &str| o.only.as_deref().is_none_or(|w| w == step);
     println!(
         "touch_micro: Mobj/s (thread CPU time), median of {} x ~{} ms, contenders interleaved; stride {STRIDE}",
         o.reps, o.ms

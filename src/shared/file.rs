@@ -1,10 +1,6 @@
-//! The backing file of a shared region: where it lives, how it is created and published.
-//!
-//! A region is a file on hugetlbfs (2 MiB pages, when a hugetlbfs is mounted and writable and
-//! its pages can be reserved) or on `/dev/shm` (tmpfs). The creator builds the file under a
-//! temporary name, sizes it, reserves its pages with `fallocate` (so a short reserve fails at
-//! creation, not with SIGBUS on first touch), initialises the region, and only then links it
-//! under its final name: an attaching process never sees a half-initialised region.
+//! The backing file of a shared region: where it lives (hugetlbfs or `/dev/shm`), how it is
+//! created (a sealed memfd, or a regular file built under a temporary name) and published
+//! under its name only once initialised. DESIGN.md, "Backing file".
 
 use std::fmt;
 use std::fs::{File, OpenOptions};

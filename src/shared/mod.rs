@@ -5,10 +5,10 @@
 //! per-object owner table and the objects. Nothing in the region is a pointer: every section is
 //! found by an offset from the region start, and every object by its index
 //! (`objects + index x stride`). A [`SharedHandle`] is that index (plus the serial of the
-//! attachment that minted it), so it names the same
-//! object in every process that maps the region, wherever the mapping landed. DPDK cannot
-//! offer this: its secondary processes must map the hugepages at the primary's virtual
-//! addresses because its rings and caches hold pointers.
+//! attachment that minted it), so it names the same object in every process that maps the
+//! region, wherever the mapping landed. DPDK cannot offer this: its secondary processes must
+//! map the hugepages at the primary's virtual addresses because its rings and caches hold
+//! pointers.
 //!
 //! ```no_run
 //! use idxpool::shared::{SharedOptions, SharedPool, fingerprint};
@@ -29,71 +29,41 @@
 //!
 //! # Ownership model (what the type system cannot prove)
 //!
-//! Memory shared between processes is outside what Rust's type system can check, so the pool
-//! enforces the rules at run time and states what is assumed:
+//! The pool enforces at run time what the type system cannot check across processes
+//! (DESIGN.md, "Ownership model" and "Threat model", has the whole table of peer actions):
 //!
-//! * **Objects are `bytemuck::Pod`**: every bit pattern is a valid `T`, `T` holds no pointer
-//!   and no destructor. Whatever another process writes, reading it gives a valid `T`.
-//! * **Each object has one holder at a time**, recorded in the region's owner table: free (in
-//!   the ring or a cache), in a channel, or held by one *attachment* (one [`SharedPool`] value
-//!   in one process). `get`/`recv` claim the word with a compare-and-swap, `put`/`send` release
-//!   it. The process also keeps its own record (one bit per object, per region and process,
-//!   shared by every attachment of the region in the process) of what it holds: a claim of an
-//!   object the record already holds (a peer forged its owner word back to FREE and listed it
-//!   again), by this attachment or another of the process, is dropped and counted, never a
-//!   second handle.
-//!   [`SharedPool::get_mut`] and [`SharedPool::get_ref`] check the record (and panic on a
-//!   handle the attachment does not hold) and the owner word (a disagreeing word is a peer's
-//!   corruption: counted in [`SharedPool::corrupt_entries`], not a panic).
-//! * **A handle is accepted only by the attachment that minted it**: it carries that
-//!   attachment's process-local serial (unique for the life of the process), checked on every
-//!   access next to the owner word. So a handle of another region (whose index may be held by
-//!   this attachment too), of another attachment, or of an attachment that is gone (whose
-//!   objects [`SharedPool::reclaim_in_use_of_dead`] may have handed out again) panics. Handles
-//!   are not `Clone` and each claim mints one handle, so safe code cannot hold two `&mut T` to
-//!   one object; [`SharedHandle::from_raw`] is `unsafe` for that reason.
-//! * **A [`SharedPool`] value is one attachment with one cache**: it is `Send` but not `Sync`.
-//!   Threads that want their own cache attach separately (each takes a process slot). Do not
-//!   use an attachment in a child created by `fork` (it would share the parent's slot and
-//!   cache): attach anew there. The child's new attachments share the record of held objects
-//!   with its copies of the parent's, so an object a copy holds is never handed out again in
-//!   the child (one the parent held at the fork and put back later is dropped and counted
-//!   while the child keeps the copy).
-//! * **Peers are trusted not to scribble, but their mistakes are contained**: a buggy or
-//!   malicious process that maps the region can corrupt anything in it: object contents,
-//!   the owner table, ring counters and slots, caches, the stats. What it cannot do is make
-//!   *this* process read or write outside the mapping: geometry (offsets, capacity, stride) is
-//!   copied out of the header and validated once at attach (against the file's real size, and
-//!   against the layout the process attached the region with before, if it did), every value
-//!   read from shared memory is read once into a local that every decision uses, and every
-//!   index read (ring, cache, channel) is range-checked before use; out-of-range entries and
-//!   entries naming an object already held (by the owner table or by this attachment's own
-//!   record) are dropped and counted ([`SharedPool::corrupt_entries`]). Corrupt ring indices,
-//!   records and owner words (even a region zeroed by `fallocate(FALLOC_FL_PUNCH_HOLE)`,
-//!   which seals do not stop) are contained and counted; a forged ring lock naming a live
-//!   process makes that ring's users wait while it lives, and a corrupted owner table can
-//!   make two processes believe they hold the same object (a data race on `Pod` bytes
-//!   between two processes), never two handles in one process.
+//! * **Objects are `bytemuck::Pod`**: whatever another process writes, reading it gives a
+//!   valid `T`.
+//! * **Each object has one holder at a time**, recorded in the region's owner table (free, in
+//!   a channel, or held by one attachment) and claimed or released with a compare-and-swap.
+//!   The process also records what its attachments hold, so a forged entry for an object it
+//!   holds is dropped and counted ([`SharedPool::corrupt_entries`]), never a second handle.
+//! * **A handle is accepted only by the attachment that minted it** (see [`SharedHandle`]):
+//!   safe code cannot hold two `&mut T` to one object in one process.
+//! * **A [`SharedPool`] value is one attachment with one cache**: `Send`, not `Sync`. Threads
+//!   that want their own cache attach separately. A child created by `fork` attaches anew
+//!   (the copies share the parent's slot and cache); its attachments share the record of held
+//!   objects with the copies, so an object a copy holds is never handed out again there.
+//! * **Peers' mistakes are contained**: a process that maps the region can corrupt anything in
+//!   it, but cannot make this process read or write outside its mapping: the geometry is
+//!   validated once at attach and kept process-local, every shared value is read once into a
+//!   local, every index is range-checked, and bad entries are dropped and counted. Not
+//!   contained: two processes may believe they hold one object (a race on `Pod` bytes), and a
+//!   forged ring lock naming a live process makes that ring's users wait while it lives.
 //!
 //! # Recovery after a process dies (see [`SharedPool::reclaim_dead`])
 //!
-//! A process killed at any instruction costs the others at most its own work, never the pool:
+//! A process killed at any instruction costs the others at most its own work: every ring
+//! operation writes a redo record first, and whoever finds the ring's lock held by a dead
+//! process completes it (DESIGN.md, "Recovery semantics"). [`SharedPool::reclaim_dead`] frees
+//! the dead process's slot and cache; [`SharedPool::reclaim_in_use_of_dead`] returns the
+//! objects it held (explicit: only the caller knows no live process still works on them);
+//! [`SharedPool::reset_channel`] returns a channel's messages; [`SharedPool::audit`] checks
+//! that every object is in exactly one place; the `unsafe` [`SharedPool::repair_lost`] is for
+//! damage done by corruption.
 //!
-//! * Every ring operation (cache refill and flush, cache-less get and put, send, receive) runs
-//!   under the ring's lock and first writes a redo record into the process's slot; a process
-//!   that finds the lock held by a dead process takes it over and completes the dead one's
-//!   operation before its own. Nobody waits on a dead process, and nothing is lost or
-//!   duplicated (see the `xring` module and DESIGN.md, "Recovery semantics").
-//! * [`SharedPool::reclaim_dead`] frees the dead process's slot and returns its cached objects;
-//!   [`SharedPool::reclaim_in_use_of_dead`] returns the objects it held (explicit, because the
-//!   caller must know that no live process still works on them through an index it was given);
-//!   [`SharedPool::reset_channel`] returns the messages waiting in a channel (e.g. the dead
-//!   process's inbox). [`SharedPool::audit`] checks that every object is in exactly one place;
-//!   the `unsafe` [`SharedPool::repair_lost`] is left for damage done by corruption.
-//!
-//! The module is Linux-only. Liveness is a per-slot open-file-description lock
-//! (`F_OFD_SETLK`) on the region file, released by the kernel when its holder dies, so
-//! processes may live in different pid namespaces; pid + start time is the fallback.
+//! Linux only. Liveness is a per-slot open-file-description lock (`F_OFD_SETLK`) on the region
+//! file, so processes may live in different pid namespaces; pid + start time is the fallback.
 
 mod file;
 mod handle_ring;
@@ -124,13 +94,11 @@ use crate::repr::Index;
 /// it (8 bytes; `Option<SharedHandle<T>>` is 8 bytes too).
 ///
 /// It owns its object like a `Box` (not `Clone`, not `Copy`). It is accepted only by the
-/// attachment (the [`SharedPool`] value) that minted it: every access checks both the serial
-/// and the region's owner table, so a handle of another region, of another attachment of the
-/// same region, or of an attachment that is gone (whose objects
-/// [`SharedPool::reclaim_in_use_of_dead`] may have handed out again) panics instead of
-/// reaching an object someone else holds. To move an object to another attachment or process,
-/// [`SharedPool::send`] it (the receiver mints its own handle). Dropping a handle instead of
-/// putting it back leaks the object until its attachment is gone and
+/// attachment (the [`SharedPool`] value) that minted it: every access checks the serial and
+/// the region's owner table, so a handle of another region or attachment, or of one that is
+/// gone, panics instead of reaching an object someone else holds. To move an object to
+/// another attachment or process, [`SharedPool::send`] it (the receiver mints its own
+/// handle). A dropped handle leaks its object until its attachment is gone and
 /// [`SharedPool::reclaim_in_use_of_dead`] runs.
 ///
 /// ```

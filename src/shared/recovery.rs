@@ -282,7 +282,7 @@ impl<T> SharedPool<T> {
                         .compare_exchange(x, my_lock, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                 {
-                    self.complete_dead(r, x);
+                    self.complete_dead(r);
                     r.st().lock.store(0, Ordering::Release);
                 }
             }

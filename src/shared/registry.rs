@@ -1,31 +1,18 @@
 //! The process's own record of each shared region it has attached: one [`ProcessRegion`] per
-//! region and process, shared by every attachment of that region in the process.
+//! region and process, shared (by `Arc`) by every attachment of that region in the process,
+//! where no peer can write. It holds what the region's owner table and header cannot be
+//! trusted for inside the process:
 //!
-//! Two things in a region cannot be trusted inside a process, because a peer can write them:
-//! the owner table (who holds an object) and the header (the layout). What the process itself
-//! has seen is kept here, where no peer can write:
+//! * **which objects this process holds** (one bit per object): a claim whose bit is set
+//!   already is a forged entry and is refused, so the process never has two live handles to
+//!   one object, however many attachments it has;
+//! * **the layout the region was attached with**: every later attachment of the region in the
+//!   process must read the same header, field by field.
 //!
-//! * **which objects this process holds**: one bit per object, set by the claim of any
-//!   attachment of the region in the process and cleared by its release. A claim whose bit is
-//!   set already (a peer forged the owner word of an object held here back to FREE and listed
-//!   it again) is refused, whichever attachment holds the object, so the process never has
-//!   two live handles (two `&mut T`) to one object, however many attachments it has;
-//! * **the layout the region was attached with**: the header copy of the first attachment
-//!   (validated then). Every later attachment of the region in the process must read the
-//!   same header, field by field: two attachments with different layouts of one mapping would
-//!   place objects over each other (and over the rings).
-//!
-//! A region is identified by its backing file's device and inode numbers (a memfd has them
-//! too), which a peer cannot change for an open file. Not by the process id: after `fork`,
-//! the child holds copies of the parent's attachments and handles (and of this record, with
-//! their bits), and the copies still give references; an attachment the child makes anew
-//! joins the copied record, so it never hands out an object a copy holds (two live `&mut T`
-//! in the child otherwise: tests/shared_fork.rs). The price: an object the parent held at
-//! the fork, put back by the parent later, is refused by the child's attachments while the
-//! child keeps the copy (dropped and counted in `corrupt_entries`; the parent's
-//! `reclaim_in_use_of_dead` returns it once the child is gone). The record lives as long as
-//! an attachment of the region in the process (each holds an `Arc`); the list keeps `Weak`s
-//! and forgets dead ones.
+//! A region is identified by its backing file's device and inode, not by the process id: after
+//! `fork`, a child's new attachments join the copied record, so they never hand out an object
+//! a copy of a parent's attachment holds (tests/shared_fork.rs). Why, and the price: DESIGN.md,
+//! "Ownership model". The list keeps `Weak`s and forgets dead ones.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;

@@ -1,30 +1,11 @@
-//! The recoverable ring of a shared region: one operation in flight per ring, each
-//! described by a redo record in the operator's process slot before it changes anything, so
-//! that a process killed at any instruction inside it is completed by whoever takes the ring
-//! over.
-//!
-//! # Protocol
-//!
-//! A ring is `{ lock, head, tail }` plus `slot_count` u32 slots. Every operation:
-//!
-//! 1. takes the ring's **lock** with a CAS `0 -> lock id` (the id names the operator's slot:
-//!    an attachment's holder id, or the reclaimer of a dead slot);
-//! 2. computes what it will do and writes it, with the entries it moves, into its slot's
-//!    **record**, then publishes `rec_state = PREPARED` (release);
-//! 3. **applies** the record: every effect is an absolute store computed from the record
-//!    alone (ring slots, `head`/`tail`, cache entries and length, owner words), so applying it
-//!    twice, or finishing a half-done application, gives the same state;
-//! 4. sets `rec_state = IDLE`, then releases the lock.
-//!
-//! The ring's entries are reachable only under its lock, so while a record is PREPARED nobody
-//! can observe or move the objects it names. A waiter that spins too long on a lock checks its
-//! holder (see [`SharedPool::lock_holder_gone`]): if the holder is dead, the waiter steals the
-//! lock with a CAS (one stealer wins) and applies the dead holder's PREPARED record before its
-//! own operation (roll forward). A holder killed before step 2 has changed nothing; one killed
-//! after step 3's last store only needs its lock released. Like DPDK's HTS ring mode, this
-//! trades the MPMC ring's overlapping operations for one at a time; the common ring is touched
-//! once per half a cache of gets or puts, so the serialisation is cheap (measured in
-//! BENCHMARKS.md).
+//! The recoverable ring of a shared region: one operation in flight per ring (its lock), each
+//! described by a redo record in the operator's process slot before it changes anything, and
+//! applied by absolute stores only, so that a process killed at any instruction inside it is
+//! completed by whoever takes the lock over ([`SharedPool::lock_holder_gone`],
+//! [`SharedPool::complete_dead`]). The four steps, and why they make an operation atomic for
+//! everyone else: DESIGN.md, "Recovery semantics". Like DPDK's HTS ring mode, this trades the
+//! MPMC ring's overlapping operations for one at a time; the common ring is touched once per
+//! half a cache of gets or puts (the cost: BENCHMARKS.md).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -308,18 +289,17 @@ impl<T> SharedPool<T> {
                     .compare_exchange(cur, id, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                self.complete_dead(ring, cur);
+                self.complete_dead(ring);
                 return;
             }
         }
     }
 
-    /// With `ring` locked by us after taking it from the dead operator `dead`: completes every
-    /// record prepared for this ring. At most one exists (its operator held the lock), but
-    /// it need not be `dead`'s own: `dead` may itself have died while completing the record of
+    /// With `ring` locked by us after taking it from a dead operator: completes every record
+    /// prepared for this ring. At most one exists (its operator held the lock), but it need
+    /// not be the dead operator's own: that one may have died while completing the record of
     /// an earlier dead holder, so every slot is scanned (128 at most; only on a steal).
-    pub(crate) fn complete_dead(&self, ring: &XRing, dead: u64) {
-        let _ = dead;
+    pub(crate) fn complete_dead(&self, ring: &XRing) {
         for (s, ps) in self.procs().iter().enumerate() {
             if ps.rec_state.load(Ordering::Acquire) == REC_PREPARED
                 && ps.rec_ring.load(Ordering::Relaxed) == ring.id

@@ -260,7 +260,7 @@ pub fn plan(
             if cell.cache == 0 && pi > 0 {
                 continue;
             }
-            if filter.map_or(true, |f| matches_filter(&full_label(policy, cell), f)) {
+            if filter.is_none_or(|f| matches_filter(&full_label(policy, cell), f)) {
                 out.push((policy, *cell));
             }
         }

@@ -153,23 +153,28 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     limit.begin();
     loop {
         for _ in 0..cycles {
-            let mut i = 0;
-            while i < keep {
-                let slots = &mut table[i..i + n_get];
+            // Windows by `chunks_exact_mut`: no bounds check per window (DPDK's C loop has
+            // none); a failure leaves the loop, then the table is given back.
+            let mut failed = None;
+            for slots in table.chunks_exact_mut(n_get) {
                 if let Err(e) = c.get_into(slots) {
-                    return Err(give_back(c, &mut table, e));
+                    failed = Some(e);
+                    break;
                 }
                 if TOUCH {
                     touch::<PREFETCH, B, R>(&objs, slots, count);
                 }
-                i += n_get;
             }
-            let mut i = 0;
-            while i < keep {
-                if let Err(e) = c.put_from(&mut table[i..i + n_put]) {
-                    return Err(give_back(c, &mut table, e));
+            if failed.is_none() {
+                for slots in table.chunks_exact_mut(n_put) {
+                    if let Err(e) = c.put_from(slots) {
+                        failed = Some(e);
+                        break;
+                    }
                 }
-                i += n_put;
+            }
+            if let Some(e) = failed {
+                return Err(give_back(c, &mut table, e));
             }
             count += keep as u64;
         }
@@ -223,7 +228,7 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
     limit: Limit,
     clock: Clock,
 ) -> Result<(u64, Duration), PoolError> {
-    assert!(keep % N == 0, "n_keep is a multiple of the bulk");
+    assert!(keep.is_multiple_of(N), "n_keep is a multiple of the bulk");
     let objs = c.pool().resolver();
     let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
@@ -232,23 +237,27 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
     limit.begin();
     loop {
         for _ in 0..cycles {
-            let mut i = 0;
-            while i < keep {
-                let slots = &mut table[i..i + N];
+            // Windows of constant length by `as_chunks_mut`: no bounds check per window.
+            let mut failed = None;
+            for slots in table.as_chunks_mut::<N>().0 {
                 if let Err(e) = c.get_into(slots) {
-                    return Err(give_back(c, &mut table, e));
+                    failed = Some(e);
+                    break;
                 }
                 if TOUCH {
                     touch::<PREFETCH, B, R>(&objs, slots, count);
                 }
-                i += N;
             }
-            let mut i = 0;
-            while i < keep {
-                if let Err(e) = c.put_from(&mut table[i..i + N]) {
-                    return Err(give_back(c, &mut table, e));
+            if failed.is_none() {
+                for slots in table.as_chunks_mut::<N>().0 {
+                    if let Err(e) = c.put_from(slots) {
+                        failed = Some(e);
+                        break;
+                    }
                 }
-                i += N;
+            }
+            if let Some(e) = failed {
+                return Err(give_back(c, &mut table, e));
             }
             count += keep as u64;
         }
@@ -435,18 +444,11 @@ fn floor_dyn<E: Copy>(l: &mut Lifo<E>, cell: &Cell, limit: Limit, clock: Clock) 
     limit.begin();
     loop {
         for _ in 0..cycles {
-            let mut i = 0;
-            while i < keep {
-                assert!(
-                    l.get_into(&mut table[i..i + n_get]),
-                    "the floor holds n_keep"
-                );
-                i += n_get;
+            for w in table.chunks_exact_mut(n_get) {
+                assert!(l.get_into(w), "the floor holds n_keep");
             }
-            let mut i = 0;
-            while i < keep {
-                l.put_from(&table[i..i + n_put]);
-                i += n_put;
+            for w in table.chunks_exact(n_put) {
+                l.put_from(w);
             }
             count += keep as u64;
             std::hint::black_box(&mut table);
@@ -472,17 +474,11 @@ fn floor_const<const N: usize, E: Copy>(
     limit.begin();
     loop {
         for _ in 0..cycles {
-            let mut i = 0;
-            while i < keep {
-                let w: &mut [E; N] = (&mut table[i..i + N]).try_into().expect("N slots");
+            for w in table.as_chunks_mut::<N>().0 {
                 assert!(l.get_into_n(w), "the floor holds n_keep");
-                i += N;
             }
-            let mut i = 0;
-            while i < keep {
-                let w: &[E; N] = (&table[i..i + N]).try_into().expect("N slots");
+            for w in table.as_chunks::<N>().0 {
                 l.put_from_n(w);
-                i += N;
             }
             count += keep as u64;
             std::hint::black_box(&mut table);

@@ -250,7 +250,9 @@ pub(crate) fn producer<W: Worker>(
     let mut bursts = 0usize;
     while sent < n {
         bursts += 1;
-        if bursts % BURSTS_PER_CLOCK_CHECK == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if bursts.is_multiple_of(BURSTS_PER_CLOCK_CHECK)
+            && deadline.is_some_and(|d| Instant::now() >= d)
+        {
             break;
         }
         let k = BURST.min(n - sent);

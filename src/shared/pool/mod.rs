@@ -37,9 +37,8 @@ use region_cache::{with_entries, with_scratch, RegionCache};
 /// a cache from it). `Send`, not `Sync`: one thread uses an attachment at a time.
 ///
 /// Dropping an attachment flushes its cache and frees its slot; dropping the creator's also
-/// removes the name (unless disabled), while attached processes keep working on their
-/// mappings. See the [module documentation](crate::shared) for the ownership model and what is
-/// recoverable when a process dies.
+/// removes the name (unless disabled); attached processes keep working on their mappings.
+/// The ownership model and recovery: [module documentation](crate::shared).
 ///
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
@@ -83,14 +82,10 @@ pub struct SharedPool<T> {
     pub(crate) serial: u32,
     /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
     ofd_locked: bool,
-    /// What this attachment holds, by its own account: one bit per object, set
-    /// when a get or receive claims the object, cleared when a put or send releases it. The
-    /// process-wide record (`region`) is set and cleared with it: a claim of an object that
-    /// any attachment of this process holds is a forged entry (a peer set the owner word back
-    /// to FREE and listed the index again): dropped and counted, never a second handle. The
-    /// owner word is the shared, cross-process view; these are the authority inside the
-    /// process (this one says which attachment, for the handle checks and the release of
-    /// what an attachment still held when it goes).
+    /// What this attachment holds, by its own account: one bit per object, set and cleared
+    /// with the process-wide record (`region`) at each claim and release. It says which
+    /// attachment holds an object, for the handle checks and for the release of what an
+    /// attachment still holds when it goes.
     held: Box<[Cell<u64>]>,
     /// Sealed-region mode: this attachment's member link (`.<name>.member.<pid>.<fd>.<ino>`),
     /// removed on drop.
@@ -294,16 +289,10 @@ impl<T> SharedPool<T> {
         h.serial() == self.serial
     }
 
-    /// Panics unless handle `h` was minted by this attachment and this attachment holds its
-    /// object.
-    ///
-    /// Two checks, both needed: the serial ties the handle to the attachment that
-    /// minted it (a handle of another region, of another attachment, or of an attachment that
-    /// is gone never matches: serials are unique in the process), and the owner word proves
-    /// the object is still ours (not reclaimed, not sent). Between them, the only way to two
-    /// `&mut T` is an `unsafe` contract broken (`from_raw`, `repair_lost`). `reset_channel` is
-    /// a safe fn, not one of them: it takes back only objects whose owner word says they are
-    /// in the channel, which no live handle owns (a sent handle was consumed).
+    /// Panics unless handle `h` was minted by this attachment (serial: unique in the process)
+    /// and this attachment holds its object ([`SharedPool::check_held`]). Between the two
+    /// checks, only a broken `unsafe` contract (`from_raw`, `repair_lost`) gives two `&mut T`;
+    /// `reset_channel` takes back only objects in a channel, which no live handle owns.
     #[inline]
     pub(crate) fn check_handle(&self, h: &SharedHandle<T>, what: &str) -> u32 {
         let i = h.index();
@@ -324,11 +313,9 @@ impl<T> SharedPool<T> {
     /// the work of a peer (a forged word, a punched hole): counted in `corrupt_entries`,
     /// never a panic.
     ///
-    /// The fast path reads only the owner word: when it names us, the handle is ours (safe
-    /// code holds a handle of this attachment's serial only while the record holds its
-    /// object: handles are minted from claims that set the record's bit, and the bit is
-    /// cleared only by `put`/`send`, which consume the handle). The record is consulted only
-    /// when the word disagrees.
+    /// The fast path reads only the owner word: when it names us, the handle is ours (handles
+    /// are minted from claims that set the record's bit, cleared only by `put`/`send`, which
+    /// consume the handle). The record is consulted only when the word disagrees.
     #[inline]
     pub(crate) fn check_held(&self, i: u32, what: &str) {
         match self.owners().get(i as usize) {

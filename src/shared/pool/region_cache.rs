@@ -37,34 +37,16 @@ pub(super) fn with_entries<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
 }
 
 /// The shared pool's mechanics of the cache algorithm (see [`CacheOps`]): the attachment's
-/// cache array and length word in its process slot, and the recoverable common ring. Every
-/// step stays recoverable after a kill at any instruction:
+/// cache array and length word in its process slot, and the recoverable common ring. How each
+/// step (pop and push of a run, refill, flush, bypass) stays recoverable after a kill at any
+/// instruction: DESIGN.md, "Per-process cache". Entries found corrupt are dropped, counted, and
+/// written as [`NO_ENTRY`] in the caller's buffer, which `SharedPool::get_entries` strikes.
 ///
-/// * **pop** (a run of `k` from the top): claim all `k` owner words (FREE -> us), then publish
-///   the new length once. Killed in between, the objects are in the dead cache *and* marked
-///   held by the dead attachment, which `reclaim_dead` resolves (it frees them; they stay in
-///   the cache it flushes);
-/// * **push** (a run of `k`): write the entries above the length, publish the new length,
-///   then free the `k` owner words; killed in between, the same resolution;
-/// * **refill / flush**: one ring operation each (`K_DEQ_CACHE` / `K_ENQ_CACHE`), redo
-///   record first, so a completer finishes it;
-/// * **ring get / put** (bypass): held-object ring operations (`K_DEQ_HELD` / `K_ENQ_HELD`)
-///   in records of [`REC_BATCH`]; a bulk get that comes up short gives back what it took.
-///
-/// Entries found corrupt (out of range, held elsewhere) are dropped, counted in
-/// `corrupt_entries`, and written as [`NO_ENTRY`] in the caller's buffer; the adapter
-/// (`SharedPool::get_entries`) strikes them.
-///
-/// **The length is read once.** The slot's length word is shared memory: a peer can write it
-/// at any time. The mechanics read it once, when they are made ([`RegionCache::new`], once per
-/// run of the algorithm), clamp it to the fill limit (where every run of the algorithm leaves
-/// an honest cache) and keep that copy in `len`: every decision of the run (how many to pop,
-/// where to push, what to flush) is taken on the copy and every step updates it, so the
-/// algorithm's invariant `len <= fill_limit <= 2 x size` (before a refill; `<= 2 x size`
-/// after one) holds for the copy whatever the word says. The word is only stored, for the
-/// recovery of a dead holder. A peer's write can make the run use stale or foreign entries
-/// (checked by every claim: dropped and counted) or lose objects (found by `audit`), never
-/// index outside the cache array.
+/// **The length is read once**, by [`RegionCache::new`] (once per run of the algorithm), and
+/// clamped to the fill limit: every decision of the run is taken on that copy (`len`), so
+/// `len <= 2 x size` holds whatever a peer writes into the word, which is only stored (for the
+/// recovery of a dead holder). A peer's write can make the run use stale or foreign entries
+/// (checked by every claim) or lose objects (found by `audit`), never index outside the cache.
 pub(crate) struct RegionCache<'p, T> {
     pub(super) pool: &'p SharedPool<T>,
     /// This run's copy of the cache length (`<= 2 x size`).
