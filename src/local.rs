@@ -49,7 +49,7 @@ type E<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 ///
 /// Aligned to 128 bytes (two cache lines): the owner writes its fast state (held in this value)
 /// on every operation, so caches kept side by side, e.g. one per thread in a `Vec`, must not
-/// share a line (false sharing made 2-thread runs collapse to 0.3x, BENCHMARKS.md).
+/// share a line (false sharing; BENCHMARKS.md has the 2-thread figures).
 #[repr(align(128))]
 pub struct LocalCache<P: PoolRef> {
     /// The owner token of this value's own cache (boxed in `new`, freed in `drop`). It holds
@@ -254,8 +254,8 @@ impl<P: PoolRef> LocalCache<P> {
 
     /// A `put_array` with another pool's handle in it: this pool's handles go back (the array
     /// was consumed: they would be lost with it), then the panic names the foreign one, whose
-    /// object stays out of its own pool until that pool is dropped (found by attack, session 7:
-    /// two of this pool's objects were lost with the array).
+    /// object stays out of its own pool until that pool is dropped (no handle of this pool is
+    /// lost with the array).
     #[cold]
     #[inline(never)]
     #[track_caller]

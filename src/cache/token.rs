@@ -127,7 +127,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// Runs a slow path on a copy of this token held in a local, then takes its length back.
     /// The token's own memory (inside a `LocalCache`, the caller's loop state) then never
     /// escapes to the out-of-line call, so the caller's loop keeps the cache's state in
-    /// registers instead of reloading it after every operation (-30% at bulk 1 otherwise).
+    /// registers instead of reloading it after every operation.
     /// The copy is the only token used until it is dropped: `self` stays mutably borrowed.
     #[inline(always)]
     fn cold<X>(&mut self, f: impl FnOnce(&mut CacheMut<'a, E>) -> X) -> X {

@@ -198,8 +198,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 
     /// The put itself, one copy of the cache code for every path (a second inlined copy for
-    /// the hooked path cost +4..12 instructions per object in the callers' loops: register
-    /// pressure). `prechecked`: the identity and debug checks already ran (the hooked path).
+    /// the hooked path raised the register pressure of the callers' loops). `prechecked`: the identity and debug checks already ran (the hooked path).
     /// False, with nothing moved, when a handle is another pool's.
     #[inline(always)]
     fn put_checked_via<'c, C: Token<'c, R::Entry>>(
@@ -255,8 +254,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let len = v.len();
         let n = n.min(len);
         // SAFETY: v[len - n .. len] are n initialised handles (n <= len). A raw slice, not
-        // `&v[start..]` plus `truncate`: their checks cost 3 of ~50 instructions per object at
-        // bulk 1 (callgrind, BENCHMARKS.md).
+        // `&v[start..]` plus `truncate`: their bounds checks are redundant here (n <= len).
         let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
         let hooked = g.put_hook;
         if hooked {

@@ -50,8 +50,8 @@ pub(crate) fn check_owned_all<B: Brand, R: Repr>(g: &Geometry, es: &[R::Entry]) 
 pub(super) fn all_owned<R: Repr>(g: &Geometry, es: &[R::Entry]) -> bool {
     // The OR of the ranks of `es`, with no loop for bursts up to 64: the first k and the last
     // k entries with k < n <= 2k (overlapping halves, as `copy_entries` copies them), so a
-    // short burst costs a few ORs and no loop control (a plain loop cost 14 instructions per
-    // put of one handle, callgrind, BENCHMARKS.md "Run-time pools").
+    // short burst costs a few ORs and no loop control (a plain loop's control cost more than the
+    // check at bulk 1: BENCHMARKS.md "Run-time pools").
     #[inline(always)]
     fn or_of<R: Repr, const K: usize>(g: &Geometry, es: &[R::Entry]) -> u32 {
         let n = es.len();

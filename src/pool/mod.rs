@@ -1,8 +1,8 @@
 //! The pool: region + common ring + caches, generic over the entry representation. Every get
-//! and put is a short adapter: find the cache ([`Pool`]'s thread cache or a
-//! [`crate::LocalCache`]'s own), run the one cache algorithm ([`CacheMut::get`] /
-//! [`CacheMut::put`] in cache.rs), convert entries to handles, and call the debug hook of
-//! that direction (debug.rs).
+//! and put is a short adapter (pool/adapters.rs, pool/table.rs): find the cache ([`Pool`]'s
+//! thread cache or a [`crate::LocalCache`]'s own), run the one cache algorithm (cache/mod.rs,
+//! through the token in cache/token.rs), convert entries to handles, and call the debug hook
+//! of that direction (pool/debug.rs).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -126,7 +126,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
     /// The check of an operation whose token reached the ring, after the token is gone: wakes
     /// waiters if the ring counts any ([`Waiters`]). Out of line and cold: it is reached only
     /// from the slow paths, and inlined there it changed the register allocation of the
-    /// callers' loops (+5% instructions per object, BENCHMARKS.md 17).
+    /// callers' loops (BENCHMARKS.md 17).
     #[cold]
     #[inline(never)]
     pub(crate) fn after_put(&self) {
@@ -387,8 +387,8 @@ impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
     ///
     /// Out of line and cold, with no pointer into the caller's `LocalCache` among its
     /// arguments: the caller's loop keeps the cache's state and the pool pointer in registers
-    /// (an argument pointing into the `LocalCache`, such as its token, cost 5 instructions per
-    /// put call in a bulk-1 loop without a hook).
+    /// (an argument pointing into the `LocalCache`, such as its token, makes the loop reload
+    /// that state after every put).
     ///
     /// # Safety
     /// Every handle of `hs` is this pool's (checked by the caller for run-time pools), owned
