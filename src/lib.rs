@@ -122,6 +122,17 @@ pub use repr::{DefaultRepr, Index, Offset, Pointer};
 pub use space::SpaceUsage;
 pub use stats::Stats;
 
+/// The one pool's name before it took the brand and the representation as type parameters.
+#[deprecated(note = "use `Pool<T, B, R>`")]
+pub type GenericPool<T, B = Runtime, R = DefaultRepr> = Pool<T, B, R>;
+/// The handle's name before it took the brand and the representation as type parameters.
+#[deprecated(note = "use `Handle<T, B, R>`")]
+pub type GenericHandle<T, B = Runtime, R = DefaultRepr> = Handle<T, B, R>;
+/// The shared run-time pool with 8-byte handles, now a run-time `Pool` behind an `Arc` (with
+/// 4-byte handles): build it with `Arc::new(builder.build()?)`.
+#[deprecated(note = "use `Arc<Pool<T>>`")]
+pub type DynPool<T> = std::sync::Arc<Pool<T>>;
+
 /// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools. Its derives name
 /// `::bytemuck` by default; a crate that does not depend on bytemuck itself points them at
 /// this re-export with `#[bytemuck(crate = "idxpool::bytemuck")]`:
