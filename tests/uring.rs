@@ -465,3 +465,193 @@ fn the_reset_hook_runs_on_every_buffer_given_back() {
     );
     assert!(pool.is_full());
 }
+
+// ---- packet buffers -------------------------------------------------------------------------
+
+type PktBufPool = Pool<idxpool::PacketBuf>;
+
+fn packet_pool(cap: u32, room: usize, headroom: usize, name: &str) -> Arc<PktBufPool> {
+    Arc::new(
+        PoolBuilder::packet_bufs(cap, room, headroom)
+            .cache_size(0)
+            .name(name)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn poll_bufs(
+    rx: &mut UringRx<Arc<PktBufPool>>,
+    out: &mut Vec<Packet<idxpool::PacketBuf>>,
+    n: usize,
+) {
+    let mut last = Instant::now();
+    while out.len() < n && last.elapsed() < Duration::from_secs(5) {
+        if rx.poll(out, Some(Duration::from_millis(20))).unwrap() > 0 {
+            last = Instant::now();
+        }
+    }
+}
+
+#[test]
+fn packet_buffers_get_their_header_from_the_completion() {
+    if !uring_ok("packet_buffers_get_their_header_from_the_completion") {
+        return;
+    }
+    use idxpool::packet::DEFAULT_HEADROOM;
+    // Room 2048: the receiver lends 2048 - 112 bytes of each room; a longer datagram is cut.
+    let pool = packet_pool(128, 2048, DEFAULT_HEADROOM, "uring-pktbuf");
+    let cfg = RxConfig {
+        headroom: DEFAULT_HEADROOM as u32,
+        burst: 32,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
+    let (s1, t1) = udp_pair();
+    let (s2, t2) = udp_pair();
+    let id1 = rx.recv_multishot(s1.as_raw_fd()).unwrap();
+    let id2 = rx.recv_multishot(s2.as_raw_fd()).unwrap();
+    assert_ne!(id1, id2);
+    rx.poll(&mut Vec::new(), None).unwrap();
+    let lent_room = 2048 - DEFAULT_HEADROOM;
+    let sizes = [1usize, 4, 60, 1472, lent_room, lent_room + 60];
+    for (k, &n) in sizes.iter().enumerate() {
+        let d = datagram(k as u32, n);
+        t1.send(&d).unwrap();
+        t2.send(&d).unwrap();
+    }
+    let mut out = Vec::new();
+    poll_bufs(&mut rx, &mut out, 2 * sizes.len());
+    assert_eq!(out.len(), 2 * sizes.len(), "{:?}", rx.stats());
+    let mut seen = [0usize; 2];
+    for mut p in out.drain(..) {
+        let which = usize::from(p.sock == id2);
+        let (k, n) = (seen[which], sizes[seen[which]]);
+        seen[which] += 1;
+        let want = datagram(k as u32, n);
+        let want = &want[..n.max(4).min(lent_room)]; // cut to the lent room
+        assert_eq!(p.len as usize, want.len());
+        assert_eq!(rx.bytes(&p), want, "the bytes as received");
+        let b = pool.get_mut(&mut p.handle);
+        assert_eq!(b.len(), want.len(), "length from the completion");
+        assert_eq!(
+            b.headroom(),
+            DEFAULT_HEADROOM,
+            "offset = the headroom lent past"
+        );
+        assert_eq!(b.as_slice(), want, "data = the datagram");
+        assert_eq!(b.tag(), p.sock.0 as u32, "tag = the socket");
+        assert_eq!(
+            b.default_headroom(),
+            DEFAULT_HEADROOM,
+            "the header's constant word: never written by the kernel"
+        );
+        assert_eq!(b.headroom() + b.len() + b.tailroom(), b.capacity());
+        // The header is the buffer's own now: the usual operations apply.
+        b.prepend(8).unwrap().copy_from_slice(b"prefix:!");
+        assert_eq!(&b[..8], b"prefix:!");
+        pool.put(p.handle);
+    }
+    assert_eq!(rx.stats().bad_completions, 0);
+    drop(rx);
+    assert!(pool.is_full());
+}
+
+#[test]
+fn packet_buffers_with_no_headroom_start_at_the_room() {
+    if !uring_ok("packet_buffers_with_no_headroom_start_at_the_room") {
+        return;
+    }
+    let pool = packet_pool(16, 2032, 64, "uring-pktbuf-0");
+    let mut rx = UringRx::new(pool.clone(), RxConfig::default()).unwrap();
+    let (s, t) = udp_pair();
+    rx.recv_multishot(s.as_raw_fd()).unwrap();
+    rx.poll(&mut Vec::new(), None).unwrap();
+    t.send(&datagram(7, 100)).unwrap();
+    let mut out = Vec::new();
+    poll_bufs(&mut rx, &mut out, 1);
+    let p = out.pop().unwrap();
+    let b = pool.get_ref(&p.handle);
+    assert_eq!((b.headroom(), b.len(), b.default_headroom()), (0, 100, 64));
+    assert_eq!(b.as_slice(), &datagram(7, 100)[..]);
+    pool.put(p.handle);
+    let h = pool.get().unwrap();
+    let b = pool.get_ref(&h);
+    assert_eq!(
+        (b.headroom(), b.len()),
+        (64, 0),
+        "back in the pool: reset to the pool's headroom"
+    );
+    pool.put(h);
+}
+
+#[test]
+fn a_packet_buffer_headroom_that_leaves_no_room_is_refused() {
+    // The object is 16 + 64 bytes: a headroom of 64 leaves nothing to lend.
+    let pool = packet_pool(8, 64, 0, "uring-pktbuf-bad");
+    for headroom in [64u32, 65, u32::MAX] {
+        let cfg = RxConfig {
+            headroom,
+            ..RxConfig::default()
+        };
+        let r = UringRx::new(pool.clone(), cfg);
+        assert!(
+            matches!(r, Err(idxpool::PoolError::InvalidConfig { .. })),
+            "headroom {headroom}: {r:?}"
+        );
+    }
+    assert!(pool.is_full(), "nothing taken");
+    if uring_ok("a_packet_buffer_headroom_that_leaves_no_room_is_refused") {
+        let cfg = RxConfig {
+            headroom: 63,
+            ..RxConfig::default()
+        };
+        assert!(UringRx::new(pool.clone(), cfg).is_ok(), "one byte to lend");
+    }
+}
+
+#[test]
+fn packet_buffers_lent_at_drop_come_back_fresh() {
+    if !uring_ok("packet_buffers_lent_at_drop_come_back_fresh") {
+        return;
+    }
+    let pool = packet_pool(64, 1024, 32, "uring-pktbuf-drop");
+    let cfg = RxConfig {
+        headroom: 32,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(pool.clone(), cfg).unwrap();
+    let (s, t) = udp_pair();
+    rx.recv_multishot(s.as_raw_fd()).unwrap();
+    rx.poll(&mut Vec::new(), None).unwrap();
+    for i in 0..20 {
+        t.send(&datagram(i, 200)).unwrap();
+    }
+    let mut held = Vec::new();
+    poll_bufs(&mut rx, &mut held, 5);
+    // More arrive while the application holds some: in flight in the kernel at the drop.
+    for i in 20..30 {
+        t.send(&datagram(i, 300)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(pool.lent_to_kernel() > 0);
+    drop(rx);
+    assert_eq!(pool.lent_to_kernel(), 0, "every lent buffer came back");
+    for p in held {
+        assert_eq!(
+            pool.get_ref(&p.handle).len(),
+            p.len as usize,
+            "held ones intact"
+        );
+        pool.put(p.handle);
+    }
+    assert!(pool.is_full());
+    // Every buffer is a fresh one: empty, at the pool's headroom, tag 0.
+    let mut all = Vec::new();
+    assert_eq!(pool.get_burst(&mut all, 64), 64);
+    for h in &all {
+        let b = pool.get_ref(h);
+        assert_eq!((b.len(), b.headroom(), b.tag()), (0, 32, 0));
+    }
+    pool.put_bulk(&mut all);
+}

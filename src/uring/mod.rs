@@ -41,6 +41,46 @@
 //! bytes (little endian), so a bare handle, e.g. passed through a [`crate::HandleRing`], still
 //! knows its length ([`payload`]).
 //!
+//! # Packet buffers
+//!
+//! Over a [`crate::Pool`]`<`[`crate::PacketBuf`]`>` the receiver lends each buffer's room from
+//! `headroom` on (its 16-byte header and the headroom are never lent), and each completion
+//! sets the buffer's header: data offset `headroom`, length the completion's `res`, tag the
+//! socket's id ([`SockId`]`.0`). A bare `Handle<PacketBuf>` then carries its packet through
+//! rings and channels with no length beside it, and the buffer's operations
+//! ([`crate::PacketBuf::prepend`] into the headroom, ...) apply at once. Which object types a
+//! receiver takes is [`RxObject`]'s (sealed) choice.
+//!
+//! ```
+//! use std::net::UdpSocket;
+//! use std::os::fd::AsRawFd;
+//! use std::time::Duration;
+//! use idxpool::packet::DEFAULT_HEADROOM;
+//! use idxpool::uring::{RxConfig, UringRx};
+//!
+//! if let Err(why) = idxpool::uring::available() {
+//!     println!("skipped: {why}");
+//!     return Ok(());
+//! }
+//! let pool = std::sync::Arc::new(idxpool::PoolBuilder::packet_bufs(64, 2048, DEFAULT_HEADROOM).build()?);
+//! let cfg = RxConfig { headroom: DEFAULT_HEADROOM as u32, ..RxConfig::default() };
+//! let mut rx = UringRx::new(pool.clone(), cfg)?;
+//! let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+//! let id = rx.recv_multishot(sock.as_raw_fd())?;
+//! sock.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
+//! let mut packets = Vec::new();
+//! while packets.is_empty() {
+//!     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
+//! }
+//! let mut h = packets.pop().unwrap().handle; // the length travels in the buffer
+//! let b = pool.get_mut(&mut h);
+//! assert_eq!((b.as_slice(), b.headroom(), b.tag()), (&b"hello"[..], DEFAULT_HEADROOM, id.0 as u32));
+//! b.prepend(4)?.copy_from_slice(b"hdr:"); // room in front, as an mbuf's
+//! assert_eq!(b.as_slice(), b"hdr:hello");
+//! pool.put(h);
+//! # Ok::<(), idxpool::PoolError>(())
+//! ```
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use idxpool::uring::{RxConfig, UringRx};
@@ -62,7 +102,6 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use bytemuck::Pod;
 use io_uring::{cqueue, opcode, types, IoUring};
 
 use crate::brand::Brand;
@@ -73,7 +112,7 @@ use crate::owned::PoolRef;
 use crate::pool::Pool;
 use crate::repr::{Repr, ReprImpl};
 
-pub use crate::xdp::FrameMap;
+pub use crate::xdp::{FrameMap, RxObject};
 
 mod bidmap;
 mod group;
@@ -116,8 +155,10 @@ struct Op {
 /// pool ([`PoolRef`]): an `Arc<Pool>`, or a `&'static Pool`. It must be `'static` because the
 /// kernel writes into the pool's region for as long as the io_uring instance lives, and a
 /// receiver passed to `mem::forget` (safe) never closes it: a leaked `Arc` keeps the pool
-/// mapped forever, a borrow of a shorter-lived pool would not. The object type must be [`Pod`]
-/// (every byte pattern the kernel writes is a valid object), e.g. `[u8; 2048]`.
+/// mapped forever, a borrow of a shorter-lived pool would not. The object type is an
+/// [`RxObject`]: a [`bytemuck::Pod`] type (every byte pattern the kernel writes is a valid
+/// object), e.g. `[u8; 2048]`, or a [`crate::PacketBuf`], whose header the kernel never writes
+/// and each receive fills (see the module documentation, "Packet buffers").
 ///
 /// ```
 /// use std::net::UdpSocket;
@@ -153,7 +194,7 @@ struct Op {
 /// ```
 pub struct UringRx<P: PoolRef + Clone + 'static>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     // Dropped in this order after `Drop::drop` has cancelled, reaped, unregistered and returned
     // everything: the io_uring instance, then the rings' memory, then the cache, then the pool.
@@ -167,7 +208,12 @@ where
     lend_target: u32,
     lent: u32,
     burst: u32,
+    /// `RxConfig::headroom`: bytes before the data (for a `PacketBuf`, within its room).
     headroom: u32,
+    /// Where the kernel writes in each object: the object's header (`RxObject::FRONT`) plus
+    /// the headroom.
+    lend_off: u32,
+    /// Bytes lent per object: the object's size less `lend_off`.
     buf_len: u32,
     wait_batch: usize,
     stats: RxStats,
@@ -176,7 +222,7 @@ where
 
 impl<P: PoolRef + Clone + 'static> UringRx<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     /// A receiver over the pool `pool` refers to: sets up an io_uring instance and registers
     /// one provided-buffer ring per group ([`BidMap`]). Nothing is lent until the first
@@ -192,10 +238,13 @@ where
         let cap = p.capacity();
         // The maximum: objects a later `grow` adds have their group and bid already.
         let max = p.geometry.capacity;
-        let size = std::mem::size_of::<P::T>();
-        if size > u32::MAX as usize || cfg.headroom as usize >= size {
+        let size = p.object_size();
+        let front = <P::T as RxObject>::FRONT;
+        let lend_off = u64::from(front) + u64::from(cfg.headroom);
+        if size > u32::MAX as usize || lend_off >= size as u64 {
             return Err(PoolError::config(format!(
-                "uring: headroom {} must be below the object size {size} (at most 4 GiB)",
+                "uring: headroom {} (after a {front}-byte object header) must be below the \
+                 object size {size} (at most 4 GiB)",
                 cfg.headroom
             )));
         }
@@ -256,7 +305,9 @@ where
             lent: 0,
             burst,
             headroom: cfg.headroom,
-            buf_len: size as u32 - cfg.headroom,
+            // lend_off < size <= u32::MAX (checked above).
+            lend_off: lend_off as u32,
+            buf_len: size as u32 - lend_off as u32,
             wait_batch: cfg.wait_batch.max(1) as usize,
             stats: RxStats::default(),
             pool,
@@ -294,15 +345,18 @@ where
         self.socks.get(sock.0).copied()
     }
 
-    /// The data of a packet: its object's `len` bytes after the headroom.
+    /// The data of a packet as received: its object's `len` bytes after the headroom (and,
+    /// for a [`crate::PacketBuf`], after its header: the buffer's data window as the receive
+    /// set it, whatever the application did with the header since).
     ///
     /// # Panics
     /// Run-time pools: when the packet's handle is another pool's.
     pub fn bytes<'a>(&'a self, p: &'a Packet<P::T, P::B, P::R>) -> &'a [u8] {
         let len = p.len.min(self.buf_len) as usize;
         // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
-        // borrowed shared for 'a; T is Pod, so its bytes are initialised; headroom + len is
-        // within the object. (The safe form, `bytemuck::bytes_of(get_ref)` sliced after the
+        // borrowed shared for 'a; every byte of an RxObject is initialised (Pod; a PacketBuf's
+        // header is written at build and its room zero-filled); lend_off + len is within the
+        // object (len <= buf_len = size - lend_off). (The safe form, `bytemuck::bytes_of(get_ref)` sliced after the
         // headroom, costs 3 more instructions per call: the compiler cannot know that the
         // headroom is below the object size.)
         unsafe {
@@ -311,7 +365,7 @@ where
                     .as_ptr(&p.handle)
                     .cast::<u8>()
                     .as_ptr()
-                    .add(self.headroom as usize),
+                    .add(self.lend_off as usize),
                 len,
             )
         }
@@ -377,11 +431,11 @@ where
             return 0;
         }
         let pool = self.pool.pool();
-        let (headroom, len) = (u64::from(self.headroom), self.buf_len);
+        let (lend_off, len) = (u64::from(self.lend_off), self.buf_len);
         for h in self.scratch.drain(..) {
             let index = pool.index_of(&h);
             let k = (index >> self.map.shift) as usize;
-            let addr = pool.as_ptr(&h).as_ptr() as u64 + headroom;
+            let addr = pool.as_ptr(&h).cast::<u8>().as_ptr() as u64 + lend_off;
             let g = &mut self.groups[k];
             let bid = (index - g.first) as u16;
             g.push(addr, len, bid);
@@ -465,6 +519,10 @@ where
         let pool = self.pool.pool();
         let geometry = pool.geometry;
         let stamp = self.headroom >= 4;
+        // Objects with a header of their own (`PacketBuf`) always have it written; `Pod`
+        // objects only when the length is stamped (a constant per type: no branch left).
+        let write = <P::T as RxObject>::FRONT > 0 || stamp;
+        let headroom = self.headroom;
         for cqe in self.ring.completion() {
             let ud = cqe.user_data();
             let Some(op) = (ud != CANCEL_UD)
@@ -487,12 +545,13 @@ where
                         Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
                     if res > 0 {
                         let len = res as u32;
-                        if stamp {
+                        if write {
                             // The object is this packet's alone (its bid was lent and is now
-                            // taken back); headroom >= 4 < size_of::<T>(), so bytes 0..4 are
-                            // inside it and never written by the kernel. T is Pod.
-                            let obj = bytemuck::bytes_of_mut(pool.get_mut(&mut handle));
-                            obj[..4].copy_from_slice(&len.to_le_bytes());
+                            // taken back). The kernel wrote `len` bytes at `lend_off`; the
+                            // object's header (`FRONT` bytes) and, for a stamped `Pod`, bytes
+                            // 0..4 (headroom >= 4) are outside what it was lent.
+                            pool.get_mut(&mut handle)
+                                .received(stamp, headroom, len, o.sock as u32);
                         }
                         self.stats.packets += 1;
                         self.stats.bytes += u64::from(len);
@@ -603,7 +662,7 @@ where
     }
 }
 
-impl<T: Pod, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
+impl<T: ?Sized + RxObject, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
     /// Audits the pool while buffers are lent ([`Pool::audit`], plus: every lent buffer is
     /// named once, by the kernel's rings alone, and their number is the pool's
     /// `lent_to_kernel`). This receiver's cache is flushed first. Needs this receiver to hold
@@ -628,7 +687,7 @@ impl<T: Pod, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
 
 impl<P: PoolRef + Clone + 'static> Drop for UringRx<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     fn drop(&mut self) {
         // 1. No request may still pick a buffer: cancel every receive, wait for its end.
@@ -682,7 +741,7 @@ where
 
 impl<P: PoolRef + Clone + 'static> std::fmt::Debug for UringRx<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringRx")
@@ -714,7 +773,7 @@ where
 /// [`PoolError::InvalidConfig`] when `headroom` is below 4 or not below the object size, or
 /// the stamped length does not fit after it (an object never filled by a receiver);
 /// [`PoolError::ForeignHandle`] for another run-time pool's handle.
-pub fn payload<'a, T: Pod, B: Brand, R: Repr>(
+pub fn payload<'a, T: bytemuck::Pod, B: Brand, R: Repr>(
     pool: &'a Pool<T, B, R>,
     h: &'a Handle<T, B, R>,
     headroom: usize,

@@ -46,7 +46,11 @@ pub struct RxConfig {
     /// per touched group). Default 256.
     pub burst: u32,
     /// Bytes at the start of each object the kernel does not write; at 4 or more the
-    /// received length is stamped there ([`payload`](super::payload)). Default 0.
+    /// received length is stamped there ([`payload`](super::payload)). For a
+    /// [`PacketBuf`](crate::PacketBuf) pool, the bytes of each buffer's room before the data
+    /// (its header is never lent either): the received buffer's
+    /// [`headroom`](crate::PacketBuf::headroom), room for headers prepended later (usually
+    /// the pool's, [`DEFAULT_HEADROOM`](crate::packet::DEFAULT_HEADROOM)). Default 0.
     pub headroom: u32,
     /// Completions a waiting [`UringRx::poll`](super::UringRx::poll) waits for (or its timeout): more per wake-up
     /// means fewer system calls per packet under load, at the price of latency when traffic
@@ -133,7 +137,7 @@ pub struct SockId(pub usize);
 /// ```
 #[must_use = "the packet's handle owns a pool object: put it back into the pool"]
 #[derive(Debug)]
-pub struct Packet<T, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr> {
+pub struct Packet<T: ?Sized, B = crate::brand::Runtime, R: Repr = crate::repr::DefaultRepr> {
     /// The object holding the data.
     pub handle: Handle<T, B, R>,
     /// Received bytes.

@@ -115,7 +115,11 @@ impl XdpConfig {
 /// ```
 #[must_use = "the frame's handle owns a pool object: put it back into the pool"]
 #[derive(Debug)]
-pub struct Frame<T, B = crate::brand::Runtime, R: crate::repr::Repr = crate::repr::DefaultRepr> {
+pub struct Frame<
+    T: ?Sized,
+    B = crate::brand::Runtime,
+    R: crate::repr::Repr = crate::repr::DefaultRepr,
+> {
     /// The object holding the packet.
     pub handle: Handle<T, B, R>,
     /// Where the packet starts in the object (received: `XDP_PACKET_HEADROOM` + the frame

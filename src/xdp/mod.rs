@@ -7,6 +7,9 @@
 //!
 //! * [`FrameMap`]: that mapping both ways, in the kernel's aligned and unaligned chunk modes
 //!   (with feature `uring` or `xdp`).
+//! * [`RxObject`]: the object types a kernel receiver writes into: every `Pod` type, and
+//!   [`crate::PacketBuf`], whose header the receivers keep out of the kernel's reach and fill
+//!   from each completion or descriptor (with feature `uring` or `xdp`).
 //! * `FrameLedger` (feature `xdp`): which frames are lent to the kernel and to which ring;
 //!   the one place where a descriptor becomes a handle again, after validation.
 //! * `XdpSocket` (feature `xdp`, links the system's libxdp): an AF_XDP socket whose UMEM is
@@ -16,6 +19,8 @@
 
 mod frame_map;
 pub use frame_map::FrameMap;
+mod rx_object;
+pub use rx_object::RxObject;
 
 #[cfg(all(feature = "xdp", target_os = "linux", not(loom)))]
 mod config;

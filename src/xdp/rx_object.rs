@@ -1,0 +1,79 @@
+//! [`RxObject`]: the object types a kernel receiver may write into, and what a receive does
+//! to each (features `uring` or `xdp`).
+
+use crate::element::Element;
+use crate::packet::{PacketBuf, HEADER};
+
+/// An object type the kernel receivers ([`crate::uring::UringRx`] with feature `uring`,
+/// `XdpSocket` with feature `xdp`) can lend to the kernel: every [`bytemuck::Pod`] type (any
+/// bytes the kernel writes are a valid object), and [`PacketBuf`], whose 16-byte header the
+/// receivers keep out of the kernel's reach and fill from each completion or descriptor.
+///
+/// * A `Pod` object is lent from its first byte (past the receiver's headroom); the packet's
+///   length travels beside the handle (`Packet::len`, `Frame::len`), and an io_uring receiver
+///   with a headroom of at least 4 stamps it in the object's first 4 bytes
+///   ([`crate::uring::payload`]).
+/// * A [`PacketBuf`] is lent from past its header ([`RxObject::FRONT`] bytes, plus the
+///   receiver's headroom inside the room): on receive its data window is set to the packet
+///   (`off` = where the kernel wrote it in the room, `len` = the bytes written), so a bare
+///   `Handle<PacketBuf>` describes its packet (DPDK's `rte_mbuf` `data_off`/`data_len`, set by
+///   the PMD from the descriptor).
+///
+/// # Sealed
+/// Implemented for every `Pod` type and for [`PacketBuf`] only: the receivers' unsafe code
+/// trusts [`RxObject::FRONT`] to name the bytes no kernel may write.
+///
+/// ```
+/// use idxpool::xdp::RxObject;
+/// use idxpool::PacketBuf;
+/// fn front<T: RxObject + ?Sized>() -> u32 { T::FRONT }
+/// assert_eq!(front::<[u8; 2048]>(), 0);
+/// assert_eq!(front::<PacketBuf>(), 16); // the header: the kernel never writes it
+/// ```
+pub trait RxObject: Element + sealed::Sealed {
+    /// Bytes at the start of each object the kernel must never write (the object's own
+    /// header): 0 for `Pod` types, [`HEADER`] (16) for [`PacketBuf`].
+    const FRONT: u32;
+
+    /// Records a packet of `len` bytes the kernel wrote at byte `FRONT + off` of the object.
+    /// `stamp`: a `Pod` object gets `len` in its first 4 bytes (io_uring with a headroom of
+    /// at least 4); a [`PacketBuf`] gets its data window `[off, off + len)` of the room and
+    /// `tag` (the io_uring socket id; 0 for AF_XDP).
+    #[doc(hidden)]
+    fn received(&mut self, stamp: bool, off: u32, len: u32, tag: u32);
+}
+
+pub(crate) mod sealed {
+    /// Every `Pod` type and `PacketBuf` (see [`super::RxObject`], "Sealed").
+    pub trait Sealed {}
+    impl<T: bytemuck::Pod> Sealed for T {}
+    impl Sealed for crate::packet::PacketBuf {}
+}
+
+impl<T: bytemuck::Pod> RxObject for T {
+    const FRONT: u32 = 0;
+
+    #[inline(always)]
+    fn received(&mut self, stamp: bool, _off: u32, len: u32, _tag: u32) {
+        if stamp {
+            // The receiver checked at construction that its headroom (>= 4 here) is below
+            // the object's size, so bytes 0..4 exist and the kernel never writes them.
+            if let Some(b) = bytemuck::bytes_of_mut(self).get_mut(..4) {
+                b.copy_from_slice(&len.to_le_bytes());
+            }
+        }
+    }
+}
+
+impl RxObject for PacketBuf {
+    const FRONT: u32 = HEADER as u32;
+
+    #[inline(always)]
+    fn received(&mut self, _stamp: bool, off: u32, len: u32, tag: u32) {
+        // The receivers lend `[off, capacity)` of the room and the kernel writes at most that
+        // much, so this fits; a window that does not (a misbehaving kernel) leaves the header
+        // as it was (valid: every method keeps it inside the room): never out of the room.
+        let _fits = self.set_data(off as usize, len as usize);
+        self.set_tag(tag);
+    }
+}
