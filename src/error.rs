@@ -389,6 +389,13 @@ pub enum DescriptorFault {
     /// lent to the other ring): returning it would make a second handle.
     #[error("frame not lent to this ring")]
     NotLent,
+    /// The packet starts in the object's own header (a [`crate::PacketBuf`]'s 16 bytes,
+    /// which the kernel is told never to write).
+    #[error("packet starts in the buffer's header")]
+    InHeader,
+    /// A packet of no bytes (nothing to transmit).
+    #[error("empty packet")]
+    Empty,
 }
 
 impl PoolError {

@@ -562,3 +562,274 @@ fn an_unknown_interface_is_a_kernel_error_and_loses_nothing() {
     assert!(p.is_full());
     assert_eq!(p.lent_to_kernel(), 0);
 }
+
+// ---- packet buffers ---------------------------------------------------------------------------
+
+type BufPool = Pool<idxpool::PacketBuf>;
+
+/// Packet buffers of one 2048-byte frame each (16-byte header + 2032-byte room), fresh ones
+/// at `headroom`.
+fn buf_pool(n: u32, headroom: usize) -> Arc<BufPool> {
+    Arc::new(
+        PoolBuilder::packet_bufs(n, 2032, headroom)
+            .stride(StrideMode::Natural)
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_packet_buffer_descriptor_into_its_header_is_refused() {
+    use idxpool::xdp::{DescriptorFault, FrameLedger};
+    use idxpool::PoolError;
+    let pool = buf_pool(4, 0);
+    let mut ledger = FrameLedger::new(pool.clone()).unwrap();
+    let h = pool.get().unwrap();
+    let addr = ledger.lend(h, LentTo::Fill).map_err(|(_, e)| e).unwrap();
+    for within in [0u64, 8, 15] {
+        match ledger.reclaim(addr + within, 60, LentTo::Fill) {
+            Err(PoolError::BadDescriptor { fault, .. }) => {
+                assert_eq!(fault, DescriptorFault::InHeader)
+            }
+            other => panic!("a packet in the header must be refused: {other:?}"),
+        }
+    }
+    let (h, off) = ledger.reclaim(addr + 16, 60, LentTo::Fill).unwrap();
+    assert_eq!(off, 16, "the room's first byte is fine");
+    pool.put(h);
+    drop(ledger);
+    assert!(pool.is_full());
+}
+
+#[test]
+fn packet_buffers_receive_with_their_header_from_the_descriptor() {
+    let Some(lab) = lab("xtbrx") else { return };
+    // A distinctive default headroom (the header's constant word) and a frame headroom.
+    let pool = buf_pool(256, 100);
+    let mut cfg = XdpConfig::new(&lab.a);
+    cfg.frame_headroom = 32;
+    let mut xsk = XdpSocket::new(pool.clone(), &cfg).unwrap();
+    xsk.refill();
+    send(&lab, 0, 40);
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < 40 && t0.elapsed() < Duration::from_secs(5) {
+        xsk.poll(&mut got, Some(Duration::from_millis(20))).unwrap();
+    }
+    assert_eq!(got.len(), 40, "{:?}", xsk.stats());
+    let data_at = 32 + idxpool::xdp::XDP_PACKET_HEADROOM as usize; // in the room
+    for (k, f) in got.iter_mut().enumerate() {
+        assert_eq!(f.offset as usize, 16 + data_at, "past the header");
+        let want = xsk.bytes(f).to_vec();
+        let b = pool.get_mut(&mut f.handle);
+        assert_eq!(b.len(), 64, "length from the descriptor");
+        assert_eq!(b.headroom(), data_at, "offset from the descriptor");
+        assert_eq!(b.as_slice(), &want[..]);
+        assert_eq!(seq_of(b), Some(k as u64));
+        assert_eq!(&b[0..6], &lab.mac_a);
+        assert_eq!(b.tag(), 0);
+        assert_eq!(
+            b.default_headroom(),
+            100,
+            "the header's constant word: never written by the kernel"
+        );
+        b.strip_front(14).unwrap(); // the Ethernet header, as rte_pktmbuf_adj
+        assert_eq!(b.len(), 50);
+    }
+    assert_eq!(xsk.stats().bad_descriptors, 0);
+    xsk.put_frames(&mut got);
+    drop(xsk);
+    assert!(pool.is_full());
+    assert_eq!(pool.lent_to_kernel(), 0);
+}
+
+#[test]
+fn packet_buffers_transmit_their_data_window() {
+    let Some(lab) = lab("xtbtx") else { return };
+    // Receiver on `a` (a Pod pool); a TX-only socket of packet buffers on `b`.
+    let rx_pool = pool(256);
+    let mut rx = XdpSocket::new(rx_pool.clone(), &XdpConfig::new(&lab.a)).unwrap();
+    rx.refill();
+    let (b, dst, src) = (lab.b.clone(), lab.mac_a, lab.mac_b);
+    let sender = lab.in_ns(move || {
+        use idxpool::xdp::DescriptorFault;
+        use idxpool::PoolError;
+        let tx_pool = buf_pool(64, 128);
+        let mut cfg = XdpConfig::new(&b);
+        cfg.rx = false;
+        cfg.tx = true;
+        cfg.load_program = false;
+        let mut tx = XdpSocket::new(tx_pool.clone(), &cfg).unwrap();
+        // Typed refusals, nothing handed over: another pool's buffer, an empty buffer.
+        let other = buf_pool(4, 0);
+        let mut foreign = vec![other.get().unwrap()];
+        let e = tx.transmit_bufs(&mut foreign).unwrap_err();
+        assert!(matches!(e, PoolError::ForeignHandle { .. }), "{e:?}");
+        assert_eq!(foreign.len(), 1, "given back untouched");
+        other.put(foreign.pop().unwrap());
+        let mut empty = vec![tx.get().unwrap()];
+        let e = tx.transmit_bufs(&mut empty).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PoolError::BadDescriptor {
+                    fault: DescriptorFault::Empty,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        tx.put(empty.pop().unwrap());
+        assert_eq!(tx.lent(LentTo::Tx), 0);
+        // 40 frames: the payload appended, then the Ethernet header prepended into the
+        // headroom, the tail trimmed: the descriptor must follow the window.
+        let mut batch = Vec::new();
+        for seq in 0..40u64 {
+            let mut h = loop {
+                match tx.get() {
+                    Ok(h) => break h,
+                    Err(_) => {
+                        tx.complete();
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+            };
+            let f = frame(dst, src, seq, 64);
+            let buf = tx_pool.get_mut(&mut h);
+            buf.extend_from_slice(&f[14..]).unwrap();
+            buf.extend_from_slice(&[0xee; 7]).unwrap();
+            buf.prepend(14).unwrap().copy_from_slice(&f[..14]);
+            buf.strip_back(7).unwrap();
+            assert_eq!(buf.as_slice(), &f[..]);
+            batch.push(h);
+            if batch.len() == 8 {
+                while !batch.is_empty() {
+                    tx.transmit_bufs(&mut batch).unwrap();
+                    tx.complete();
+                }
+                std::thread::sleep(Duration::from_micros(300));
+            }
+        }
+        let t0 = Instant::now();
+        while tx.lent(LentTo::Tx) > 0 && t0.elapsed() < Duration::from_secs(5) {
+            tx.kick_tx().unwrap();
+            tx.complete();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let s = tx.stats();
+        drop(tx);
+        (s, tx_pool.is_full())
+    });
+    let mut got = Vec::new();
+    let mut frames = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < 40 && t0.elapsed() < Duration::from_secs(10) {
+        rx.poll(&mut frames, Some(Duration::from_millis(20)))
+            .unwrap();
+        for f in frames.drain(..) {
+            got.push(rx.bytes(&f).to_vec());
+            rx.put(f.handle);
+        }
+    }
+    let (s, full) = sender.join().unwrap().unwrap();
+    assert_eq!((s.tx_frames, s.tx_completed), (40, 40), "{s:?}");
+    assert!(full, "every buffer back in its pool");
+    assert!(got.len() >= 38, "received {} of 40", got.len());
+    for g in &got {
+        let seq = seq_of(g).unwrap();
+        assert_eq!(
+            g,
+            &frame(lab.mac_a, lab.mac_b, seq, 64),
+            "the data window, exactly"
+        );
+    }
+}
+
+#[test]
+fn tx_completions_recycle_to_the_fill_ring_and_nothing_is_lost() {
+    let Some(lab) = lab("xtrecy") else { return };
+    // One socket on `a`, RX and TX: every received buffer is sent back out (a reflector);
+    // completions go straight to the fill ring.
+    let pool = buf_pool(256, 0);
+    let mut cfg = XdpConfig::new(&lab.a);
+    cfg.tx = true;
+    cfg.recycle_tx = true;
+    cfg.lend = 128;
+    let mut xsk = XdpSocket::new(pool, &cfg).unwrap(); // the only Arc: the audit needs it
+    xsk.refill();
+    let n = 400u64;
+    let sender = {
+        let (b, dst, src) = (lab.b.clone(), lab.mac_a, lab.mac_b);
+        lab.in_ns(move || {
+            let s = PacketSock::new(&b, 0).unwrap();
+            for seq in 0..n {
+                let f = frame(dst, src, seq, 64);
+                while s.send_many(&[&f]) == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if seq % 16 == 15 {
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            }
+        })
+    };
+    let mut frames = Vec::new();
+    let mut bufs = Vec::new();
+    let mut received = 0u64;
+    let t0 = Instant::now();
+    while received < n && t0.elapsed() < Duration::from_secs(10) {
+        xsk.poll(&mut frames, Some(Duration::from_millis(20)))
+            .unwrap();
+        for mut f in frames.drain(..) {
+            let b = xsk.pool().get_mut(&mut f.handle);
+            assert_eq!(
+                (b.len(), b.tag()),
+                (64, 0),
+                "a recycled buffer's header is rewritten"
+            );
+            assert_eq!(b.headroom(), idxpool::xdp::XDP_PACKET_HEADROOM as usize);
+            b[..6].copy_from_slice(&lab.mac_b); // back to the sender
+            received += 1;
+            bufs.push(f.handle);
+        }
+        while !bufs.is_empty() {
+            xsk.transmit_bufs(&mut bufs).unwrap();
+            xsk.complete();
+        }
+    }
+    sender.join().unwrap().unwrap();
+    let t0 = Instant::now();
+    while xsk.lent(LentTo::Tx) > 0 && t0.elapsed() < Duration::from_secs(5) {
+        xsk.kick_tx().unwrap();
+        xsk.complete();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let s = xsk.stats();
+    assert!(received >= n - 10, "received {received} of {n}: {s:?}");
+    assert_eq!(s.tx_frames, received);
+    assert_eq!(s.tx_completed, s.tx_frames, "{s:?}");
+    assert!(
+        s.tx_recycled > 0,
+        "completions went straight to the fill ring: {s:?}"
+    );
+    assert_eq!(s.bad_descriptors, 0);
+    assert!(xsk.lent(LentTo::Fill) <= 128, "never past the lend target");
+    // Every frame in exactly one place: free (pool, socket cache) or lent (fill, TX); none
+    // held. The audit names each object once.
+    let r = xsk.audit().unwrap();
+    assert_eq!(r.in_use, 0);
+    assert_eq!(
+        r.lent_to_kernel,
+        (xsk.lent(LentTo::Fill) + xsk.lent(LentTo::Tx)) as usize
+    );
+    // Dropped with frames lent: every one comes back, reset.
+    let pool = xsk.pool_ref().clone();
+    assert!(pool.lent_to_kernel() > 0);
+    drop(xsk);
+    assert_eq!(pool.lent_to_kernel(), 0);
+    assert!(pool.is_full());
+    let mut all = Vec::new();
+    assert_eq!(pool.get_burst(&mut all, 256), 256);
+    assert!(all.iter().all(|h| pool.get_ref(h).is_empty()));
+    pool.put_bulk(&mut all);
+}

@@ -7,7 +7,7 @@ use crate::error::{PoolError, UmemFault};
 use crate::handle::Handle;
 use crate::pool::Pool;
 use crate::xdp::sys;
-use crate::xdp::FrameMap;
+use crate::xdp::{FrameMap, RxObject};
 
 /// `XDP_UMEM_MIN_CHUNK_SIZE`: the smallest frame the kernel takes.
 const MIN_CHUNK: u32 = 2048;
@@ -46,8 +46,10 @@ pub struct XdpConfig {
     /// The UMEM frame size: 0 (the default) takes the pool's stride; anything else must be
     /// the stride ([`UmemFault::FrameSizeNotStride`]).
     pub frame_size: u32,
-    /// Bytes the kernel leaves free after its own [`crate::xdp::XDP_PACKET_HEADROOM`] before a
-    /// received packet. Default 0.
+    /// Bytes at the start of each frame the kernel never writes (the UMEM's
+    /// `frame_headroom`, before its own [`crate::xdp::XDP_PACKET_HEADROOM`]). Default 0. A
+    /// [`crate::PacketBuf`] pool's 16-byte header is added to it: the kernel never writes the
+    /// header, and a received buffer's data starts at room byte `frame_headroom + 256`.
     pub frame_headroom: u32,
     /// Fill and completion ring sizes (powers of two). Default 2048 each.
     pub fill_size: u32,
@@ -74,6 +76,14 @@ pub struct XdpConfig {
     pub lend: u32,
     /// Most frames moved per ring operation (one `get_burst`, one producer store). Default 64.
     pub burst: u32,
+    /// Recycle TX completions: [`XdpSocket::complete`](super::XdpSocket::complete) moves each
+    /// completed frame straight to the fill ring (up to the lend target; the rest go to the
+    /// socket's cache), with no handle made and no put and get through the pool (DPDK 23.11's
+    /// `rte_eth_recycle_mbufs`, here without a driver's help: one ledger byte per frame). The
+    /// pool's put path does not run for recycled frames: no `on_put` hook, no
+    /// [`crate::PacketBuf`] reset (a received buffer's header is written anyway). Needs the RX
+    /// side; default false.
+    pub recycle_tx: bool,
 }
 
 impl XdpConfig {
@@ -95,6 +105,7 @@ impl XdpConfig {
             force_copy: false,
             lend: 0,
             burst: 64,
+            recycle_tx: false,
         }
     }
 }
@@ -150,8 +161,11 @@ pub struct XdpStats {
     pub fill_starved: u64,
     /// Frames handed to the TX ring.
     pub tx_frames: u64,
-    /// TX completions returned to the pool.
+    /// TX completions reaped (returned to the pool, or recycled).
     pub tx_completed: u64,
+    /// TX completions moved straight to the fill ring ([`XdpConfig::recycle_tx`]); also
+    /// counted in `tx_completed` and `frames_filled`.
+    pub tx_recycled: u64,
     /// `sendto` kicks of the TX ring.
     pub tx_kicks: u64,
     /// Descriptors refused (RX or completion ring): never a handle.
@@ -205,7 +219,7 @@ pub(crate) fn kernel(op: &'static str, rc: i32) -> PoolError {
 }
 
 /// Checks that the pool's region can be the UMEM of `cfg`; returns the frame map.
-pub(crate) fn check_layout<T, B: crate::Brand, R: crate::repr::Repr>(
+pub(crate) fn check_layout<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr::Repr>(
     pool: &Pool<T, B, R>,
     cfg: &XdpConfig,
 ) -> Result<FrameMap, PoolError> {
@@ -228,9 +242,9 @@ pub(crate) fn check_layout<T, B: crate::Brand, R: crate::repr::Repr>(
             max: page as u32,
         }));
     }
-    if std::mem::size_of::<T>() != stride {
+    if pool.object_size() != stride {
         return Err(fault(UmemFault::ObjectNotFrame {
-            object_size: std::mem::size_of::<T>(),
+            object_size: pool.object_size(),
             stride,
         }));
     }
@@ -238,7 +252,8 @@ pub(crate) fn check_layout<T, B: crate::Brand, R: crate::repr::Repr>(
     if !base.is_multiple_of(page) {
         return Err(fault(UmemFault::RegionNotPageAligned { base, page }));
     }
-    let max_headroom = stride as u32 - sys::XDP_PACKET_HEADROOM;
+    // The object's own header (a `PacketBuf`'s) is registered as headroom too.
+    let max_headroom = stride as u32 - sys::XDP_PACKET_HEADROOM - T::FRONT;
     if cfg.frame_headroom >= max_headroom {
         return Err(fault(UmemFault::Headroom {
             headroom: cfg.frame_headroom,

@@ -75,10 +75,15 @@ impl FrameMap {
     ///
     /// # Errors
     /// As [`FrameMap::new`].
-    pub fn of_pool<T, B: crate::Brand, R: crate::repr::Repr>(
+    pub fn of_pool<T: ?Sized + crate::Element, B: crate::Brand, R: crate::repr::Repr>(
         pool: &crate::Pool<T, B, R>,
     ) -> Result<Self, PoolError> {
         FrameMap::new(pool.stride(), pool.capacity())
+    }
+
+    /// Bytes per frame (the pool's stride).
+    pub fn stride(&self) -> u64 {
+        self.stride
     }
 
     /// True when frames are power-of-two chunks (the kernel's aligned mode); false when the

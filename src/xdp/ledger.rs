@@ -10,13 +10,11 @@
 //! descriptor returned twice, or never lent, or lent to the other ring, is refused
 //! ([`PoolError::BadDescriptor`]) and can never make a second handle to an object.
 
-use bytemuck::Pod;
-
 use crate::error::{DescriptorFault, PoolError};
 use crate::handle::Handle;
 use crate::owned::PoolRef;
 use crate::repr::ReprImpl;
-use crate::xdp::FrameMap;
+use crate::xdp::{FrameMap, RxObject};
 
 /// The ring a frame is lent to ([`FrameLedger::lend`]).
 ///
@@ -66,7 +64,7 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// ```
 pub struct FrameLedger<P: PoolRef + 'static>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     map: FrameMap,
     /// One byte per frame: `NOT_LENT` or a `LentTo`.
@@ -79,7 +77,7 @@ where
 
 impl<P: PoolRef + 'static> FrameLedger<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     /// A ledger over the frames the pool has now (`FrameMap::of_pool`: a later
     /// [`crate::Pool::grow`]'s objects are not frames, and [`FrameLedger::lend`] refuses them).
@@ -99,7 +97,7 @@ where
             map,
             state,
             lent: [0; 2],
-            object_size: std::mem::size_of::<P::T>().min(p.stride()) as u64,
+            object_size: p.object_size().min(p.stride()) as u64,
             refused: 0,
             pool,
         })
@@ -189,8 +187,10 @@ where
     /// # Errors
     /// [`PoolError::BadDescriptor`], nothing handed out: past the last frame
     /// ([`DescriptorFault::OutOfRange`]), the packet past its object
-    /// ([`DescriptorFault::PastFrame`]), or the frame not lent to `ring`
-    /// ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent to the other ring).
+    /// ([`DescriptorFault::PastFrame`]), the packet starting in the object's own header
+    /// ([`DescriptorFault::InHeader`]: a [`crate::PacketBuf`]'s first 16 bytes), or the frame
+    /// not lent to `ring` ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent
+    /// to the other ring).
     pub fn reclaim(&mut self, addr: u64, len: u32, ring: LentTo) -> Result<(H<P>, u32), PoolError> {
         match self.reclaim_owned(addr, len, ring) {
             Ok(x) => {
@@ -218,6 +218,11 @@ where
             self.refused += 1;
             return Err(DescriptorFault::PastFrame);
         }
+        // 0 for `Pod` objects: no compare left.
+        if (within as u64) < u64::from(<P::T as RxObject>::FRONT) {
+            self.refused += 1;
+            return Err(DescriptorFault::InHeader);
+        }
         // `split` checked index < the map's capacity = state.len().
         let s = &mut self.state[index as usize];
         if *s != ring as u8 {
@@ -233,6 +238,31 @@ where
             index,
         ));
         Ok((h, within))
+    }
+
+    /// Moves the frame of a TX completion `addr` straight from the TX ring's account to the
+    /// fill ring's (DPDK 23.11's `rte_eth_recycle_mbufs`, here without a driver's help): no
+    /// handle is made and the pool is not touched; the frame's UMEM offset is returned for a
+    /// fill-ring entry. The pool's `lent_to_kernel` count is unchanged (lent either way).
+    ///
+    /// # Errors
+    /// As [`FrameLedger::reclaim`] for [`LentTo::Tx`] (the frame stays as it was).
+    #[inline(always)]
+    pub(crate) fn relend_tx_to_fill(&mut self, addr: u64) -> Result<u64, DescriptorFault> {
+        let Some((index, _)) = self.map.split(addr) else {
+            self.refused += 1;
+            return Err(DescriptorFault::OutOfRange);
+        };
+        // `split` checked index < the map's capacity = state.len().
+        let s = &mut self.state[index as usize];
+        if *s != LentTo::Tx as u8 {
+            self.refused += 1;
+            return Err(DescriptorFault::NotLent);
+        }
+        *s = LentTo::Fill as u8;
+        self.lent[LentTo::Tx as usize - 1] -= 1;
+        self.lent[LentTo::Fill as usize - 1] += 1;
+        Ok(u64::from(index) * self.map.stride())
     }
 
     /// Adds `n` (may be negative) to the pool's `lent_to_kernel` count.
@@ -268,7 +298,7 @@ where
     }
 }
 
-impl<T: Pod, B: crate::Brand, R: crate::repr::Repr>
+impl<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr::Repr>
     FrameLedger<std::sync::Arc<crate::Pool<T, B, R>>>
 {
     /// The pool, mutably, when this ledger holds the only reference to it (the socket's
@@ -280,7 +310,7 @@ impl<T: Pod, B: crate::Brand, R: crate::repr::Repr>
 
 impl<P: PoolRef + 'static> Drop for FrameLedger<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     fn drop(&mut self) {
         let mut back = Vec::new();
@@ -292,7 +322,7 @@ where
 
 impl<P: PoolRef + 'static> std::fmt::Debug for FrameLedger<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FrameLedger")

@@ -5,19 +5,18 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use bytemuck::Pod;
-
 use crate::error::{DescriptorFault, PoolError};
 use crate::handle::Handle;
 use crate::local::LocalCache;
 use crate::owned::PoolRef;
+use crate::packet::PacketBuf;
 use crate::pool::Pool;
 use crate::xdp::config::{
     check_layout, kernel, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpStats,
 };
 use crate::xdp::ledger::{FrameLedger, LentTo};
 use crate::xdp::sys::{self, RawRing, XdpDesc};
-use crate::xdp::FrameMap;
+use crate::xdp::{FrameMap, RxObject};
 
 type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
@@ -26,9 +25,13 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// `P` is how it holds the pool: an `Arc<Pool>` or a `&'static Pool`, `'static` because the
 /// kernel writes into the region for as long as the socket is open, and a socket passed to
 /// `mem::forget` (safe) is never closed (the leaked `Arc` then keeps the region mapped). The
-/// object type must be [`Pod`] and fill its frame exactly (`size_of::<T>() == stride`): every
-/// byte the kernel writes is a byte of an object, and any bytes are a valid object. Not
-/// `Send`: make it on the thread that uses it.
+/// object type is an [`RxObject`] that fills its frame exactly (object size == stride): every
+/// byte the kernel writes is a byte of an object. A [`bytemuck::Pod`] type (any bytes are a
+/// valid object), or a [`crate::PacketBuf`] (`PoolBuilder::packet_bufs(n, 2032, h)` with
+/// `StrideMode::Natural`: 2048-byte frames), whose 16-byte header is registered as frame
+/// headroom, so the kernel never writes it: each received buffer's header is set from its RX
+/// descriptor (data offset and length), and [`XdpSocket::transmit_bufs`] sends buffers by
+/// their headers. Not `Send`: make it on the thread that uses it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -48,7 +51,7 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// ```
 pub struct XdpSocket<P: PoolRef + Clone + 'static>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     // Dropped after `Drop::drop` closed the socket and the UMEM and reclaimed every frame:
     // the rings' structs (libxdp read them while closing), the cache, then the ledger (and
@@ -65,6 +68,7 @@ where
     cache: Option<LocalCache<P>>,
     lend_target: u32,
     burst: u32,
+    recycle_tx: bool,
     object_size: u64,
     stats: XdpStats,
     ledger: FrameLedger<P>,
@@ -72,7 +76,7 @@ where
 
 impl<P: PoolRef + Clone + 'static> XdpSocket<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     /// Registers the pool's region as a UMEM (frame size = the stride, aligned chunks when
     /// it is a power of two, else `XDP_UMEM_UNALIGNED_CHUNK_FLAG`), opens an AF_XDP socket
@@ -116,7 +120,8 @@ where
             fill_size: cfg.fill_size,
             comp_size: cfg.comp_size,
             frame_size: stride as u32,
-            frame_headroom: cfg.frame_headroom,
+            // The object's header (a `PacketBuf`'s) is never the kernel's to write.
+            frame_headroom: cfg.frame_headroom + <P::T as RxObject>::FRONT,
             flags: if map.aligned() {
                 0
             } else {
@@ -199,6 +204,7 @@ where
         }
         // SAFETY: a live socket.
         let fd = unsafe { sys::xsk_socket__fd(xsk) };
+        let object_size = p.object_size() as u64;
         Ok(XdpSocket {
             xsk,
             umem,
@@ -212,7 +218,8 @@ where
             cache: Some(LocalCache::new(pool)),
             lend_target,
             burst,
-            object_size: std::mem::size_of::<P::T>() as u64,
+            recycle_tx: cfg.recycle_tx,
+            object_size,
             stats: XdpStats::default(),
             ledger,
         })
@@ -221,6 +228,11 @@ where
     /// The pool.
     pub fn pool(&self) -> &Pool<P::T, P::B, P::R> {
         self.ledger.pool().pool()
+    }
+
+    /// The pool as held (`&Arc<Pool>` or `&&'static Pool`), e.g. to clone the `Arc`.
+    pub fn pool_ref(&self) -> &P {
+        self.ledger.pool()
     }
 
     /// The socket's file descriptor (for `poll`/`epoll`; do not close it).
@@ -272,13 +284,20 @@ where
     }
 
     /// The received bytes of a frame (empty if its offset and length do not fit the object:
-    /// a frame whose public fields were changed).
+    /// a frame whose public fields were changed). For a [`crate::PacketBuf`] pool the same
+    /// bytes are the buffer's data (`pool.get_ref(&f.handle).as_slice()`) until the
+    /// application changes its header.
     ///
     /// # Panics
     /// Run-time pools: when the frame's handle is another pool's.
     #[inline]
     pub fn bytes<'a>(&'a self, f: &'a Frame<P::T, P::B, P::R>) -> &'a [u8] {
-        let obj = bytemuck::bytes_of(self.pool().get_ref(&f.handle));
+        let ptr = self.pool().as_ptr(&f.handle).cast::<u8>();
+        // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `f`,
+        // borrowed shared for 'a, so no `&mut` to the object exists meanwhile; the object is
+        // `object_size` bytes, every one initialised (a Pod, or a PacketBuf: header written at
+        // build, room zero-filled or written by the kernel).
+        let obj = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.object_size as usize) };
         let start = f.offset as usize;
         obj.get(start..start.saturating_add(f.len as usize))
             .unwrap_or(&[])
@@ -389,7 +408,18 @@ where
         for k in 0..n {
             let d = self.rx.read_desc(idx.wrapping_add(k));
             match self.ledger.reclaim_owned(d.addr, d.len, LentTo::Fill) {
-                Ok((handle, offset)) => {
+                Ok((mut handle, offset)) => {
+                    if <P::T as RxObject>::FRONT > 0 {
+                        // A buffer with a header (a constant per type: no branch left for
+                        // `Pod`): the ledger checked FRONT <= offset and offset + len within
+                        // the object, and the handle is the only one to it.
+                        let off = offset - <P::T as RxObject>::FRONT;
+                        self.ledger
+                            .pool()
+                            .pool()
+                            .get_mut(&mut handle)
+                            .received(false, off, d.len, 0);
+                    }
                     self.stats.rx_bytes += u64::from(d.len);
                     out.push(Frame {
                         handle,
@@ -577,18 +607,26 @@ where
     }
 
     /// Reaps the completion ring: every completed TX frame goes back to the pool (through
-    /// the socket's cache). Returns how many.
+    /// the socket's cache), or with [`XdpConfig::recycle_tx`] straight to the fill ring up to
+    /// the lend target (the rest to the cache). Returns how many were reaped.
     pub fn complete(&mut self) -> usize {
         if !self.comp.is_mapped() {
             return 0;
         }
         let mut total = 0usize;
+        let recycle = self.recycle_tx && self.fill.is_mapped() && self.rx.is_mapped();
         loop {
             let (idx, n) = self.comp.peek(self.burst);
             if n == 0 {
                 break;
             }
-            for k in 0..n {
+            let mut first = 0u32;
+            if recycle {
+                let (consumed, recycled) = self.recycle(idx, n);
+                first = consumed;
+                total += recycled as usize;
+            }
+            for k in first..n {
                 let addr = self.comp.read_addr(idx.wrapping_add(k));
                 match self.ledger.reclaim_owned(addr, 0, LentTo::Tx) {
                     Ok((h, _)) => self.scratch.push(h),
@@ -606,6 +644,41 @@ where
         }
         self.stats.tx_completed += total as u64;
         total
+    }
+
+    /// Moves up to `n` completions from `idx` straight to the fill ring, as many as the lend
+    /// target and the fill ring's room allow; returns how many completions it consumed
+    /// (refused ones included: counted, never lent again) and how many it recycled.
+    fn recycle(&mut self, idx: u32, n: u32) -> (u32, u32) {
+        let want = self
+            .lend_target
+            .saturating_sub(self.ledger.lent(LentTo::Fill))
+            .min(n);
+        if want == 0 {
+            return (0, 0);
+        }
+        let (fidx, room) = self.fill.reserve(want);
+        let (mut k, mut w) = (0u32, 0u32);
+        while w < room && k < n {
+            let addr = self.comp.read_addr(idx.wrapping_add(k));
+            k += 1;
+            match self.ledger.relend_tx_to_fill(addr) {
+                Ok(off) => {
+                    self.fill.write_addr(fidx.wrapping_add(w), off);
+                    w += 1;
+                }
+                Err(_) => self.stats.bad_descriptors += 1,
+            }
+        }
+        self.fill.unreserve(room - w);
+        if w > 0 {
+            // Lent before (TX) and lent now (fill): the pool's lent count is unchanged.
+            self.fill.submit(w);
+            self.stats.tx_recycled += u64::from(w);
+            self.stats.frames_filled += u64::from(w);
+            self.stats.fill_bursts += 1;
+        }
+        (k, w)
     }
 
     /// The pool indices of every frame lent now (either ring), in order.
@@ -641,7 +714,107 @@ where
     }
 }
 
-impl<T: Pod, B: crate::Brand, R: crate::repr::Repr> XdpSocket<std::sync::Arc<Pool<T, B, R>>> {
+impl<P> XdpSocket<P>
+where
+    P: PoolRef<T = PacketBuf> + Clone + 'static,
+{
+    /// Hands packet buffers to the TX ring, from the front of `bufs`, as many as the ring has
+    /// room for (they are removed from `bufs`; the rest stay), then kicks the kernel: each
+    /// descriptor is the buffer's data window (`addr` = its frame + the 16-byte header + its
+    /// data offset, `len` = its length), read from its header, so no [`Frame`] is needed.
+    /// Each buffer is lent until its completion comes back ([`XdpSocket::complete`]).
+    /// Returns how many were handed over.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use idxpool::xdp::{XdpConfig, XdpSocket};
+    /// use idxpool::{PoolBuilder, StrideMode};
+    ///
+    /// // 16 + 2032 = 2048-byte buffers: one AF_XDP frame each.
+    /// let pool = Arc::new(PoolBuilder::packet_bufs(4096, 2032, 0).stride(StrideMode::Natural).build()?);
+    /// let mut cfg = XdpConfig::new("xdp0");
+    /// cfg.tx = true;
+    /// let mut xsk = XdpSocket::new(pool.clone(), &cfg)?;
+    /// let mut h = xsk.get()?;
+    /// pool.get_mut(&mut h).extend_from_slice(&[0xff; 60])?; // a frame to send
+    /// let mut bufs = vec![h];
+    /// while !bufs.is_empty() {
+    ///     xsk.transmit_bufs(&mut bufs)?;
+    ///     xsk.complete();
+    /// }
+    /// # Ok::<(), idxpool::PoolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Nothing is handed over when a buffer is not valid: [`PoolError::ForeignHandle`]
+    /// (another pool's buffer), [`PoolError::IndexOutOfRange`] (a buffer past the UMEM, added
+    /// by a `grow`), [`PoolError::BadDescriptor`] with [`DescriptorFault::Empty`] (no data);
+    /// [`PoolError::InvalidConfig`] when the socket has no TX ring. [`PoolError::Kernel`] as
+    /// [`XdpSocket::transmit`]'s kick.
+    pub fn transmit_bufs(
+        &mut self,
+        bufs: &mut Vec<Handle<PacketBuf, P::B, P::R>>,
+    ) -> Result<usize, PoolError> {
+        if !self.tx.is_mapped() {
+            return Err(PoolError::config("xdp socket: no TX ring (XdpConfig::tx)"));
+        }
+        let frames_max = self.ledger.frames();
+        let pool = self.ledger.pool().pool();
+        for h in bufs.iter() {
+            pool.check(h)?;
+            let index = pool.index_of(h);
+            if index >= frames_max {
+                return Err(PoolError::IndexOutOfRange {
+                    index,
+                    capacity: frames_max,
+                });
+            }
+            let b = pool.get_ref(h);
+            if b.is_empty() {
+                return Err(PoolError::BadDescriptor {
+                    addr: u64::from(index) * pool.stride() as u64
+                        + u64::from(<PacketBuf as RxObject>::FRONT)
+                        + b.headroom() as u64,
+                    len: 0,
+                    fault: DescriptorFault::Empty,
+                });
+            }
+        }
+        let (idx, n) = self.tx.reserve(bufs.len().min(u32::MAX as usize) as u32);
+        let mut w = 0u32;
+        for h in bufs.drain(..n as usize) {
+            // The header's invariant: off + len <= the room, so the window is in the frame.
+            let b = self.ledger.pool().pool().get_ref(&h);
+            let (off, len) = (
+                u64::from(<PacketBuf as RxObject>::FRONT) + b.headroom() as u64,
+                b.len() as u32,
+            );
+            let Ok(frame) = self.ledger.lend_owned(h, LentTo::Tx) else {
+                unreachable!("every buffer was checked to be in the UMEM");
+            };
+            self.tx.write_desc(
+                idx.wrapping_add(w),
+                XdpDesc {
+                    addr: frame + off,
+                    len,
+                    options: 0,
+                },
+            );
+            w += 1;
+        }
+        if w > 0 {
+            self.tx.submit(w);
+            self.ledger.add_kernel_lent(w as isize);
+            self.stats.tx_frames += u64::from(w);
+        }
+        self.kick_tx()?;
+        Ok(w as usize)
+    }
+}
+
+impl<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr::Repr>
+    XdpSocket<std::sync::Arc<Pool<T, B, R>>>
+{
     /// Audits the pool while frames are lent ([`Pool::audit`], plus: every lent frame is
     /// named once, by the socket's ledger alone, and their number is the pool's
     /// `lent_to_kernel`). The socket's cache is flushed first. Needs the socket to hold the
@@ -673,7 +846,7 @@ impl<T: Pod, B: crate::Brand, R: crate::repr::Repr> XdpSocket<std::sync::Arc<Poo
 
 impl<P: PoolRef + Clone + 'static> Drop for XdpSocket<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     fn drop(&mut self) {
         self.close();
@@ -682,7 +855,7 @@ where
 
 impl<P: PoolRef + Clone + 'static> std::fmt::Debug for XdpSocket<P>
 where
-    P::T: Pod,
+    P::T: RxObject,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XdpSocket")
