@@ -49,7 +49,13 @@ Per cell: packets/s, the receiving thread's CPU ns per packet (user, system), th
 CPU ns per packet (sender included), drops, heap allocations per packet (receiving thread).
 
 usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U] [--mode M]
-       xdp_rx --only xdp|vec|uring --packets N   (one receiver, N packets: for callgrind)
+              [--buffers]
+       xdp_rx --only xdp|vec|uring|xdpbuf|uringbuf|fwd|fwdrec --packets N
+              (one receiver, N packets: for callgrind)
+  --buffers the packet-buffer cells instead: xdp, xdpbuf, xdp' (AF_XDP over Pool<PacketBuf>,
+            the header written from each descriptor), uring, uringbuf, uring' (the same for
+            io_uring), fwd, fwdrec, fwd' (a reflector over Pool<PacketBuf>: every packet sent
+            back out; TX completions through the cache, or recycled to the fill ring)
   --quick   1 round of 0.3 s cells: about 3 s in all
   --secs    measured seconds per cell (default 0.5)
   --reps    rounds, each running every receiver once; medians reported (default 7: ~25 s)
@@ -114,6 +120,15 @@ enum Rx {
     Xdp,
     Vec,
     Uring,
+    /// `XdpSocket` over `Pool<PacketBuf>`: the header written from each RX descriptor.
+    XdpBuf,
+    /// `UringRx` over `Pool<PacketBuf>`: the header written from each completion.
+    UringBuf,
+    /// A reflector: `XdpSocket` (RX and TX) over `Pool<PacketBuf>`, each received buffer
+    /// sent back out; TX completions through the socket's cache.
+    Fwd,
+    /// The same, TX completions straight to the fill ring (`XdpConfig::recycle_tx`).
+    FwdRecycle,
 }
 
 /// How a receiver waits when it finds nothing: `Sleep` drains, then sleeps `--sleep-us` (the same
@@ -271,6 +286,107 @@ fn receiver_xdp(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     Ok(m)
 }
 
+type BufPool = idxpool::Pool<idxpool::PacketBuf>;
+
+/// 2048-byte packet buffers (16-byte header + 2032-byte room): one AF_XDP frame each.
+fn buf_pool(n: u32) -> Arc<BufPool> {
+    Arc::new(
+        PoolBuilder::packet_bufs(n, 2032, 0)
+            .stride(StrideMode::Natural)
+            .build()
+            .expect("packet buffer pool"),
+    )
+}
+
+/// The XDP hook `--mode` chose.
+fn xdp_mode() -> XdpMode {
+    match MODE.load(Ordering::Relaxed) {
+        1 => XdpMode::Drv,
+        2 => XdpMode::Auto,
+        _ => XdpMode::Skb,
+    }
+}
+
+/// Frame headroom of the packet-buffer sockets: 16 (header) + 48 + 256 (the kernel's) puts
+/// the packet at object byte 320, on a cache line, as the `[u8; 2048]` pool's at 256.
+const BUF_FRAME_HEADROOM: u32 = 48;
+
+#[inline(never)]
+fn receiver_xdpbuf(ifname: &str, ph: &Phase) -> Result<Meas, String> {
+    let p = buf_pool(4096);
+    let mut cfg = XdpConfig::new(ifname);
+    cfg.fill_size = 2048;
+    cfg.rx_size = 2048;
+    cfg.frame_headroom = BUF_FRAME_HEADROOM;
+    cfg.mode = xdp_mode();
+    let mut xsk = XdpSocket::new(p.clone(), &cfg).map_err(|e| e.to_string())?;
+    let mut frames = Vec::with_capacity(256);
+    let mut w = Window::new();
+    let block = wait_mode() == Wait::Block;
+    while w.tick(ph) {
+        let wait = block.then_some(Duration::from_millis(10));
+        if xsk.poll(&mut frames, wait).map_err(|e| e.to_string())? == 0 && !block {
+            nap();
+        }
+        for f in &frames {
+            // The packet as the buffer's header describes it.
+            w.seen(seq_of(p.get_ref(&f.handle).as_slice()).unwrap_or(0));
+        }
+        xsk.put_frames(&mut frames);
+    }
+    let m = w.finish();
+    let s = xsk.stats();
+    if s.bad_descriptors > 0 {
+        return Err(format!("xdpbuf: {} bad descriptors", s.bad_descriptors));
+    }
+    Ok(m)
+}
+
+#[inline(never)]
+fn receiver_fwd(ifname: &str, ph: &Phase, recycle: bool) -> Result<Meas, String> {
+    let p = buf_pool(4096);
+    let mut cfg = XdpConfig::new(ifname);
+    cfg.fill_size = 2048;
+    cfg.rx_size = 2048;
+    cfg.tx = true;
+    cfg.recycle_tx = recycle;
+    cfg.frame_headroom = BUF_FRAME_HEADROOM;
+    cfg.mode = xdp_mode();
+    let mut xsk = XdpSocket::new(p.clone(), &cfg).map_err(|e| e.to_string())?;
+    let mut frames = Vec::with_capacity(256);
+    let mut bufs = Vec::with_capacity(256);
+    let mut w = Window::new();
+    let block = wait_mode() == Wait::Block;
+    while w.tick(ph) {
+        let wait = block.then_some(Duration::from_millis(10));
+        if xsk.poll(&mut frames, wait).map_err(|e| e.to_string())? == 0 && !block {
+            nap();
+        }
+        for mut f in frames.drain(..) {
+            let b = p.get_mut(&mut f.handle);
+            w.seen(seq_of(b).unwrap_or(0));
+            b.copy_within(6..12, 0); // back to the sender
+            bufs.push(f.handle);
+        }
+        if !bufs.is_empty() {
+            xsk.transmit_bufs(&mut bufs).map_err(|e| e.to_string())?;
+            // The TX ring full: the rest are dropped (back to the pool).
+            for h in bufs.drain(..) {
+                xsk.put(h);
+            }
+        }
+    }
+    let m = w.finish();
+    let s = xsk.stats();
+    if s.bad_descriptors > 0 {
+        return Err(format!("fwd: {} bad descriptors", s.bad_descriptors));
+    }
+    if recycle && s.tx_recycled == 0 && s.tx_completed > 0 {
+        return Err("fwd: recycling on, nothing recycled".into());
+    }
+    Ok(m)
+}
+
 #[inline(never)]
 fn receiver_vec(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     const B: usize = 64;
@@ -351,6 +467,40 @@ fn receiver_uring(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     Ok(m)
 }
 
+#[inline(never)]
+fn receiver_uringbuf(ifname: &str, ph: &Phase) -> Result<Meas, String> {
+    let s = PacketSock::new(ifname, 4 << 20)?;
+    let p = buf_pool(4096);
+    // Data at room byte 48, object byte 64: on a cache line, as the Pod pool's at 0.
+    let cfg = RxConfig {
+        wait_batch: 32,
+        headroom: 48,
+        ..RxConfig::default()
+    };
+    let mut rx = UringRx::new(p.clone(), cfg).map_err(|e| e.to_string())?;
+    rx.recv_multishot(s.fd()).map_err(|e| e.to_string())?;
+    let mut packets = Vec::with_capacity(1024);
+    let mut back = Vec::with_capacity(1024);
+    let mut w = Window::new();
+    let block = wait_mode() == Wait::Block;
+    while w.tick(ph) {
+        let wait = block.then_some(Duration::from_millis(10));
+        if rx.poll(&mut packets, wait).map_err(|e| e.to_string())? == 0 && !block {
+            nap();
+        }
+        for pk in packets.drain(..) {
+            // The packet as the buffer's header describes it.
+            w.seen(seq_of(p.get_ref(&pk.handle).as_slice()).unwrap_or(0));
+            back.push(pk.handle);
+        }
+        p.put_bulk(&mut back);
+    }
+    let m = w.finish();
+    drop(rx);
+    drop(s);
+    Ok(m)
+}
+
 // ---- the sender -------------------------------------------------------------------------------
 
 /// Floods `b` (in the namespace) with `size`-byte frames to `dst` until `stop`; counts them.
@@ -413,17 +563,25 @@ impl Cell {
     }
 }
 
+fn receive(rx: Rx, ifname: &str, ph: &Phase) -> Result<Meas, String> {
+    match rx {
+        Rx::Xdp => receiver_xdp(ifname, ph),
+        Rx::Vec => receiver_vec(ifname, ph),
+        Rx::Uring => receiver_uring(ifname, ph),
+        Rx::XdpBuf => receiver_xdpbuf(ifname, ph),
+        Rx::UringBuf => receiver_uringbuf(ifname, ph),
+        Rx::Fwd => receiver_fwd(ifname, ph, false),
+        Rx::FwdRecycle => receiver_fwd(ifname, ph, true),
+    }
+}
+
 fn run(rx: Rx, ifname: &str, secs: f64, sent: &AtomicU64) -> Result<Cell, String> {
     let ph = Arc::new(Phase {
         phase: std::sync::atomic::AtomicU8::new(0),
     });
     let name = ifname.to_string();
     let ph2 = ph.clone();
-    let h = std::thread::spawn(move || match rx {
-        Rx::Xdp => receiver_xdp(&name, &ph2),
-        Rx::Vec => receiver_vec(&name, &ph2),
-        Rx::Uring => receiver_uring(&name, &ph2),
-    });
+    let h = std::thread::spawn(move || receive(rx, &name, &ph2));
     std::thread::sleep(Duration::from_secs_f64((secs * 0.3).max(0.1))); // set-up and warm-up
     if h.is_finished() {
         return h
@@ -459,6 +617,32 @@ fn run(rx: Rx, ifname: &str, secs: f64, sent: &AtomicU64) -> Result<Cell, String
     })
 }
 
+/// `--buffers`' ratios: each variant against its baseline, with the baseline's A/A, as
+/// medians of per-round ratios (the receiving thread's CPU, user + system).
+fn report_buffers(rounds: &[std::collections::HashMap<&str, Cell>], uring_ok: bool) {
+    let ratio =
+        |a: &str, b: &str| median(rounds.iter().map(|r| r[a].rx_ns() / r[b].rx_ns()).collect());
+    let mut pairs = vec![("xdpbuf", "xdp", "xdp'"), ("fwdrec", "fwd", "fwd'")];
+    if uring_ok {
+        pairs.insert(1, ("uringbuf", "uring", "uring'"));
+    }
+    println!();
+    for (v, base, aa) in pairs {
+        println!(
+            "{v}/{base}: receiving-thread CPU per packet {:.3} (A/A {base}'/{base} {:.3}; \
+             {base}'s median of both: {:.3})",
+            ratio(v, base),
+            ratio(aa, base),
+            median(
+                rounds
+                    .iter()
+                    .map(|r| 2.0 * r[v].rx_ns() / (r[base].rx_ns() + r[aa].rx_ns()))
+                    .collect()
+            ),
+        );
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -476,6 +660,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut secs, mut reps, mut size) = (0.5f64, 7usize, 64usize);
     let mut only: Option<Rx> = None;
+    let mut buffers = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |what: &str| -> f64 {
@@ -501,12 +686,17 @@ fn main() {
                     Some("xdp") => Rx::Xdp,
                     Some("vec") => Rx::Vec,
                     Some("uring") => Rx::Uring,
+                    Some("xdpbuf") => Rx::XdpBuf,
+                    Some("uringbuf") => Rx::UringBuf,
+                    Some("fwd") => Rx::Fwd,
+                    Some("fwdrec") => Rx::FwdRecycle,
                     other => {
-                        eprintln!("--only xdp|vec|uring, not {other:?}");
+                        eprintln!("--only xdp|vec|uring|xdpbuf|uringbuf|fwd|fwdrec, not {other:?}");
                         std::process::exit(2);
                     }
                 })
             }
+            "--buffers" => buffers = true,
             "--packets" => CAP.store(num("--packets") as u64, Ordering::Relaxed),
             "--sleep-us" => SLEEP_US.store(num("--sleep-us") as u64, Ordering::Relaxed),
             "--mode" => {
@@ -580,11 +770,7 @@ fn main() {
         let ph = Phase {
             phase: std::sync::atomic::AtomicU8::new(1),
         };
-        let r = match rx {
-            Rx::Xdp => receiver_xdp(&lab.a, &ph),
-            Rx::Vec => receiver_vec(&lab.a, &ph),
-            Rx::Uring => receiver_uring(&lab.a, &ph),
-        };
+        let r = receive(rx, &lab.a, &ph);
         stop.store(true, Ordering::Relaxed);
         let _ = snd.join();
         match r {
@@ -595,15 +781,31 @@ fn main() {
     }
 
     // Cells: xdp, vec, uring, vec' (A/A of vec), xdp' (A/A of xdp); order rotated per round.
-    let mut order: Vec<(&str, Rx)> = vec![
-        ("xdp", Rx::Xdp),
-        ("vec", Rx::Vec),
-        ("uring", Rx::Uring),
-        ("vec'", Rx::Vec),
-        ("xdp'", Rx::Xdp),
-    ];
+    // `--buffers`: the packet-buffer receivers against today's, and the reflector with and
+    // without recycling, each with its A/A.
+    let mut order: Vec<(&str, Rx)> = if buffers {
+        vec![
+            ("xdp", Rx::Xdp),
+            ("xdpbuf", Rx::XdpBuf),
+            ("xdp'", Rx::Xdp),
+            ("uring", Rx::Uring),
+            ("uringbuf", Rx::UringBuf),
+            ("uring'", Rx::Uring),
+            ("fwd", Rx::Fwd),
+            ("fwdrec", Rx::FwdRecycle),
+            ("fwd'", Rx::Fwd),
+        ]
+    } else {
+        vec![
+            ("xdp", Rx::Xdp),
+            ("vec", Rx::Vec),
+            ("uring", Rx::Uring),
+            ("vec'", Rx::Vec),
+            ("xdp'", Rx::Xdp),
+        ]
+    };
     if !uring_ok {
-        order.retain(|(_, r)| *r != Rx::Uring);
+        order.retain(|(_, r)| !matches!(*r, Rx::Uring | Rx::UringBuf));
     }
     let names: Vec<&str> = order.iter().map(|(n, _)| *n).collect();
     let mut rounds: Vec<std::collections::HashMap<&str, Cell>> = Vec::new();
@@ -651,6 +853,11 @@ fn main() {
             100.0 * med(n, &|c| c.drops),
             med(n, &|c| c.allocs),
         );
+    }
+    if buffers {
+        report_buffers(&rounds, uring_ok);
+        drop(lab);
+        return;
     }
     // Ratios side by side: per round, then the median.
     let ratio = |a: &str, b: &str, f: &dyn Fn(&Cell) -> f64| {

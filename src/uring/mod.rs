@@ -105,6 +105,7 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, types, IoUring};
 
 use crate::brand::Brand;
+use crate::element::Element;
 use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::local::LocalCache;
@@ -523,6 +524,7 @@ where
         // objects only when the length is stamped (a constant per type: no branch left).
         let write = <P::T as RxObject>::FRONT > 0 || stamp;
         let headroom = self.headroom;
+        let (base, stride, size) = (pool.base().as_ptr(), pool.stride(), pool.object_size());
         for cqe in self.ring.completion() {
             let ud = cqe.user_data();
             let Some(op) = (ud != CANCEL_UD)
@@ -541,17 +543,23 @@ where
                     self.lent -= 1;
                     returned += 1;
                     let index = g.first + u32::from(bid);
-                    let mut handle =
-                        Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
+                    let handle = Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
                     if res > 0 {
                         let len = res as u32;
                         if write {
-                            // The object is this packet's alone (its bid was lent and is now
-                            // taken back). The kernel wrote `len` bytes at `lend_off`; the
-                            // object's header (`FRONT` bytes) and, for a stamped `Pod`, bytes
-                            // 0..4 (headroom >= 4) are outside what it was lent.
-                            pool.get_mut(&mut handle)
-                                .received(stamp, headroom, len, o.sock as u32);
+                            let obj = <P::T as Element>::from_addr(
+                                base.wrapping_add(index as usize * stride),
+                                size,
+                            );
+                            // SAFETY: `index` names an object of the pool (its bid was lent
+                            // from the pool's own cache and is taken back once: the lent bit),
+                            // so `obj` is that object, of the pool's object size, in the
+                            // region; `handle`, just rebuilt and not used meanwhile, is its
+                            // only handle, so this is the only reference, and it ends here.
+                            // The kernel wrote `len` bytes at `lend_off`; the object's header
+                            // (`FRONT` bytes) and, for a stamped `Pod`, bytes 0..4 (headroom
+                            // >= 4) are outside what it was lent.
+                            unsafe { &mut *obj }.received(stamp, headroom, len, o.sock as u32);
                         }
                         self.stats.packets += 1;
                         self.stats.bytes += u64::from(len);

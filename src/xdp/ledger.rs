@@ -210,6 +210,18 @@ where
         len: u32,
         ring: LentTo,
     ) -> Result<(H<P>, u32), DescriptorFault> {
+        self.reclaim_indexed(addr, len, ring)
+            .map(|(h, within, _)| (h, within))
+    }
+
+    /// [`FrameLedger::reclaim_owned`] that also returns the frame's pool index.
+    #[inline(always)]
+    pub(crate) fn reclaim_indexed(
+        &mut self,
+        addr: u64,
+        len: u32,
+        ring: LentTo,
+    ) -> Result<(H<P>, u32, u32), DescriptorFault> {
         let Some((index, within)) = self.map.split(addr) else {
             self.refused += 1;
             return Err(DescriptorFault::OutOfRange);
@@ -237,7 +249,7 @@ where
             &self.pool.pool().geometry,
             index,
         ));
-        Ok((h, within))
+        Ok((h, within, index))
     }
 
     /// Moves the frame of a TX completion `addr` straight from the TX ring's account to the

@@ -5,6 +5,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use crate::element::Element;
 use crate::error::{DescriptorFault, PoolError};
 use crate::handle::Handle;
 use crate::local::LocalCache;
@@ -404,21 +405,31 @@ where
             return 0;
         }
         let (idx, n) = self.rx.peek(self.burst);
+        if <P::T as RxObject>::FRONT > 0 {
+            self.prefetch_headers(idx, n);
+        }
+        let (base, stride) = (self.pool().base().as_ptr(), self.pool().stride());
+        let object_size = self.object_size as usize;
         let mut good = 0usize;
         for k in 0..n {
             let d = self.rx.read_desc(idx.wrapping_add(k));
-            match self.ledger.reclaim_owned(d.addr, d.len, LentTo::Fill) {
-                Ok((mut handle, offset)) => {
+            match self.ledger.reclaim_indexed(d.addr, d.len, LentTo::Fill) {
+                Ok((handle, offset, index)) => {
                     if <P::T as RxObject>::FRONT > 0 {
                         // A buffer with a header (a constant per type: no branch left for
                         // `Pod`): the ledger checked FRONT <= offset and offset + len within
-                        // the object, and the handle is the only one to it.
+                        // the object.
                         let off = offset - <P::T as RxObject>::FRONT;
-                        self.ledger
-                            .pool()
-                            .pool()
-                            .get_mut(&mut handle)
-                            .received(false, off, d.len, 0);
+                        let obj = <P::T as Element>::from_addr(
+                            base.wrapping_add(index as usize * stride),
+                            object_size,
+                        );
+                        // SAFETY: `index` is a frame of the UMEM (the ledger checked it below
+                        // its capacity), so `obj` is that object of the pool's region, of the
+                        // pool's object size; the ledger just gave back its one handle
+                        // (`handle`, not used meanwhile), so this is the only reference to it,
+                        // and it ends here.
+                        unsafe { &mut *obj }.received(false, off, d.len, 0);
                     }
                     self.stats.rx_bytes += u64::from(d.len);
                     out.push(Frame {
@@ -441,7 +452,33 @@ where
         good
     }
 
-    /// One receive round: refills the fill ring, reaps TX completions (when TX is open),
+    /// Asks for the header line of each frame of a burst of RX descriptors, for writing,
+    /// before the headers are written: the kernel wrote the packet further in the frame, so
+    /// the header's line is cold (DPDK's receive paths prefetch their mbufs the same way).
+    /// A hint only: no memory is read or written, and addresses past the UMEM are skipped.
+    #[inline]
+    fn prefetch_headers(&self, idx: u32, n: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let map = self.ledger.map();
+            let base = self.pool().base().as_ptr();
+            for k in 0..n {
+                let d = self.rx.read_desc(idx.wrapping_add(k));
+                if let Some(off) = map.split(d.addr).and_then(|(i, _)| map.offset(i)) {
+                    let p = base.wrapping_add(off as usize).cast::<i8>();
+                    // SAFETY: prefetch is a hint with no memory access semantics (it never
+                    // faults); `p` is a frame of the pool's region all the same.
+                    unsafe {
+                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p)
+                    };
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (idx, n);
+    }
+
+    /// One receive round: reaps TX completions (when TX is open), refills the fill ring,
     /// reads the RX ring, and when it is empty and `wait` is given, waits in `poll(2)` up to
     /// `wait` for a packet and reads again. Appends a [`Frame`] per packet to `out` and
     /// returns how many.
@@ -453,10 +490,12 @@ where
         out: &mut Vec<Frame<P::T, P::B, P::R>>,
         wait: Option<Duration>,
     ) -> Result<usize, PoolError> {
-        self.refill();
+        // Completions first: their frames (recycled to the fill ring, or back in the cache)
+        // are what the refill lends.
         if self.tx.is_mapped() {
             self.complete();
         }
+        self.refill();
         let n = self.rx_burst(out);
         if n > 0 {
             return Ok(n);
