@@ -405,9 +405,6 @@ where
             return 0;
         }
         let (idx, n) = self.rx.peek(self.burst);
-        if <P::T as RxObject>::FRONT > 0 {
-            self.prefetch_headers(idx, n);
-        }
         let (base, stride) = (self.pool().base().as_ptr(), self.pool().stride());
         let object_size = self.object_size as usize;
         let mut good = 0usize;
@@ -450,32 +447,6 @@ where
             self.stats.rx_packets += good as u64;
         }
         good
-    }
-
-    /// Asks for the header line of each frame of a burst of RX descriptors, for writing,
-    /// before the headers are written: the kernel wrote the packet further in the frame, so
-    /// the header's line is cold (DPDK's receive paths prefetch their mbufs the same way).
-    /// A hint only: no memory is read or written, and addresses past the UMEM are skipped.
-    #[inline]
-    fn prefetch_headers(&self, idx: u32, n: u32) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let map = self.ledger.map();
-            let base = self.pool().base().as_ptr();
-            for k in 0..n {
-                let d = self.rx.read_desc(idx.wrapping_add(k));
-                if let Some(off) = map.split(d.addr).and_then(|(i, _)| map.offset(i)) {
-                    let p = base.wrapping_add(off as usize).cast::<i8>();
-                    // SAFETY: prefetch is a hint with no memory access semantics (it never
-                    // faults); `p` is a frame of the pool's region all the same.
-                    unsafe {
-                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p)
-                    };
-                }
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (idx, n);
     }
 
     /// One receive round: reaps TX completions (when TX is open), refills the fill ring,
