@@ -655,3 +655,37 @@ fn packet_buffers_lent_at_drop_come_back_fresh() {
     }
     pool.put_bulk(&mut all);
 }
+
+#[test]
+fn a_packet_of_another_pool_is_a_typed_error() {
+    if !uring_ok("a_packet_of_another_pool_is_a_typed_error") {
+        return;
+    }
+    let pool = packet_pool(8, 256, 0, "uring-pktbuf-mine");
+    let other = packet_pool(8, 256, 0, "uring-pktbuf-other");
+    let rx = UringRx::new(pool.clone(), RxConfig::default()).unwrap();
+    let p = Packet {
+        handle: other.get().unwrap(),
+        len: 4,
+        sock: idxpool::uring::SockId(0),
+    };
+    let r = rx.try_bytes(&p);
+    assert!(
+        matches!(r, Err(idxpool::PoolError::ForeignHandle { .. })),
+        "{r:?}"
+    );
+    other.put(p.handle);
+    let mut h = pool.get().unwrap();
+    pool.get_mut(&mut h).extend_from_slice(b"abcd").unwrap();
+    let p = Packet {
+        handle: h,
+        len: 4,
+        sock: idxpool::uring::SockId(0),
+    };
+    assert_eq!(
+        rx.try_bytes(&p).unwrap(),
+        b"abcd",
+        "its own: the lent window"
+    );
+    pool.put(p.handle);
+}

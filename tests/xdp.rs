@@ -833,3 +833,35 @@ fn tx_completions_recycle_to_the_fill_ring_and_nothing_is_lost() {
     assert!(all.iter().all(|h| pool.get_ref(h).is_empty()));
     pool.put_bulk(&mut all);
 }
+
+#[test]
+fn a_packet_buffer_frame_headroom_must_leave_room_past_the_header() {
+    use idxpool::xdp::UmemFault;
+    use idxpool::PoolError;
+    // 2048-byte frames: 2048 - 256 - 16 = 1776 bytes of frame headroom at most (exclusive).
+    let pool = buf_pool(8, 0);
+    let mut cfg = XdpConfig::new("lo");
+    cfg.frame_headroom = 1776;
+    match XdpSocket::new(pool.clone(), &cfg) {
+        Err(PoolError::Umem {
+            fault: UmemFault::Headroom { headroom, max },
+            ..
+        }) => assert_eq!((headroom, max), (1776, 1776)),
+        other => panic!("expected a headroom fault, got {other:?}"),
+    }
+    assert!(pool.is_full(), "nothing taken");
+    // A frame of another pool: a typed error from try_bytes (needs a socket: the kernel).
+    let Some(lab) = lab("xtbforeign") else { return };
+    let xsk = XdpSocket::new(pool.clone(), &XdpConfig::new(&lab.a)).unwrap();
+    let other = buf_pool(4, 0);
+    let f = Frame {
+        handle: other.get().unwrap(),
+        offset: 16,
+        len: 4,
+    };
+    assert!(matches!(
+        xsk.try_bytes(&f),
+        Err(PoolError::ForeignHandle { .. })
+    ));
+    other.put(f.handle);
+}

@@ -351,7 +351,8 @@ where
     /// set it, whatever the application did with the header since).
     ///
     /// # Panics
-    /// Run-time pools: when the packet's handle is another pool's.
+    /// Run-time pools: when the packet's handle is another pool's ([`UringRx::try_bytes`]
+    /// returns an error instead).
     pub fn bytes<'a>(&'a self, p: &'a Packet<P::T, P::B, P::R>) -> &'a [u8] {
         let len = p.len.min(self.buf_len) as usize;
         // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
@@ -370,6 +371,17 @@ where
                 len,
             )
         }
+    }
+
+    /// [`UringRx::bytes`] that returns [`PoolError::ForeignHandle`] for a packet whose handle
+    /// is another pool's (a `Packet` put together by hand: its fields are public) instead of
+    /// panicking.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`].
+    pub fn try_bytes<'a>(&'a self, p: &'a Packet<P::T, P::B, P::R>) -> Result<&'a [u8], PoolError> {
+        self.pool().check(&p.handle)?;
+        Ok(self.bytes(p))
     }
 
     /// Arms a multishot `recv` on `fd` (a socket the caller keeps open while it is armed),

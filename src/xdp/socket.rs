@@ -290,7 +290,8 @@ where
     /// application changes its header.
     ///
     /// # Panics
-    /// Run-time pools: when the frame's handle is another pool's.
+    /// Run-time pools: when the frame's handle is another pool's ([`XdpSocket::try_bytes`]
+    /// returns an error instead).
     #[inline]
     pub fn bytes<'a>(&'a self, f: &'a Frame<P::T, P::B, P::R>) -> &'a [u8] {
         let ptr = self.pool().as_ptr(&f.handle).cast::<u8>();
@@ -302,6 +303,17 @@ where
         let start = f.offset as usize;
         obj.get(start..start.saturating_add(f.len as usize))
             .unwrap_or(&[])
+    }
+
+    /// [`XdpSocket::bytes`] that returns [`PoolError::ForeignHandle`] for a frame whose handle
+    /// is another pool's (a `Frame` put together by hand: its fields are public) instead of
+    /// panicking.
+    ///
+    /// # Errors
+    /// [`PoolError::ForeignHandle`].
+    pub fn try_bytes<'a>(&'a self, f: &'a Frame<P::T, P::B, P::R>) -> Result<&'a [u8], PoolError> {
+        self.pool().check(&f.handle)?;
+        Ok(self.bytes(f))
     }
 
     /// An object for a frame to transmit, from the socket's own cache (where completed TX
