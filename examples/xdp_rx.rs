@@ -16,6 +16,12 @@
 //!   AF_PACKET socket, the provided buffers fed from a pool;
 //! * `vec'` and `xdp'`: the A/A pairs (the same receivers again).
 //!
+//! With `--buffers`, the packet-buffer cells instead: `xdpbuf` and `uringbuf` (the same
+//! receivers over a `Pool<PacketBuf>`, each receive writing the buffer's header) against `xdp`
+//! and `uring` with their A/A pairs, and a reflector over `PacketBuf`s (every received packet
+//! sent back out with `transmit_bufs`) whose TX completions go through the socket's cache
+//! (`fwd`, `fwd'`) or straight to the fill ring (`fwdrec`, `XdpConfig::recycle_tx`).
+//!
 //! Per cell: packets/s received, the receiving thread's CPU time per packet (user and system,
 //! getrusage(RUSAGE_THREAD)), the whole process's CPU per packet (sender included: on veth
 //! the kernel's receive work runs in the sender's softirq), drops, and heap allocations per
