@@ -376,7 +376,7 @@ fn receiver_packetbuf(
     dropped
 }
 
-/// Strips the address, echoes the data, gives the buffer back (reset by the pool on the way).
+/// Strips the address, echoes the data, gives the buffer back (the next get resets it).
 #[inline(never)]
 fn worker_packetbuf(
     pool: &PbPool,

@@ -241,10 +241,11 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
     /// The reset hook ([`PoolBuilder::on_put`]).
     on_put: Option<crate::on_put::PutHook<T>>,
     /// The object type's own reset, composed with the user's `on_put` hook at build so that
-    /// it runs first (packet buffers: empty at the default headroom). A function of the
-    /// concrete type's module: a generic closure here would need `T: 'static`.
-    #[allow(clippy::type_complexity)]
-    pub(crate) reset: Option<fn(Option<crate::on_put::PutHook<T>>) -> crate::on_put::PutHook<T>>,
+    /// it runs first, when there is such a hook (packet buffers: the hook sees an empty buffer
+    /// at the default headroom; without a hook the pool has none, and the get resets,
+    /// `Element::RESET_ON_GET`). A function of the concrete type's module: a generic closure
+    /// here would need `T: 'static`.
+    pub(crate) reset: Option<fn(crate::on_put::PutHook<T>) -> crate::on_put::PutHook<T>>,
     /// An error a typed constructor found, reported by build before anything is claimed.
     pub(crate) deferred: Option<PoolError>,
     _repr: PhantomData<(R, crate::pool::Invariant<T>)>,
@@ -850,9 +851,9 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             states,
             Growth::new(0, self.grow_init.take()),
         )
-        .with_on_put(match self.reset.take() {
-            Some(compose) => Some(compose(self.on_put.take())),
-            None => self.on_put.take(),
+        .with_on_put(match (self.reset.take(), self.on_put.take()) {
+            (Some(compose), Some(user)) => Some(compose(user)),
+            (_, user) => user,
         });
         let init: Option<&mut crate::pool::ObjectInit<'_>> = match &mut self.init {
             Init::Each(init) => Some(&mut **init),

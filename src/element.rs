@@ -54,6 +54,18 @@ pub trait Element: sealed::Sealed {
     /// Whether dropping an object runs code (`std::mem::needs_drop`; never for `[u8]`).
     #[doc(hidden)]
     fn needs_drop() -> bool;
+    /// Whether every get brings the objects it hands out to a fresh state
+    /// ([`Element::reset_on_get`]): true for [`crate::PacketBuf`] only (DPDK's
+    /// `rte_pktmbuf_alloc` resets the mbuf it takes). A constant, so that the gets of every
+    /// other object type compile to exactly what they are without it.
+    #[doc(hidden)]
+    const RESET_ON_GET: bool = false;
+    /// The fresh state a get gives an object when [`Element::RESET_ON_GET`] is set. Crate code
+    /// only (the trait is sealed): it must neither panic nor call into any pool, since the
+    /// pool runs it while its cache token is live.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn reset_on_get(_obj: &mut Self) {}
 }
 
 pub(crate) mod sealed {

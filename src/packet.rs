@@ -42,11 +42,15 @@
 //!
 //! # Reset
 //!
-//! A buffer comes out of its pool empty, at its default headroom, with tag 0: the pool resets
-//! each buffer as it is given back, by every put path (the pool's reset hook, run before a
-//! user's [`PoolBuilder::on_put`] hook), and the builder writes the header of every new object
-//! (at build and in [`Pool::grow`]). A buffer given back dirty is therefore clean at the next
-//! get, whichever thread gets it.
+//! A buffer comes out of its pool empty, at its default headroom, with tag 0: every get form
+//! (one, bulk, burst, array, table, guard, waiting, through a [`crate::LocalCache`] or the
+//! implicit cache) resets the buffers it hands out, in line, as DPDK's `rte_pktmbuf_alloc`
+//! does; the builder writes the header of every new object (at build and in [`Pool::grow`]).
+//! A buffer given back dirty, by any put path or by a thread whose handles were dropped with
+//! a ring or channel, is therefore clean at the next get, whichever thread gets it. The put
+//! runs no hook for it (a pool of packet buffers puts as a pool of `u64` does); a user's
+//! [`PoolBuilder::on_put`] hook, if any, runs on a buffer reset first. Free buffers keep the
+//! header of their last use until a get takes them ([`Pool::obj_iter`] sees it).
 
 use std::alloc::Layout;
 use std::fmt;
@@ -144,6 +148,14 @@ impl Element for PacketBuf {
     #[inline(always)]
     fn needs_drop() -> bool {
         false
+    }
+    // Every get hands a buffer out reset (DPDK's `rte_pktmbuf_alloc`): three stores in line,
+    // where a reset on put would run as a hook (an out-of-line call per burst and a call
+    // through a pointer per buffer) and would have to check a run-time pool's handles first.
+    const RESET_ON_GET: bool = true;
+    #[inline(always)]
+    fn reset_on_get(b: &mut PacketBuf) {
+        b.reset();
     }
 }
 
@@ -332,8 +344,8 @@ impl PacketBuf {
     }
 
     /// Back to a fresh buffer's state: no data, at the default headroom, tag 0 (DPDK's
-    /// `rte_pktmbuf_reset`). The pool does this on every put. The room's bytes are not
-    /// cleared.
+    /// `rte_pktmbuf_reset`). Every get of the pool does this to the buffers it hands out. The
+    /// room's bytes are not cleared.
     #[inline]
     pub fn reset(&mut self) {
         self.off = self.headroom;
@@ -457,15 +469,14 @@ impl std::io::Write for PacketBuf {
     }
 }
 
-/// The pool's reset hook: [`PacketBuf::reset`], then the user's hook if any.
-fn reset_then(user: Option<PutHook<PacketBuf>>) -> PutHook<PacketBuf> {
-    match user {
-        Some(user) => Box::new(move |b: &mut PacketBuf| {
-            b.reset();
-            user(b)
-        }),
-        None => Box::new(PacketBuf::reset),
-    }
+/// A user's reset hook ([`PoolBuilder::on_put`]) on a packet-buffer pool: [`PacketBuf::reset`]
+/// first, so that the hook sees the buffer as the next get will hand it out. Without a user's
+/// hook the pool has none: the get resets (`Element::RESET_ON_GET`).
+fn reset_then(user: PutHook<PacketBuf>) -> PutHook<PacketBuf> {
+    Box::new(move |b: &mut PacketBuf| {
+        b.reset();
+        user(b)
+    })
 }
 
 impl<'a> PoolBuilder<'a, PacketBuf> {
@@ -474,8 +485,9 @@ impl<'a> PoolBuilder<'a, PacketBuf> {
     /// bytes in front of the data ([`DEFAULT_HEADROOM`]: data at object byte 128). Each
     /// object is [`HEADER`] + `room` bytes, cache-line aligned; `.stride(StrideMode::Natural)`
     /// keeps the stride at that size (AF_XDP frames: `room` 2032 for 2048-byte frames).
-    /// Handles are `Handle<PacketBuf>` (4 bytes). Every buffer given back is reset (empty, at
-    /// `headroom`, tag 0) before any [`PoolBuilder::on_put`] hook runs.
+    /// Handles are `Handle<PacketBuf>` (4 bytes). Every get hands buffers out reset (empty, at
+    /// `headroom`, tag 0); a [`PoolBuilder::on_put`] hook sees the buffer reset too, and what it
+    /// writes into the header does not reach the next get (what it writes into the room does).
     ///
     /// # Errors (at build)
     /// [`PoolError::InvalidConfig`] when `room` is 0 or `headroom > room`;

@@ -1,5 +1,6 @@
-//! Packet buffers: every operation, every short room, the reset on every put path, the
-//! builder's bad sizes, and a model-based test of random operations against a `VecDeque`.
+//! Packet buffers: every operation, every short room, the reset on every get form after every
+//! put path, the builder's bad sizes, and a model-based test of random operations against a
+//! `VecDeque`.
 
 use std::collections::VecDeque;
 
@@ -239,7 +240,7 @@ fn assert_clean(p: &Pool<PacketBuf>) {
 }
 
 #[test]
-fn every_put_path_resets() {
+fn buffers_given_back_by_every_put_path_come_out_fresh() {
     let p = PoolBuilder::packet_bufs(8, 64, 8)
         .cache_size(2)
         .build()
@@ -328,7 +329,7 @@ fn a_header_written_behind_the_types_back_panics_never_reads_outside() {
     unsafe { hdr.write(u32::MAX) };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.as_slice().len()));
     assert!(r.is_err());
-    // The put resets it.
+    // The next get resets it.
     drop(g);
     assert_eq!(p.get_pooled().unwrap().headroom(), 8);
 }
@@ -493,4 +494,339 @@ proptest! {
         let b = p.get_pooled().unwrap();
         prop_assert_eq!((b.len(), b.headroom(), b.tag()), (0, headroom, 0));
     }
+}
+
+// ---- The reset on get: every get form after every put path ---------------------------------
+
+/// Buffers in the pools of the matrix below.
+const N: usize = 8;
+
+/// Every buffer of `hs` as a fresh one: no data, at the default headroom (8), tag 0; and all
+/// distinct objects.
+fn assert_fresh(p: &Pool<PacketBuf>, hs: &[Handle<PacketBuf>], what: &str) {
+    assert_eq!(hs.len(), N, "{what}: got every buffer");
+    let mut idx: Vec<u32> = hs.iter().map(|h| p.index_of(h)).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    assert_eq!(idx.len(), N, "{what}: distinct buffers");
+    for h in hs {
+        let b = p.get_ref(h);
+        assert_eq!(
+            (b.len(), b.headroom(), b.tag(), b.tailroom()),
+            (0, 8, 0, 56),
+            "{what}: {b:?}"
+        );
+    }
+}
+
+/// A minimal executor for `get_async`: polls on this thread, parking between polls.
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+type PutPath = fn(&Pool<PacketBuf>, Vec<Handle<PacketBuf>>);
+type GetForm = fn(&Pool<PacketBuf>) -> Vec<Handle<PacketBuf>>;
+
+/// Every way a buffer goes back to its pool.
+fn put_paths() -> Vec<(&'static str, PutPath)> {
+    fn table(hs: Vec<Handle<PacketBuf>>) -> Vec<Option<Handle<PacketBuf>>> {
+        hs.into_iter().map(Some).collect()
+    }
+    vec![
+        ("put", |p, hs| hs.into_iter().for_each(|h| p.put(h))),
+        ("try_put", |p, hs| {
+            hs.into_iter().for_each(|h| p.try_put(h).unwrap())
+        }),
+        ("put_bulk", |p, mut hs| p.put_bulk(&mut hs)),
+        ("put_from", |p, hs| p.put_from(&mut table(hs)).unwrap()),
+        ("Mempool::put_bulk", |p, mut hs| {
+            idxpool::Mempool::put_bulk(p, &mut hs)
+        }),
+        ("a guard's drop", |p, hs| {
+            hs.into_iter()
+                .for_each(|h| drop(Pooled::new(p, h).unwrap()))
+        }),
+        ("LocalCache::put", |p, hs| {
+            let mut c = LocalCache::new(p);
+            hs.into_iter().for_each(|h| c.put(h));
+        }),
+        ("LocalCache::put_bulk", |p, mut hs| {
+            LocalCache::new(p).put_bulk(&mut hs)
+        }),
+        ("LocalCache::put_bulk_tail", |p, mut hs| {
+            let mut c = LocalCache::new(p);
+            c.put_bulk_tail(&mut hs, 3);
+            c.put_bulk(&mut hs);
+        }),
+        ("LocalCache::put_array", |p, hs| {
+            let mut c = LocalCache::new(p);
+            let mut it = hs.into_iter();
+            while let (Some(a), Some(b)) = (it.next(), it.next()) {
+                c.put_array([a, b]);
+            }
+        }),
+        ("LocalCache::put_from", |p, hs| {
+            LocalCache::new(p).put_from(&mut table(hs)).unwrap()
+        }),
+        ("a handle ring dropped full", |p, hs| {
+            let (mut tx, rx) = HandleRing::new(p, N, Zeroing::Immediate).unwrap();
+            hs.into_iter().for_each(|h| tx.produce(h).unwrap());
+            drop((tx, rx));
+        }),
+        ("a channel dropped full", |p, hs| {
+            let (tx, rx) = idxpool::HandleChannel::new(p).unwrap();
+            hs.into_iter().for_each(|h| tx.send(h).unwrap());
+            drop((tx, rx));
+        }),
+        ("a thread that exits", |p, hs| {
+            // An explicit join waits for the thread's exit, its cache's flush included (the
+            // scope's own end does not).
+            std::thread::scope(|s| {
+                s.spawn(move || hs.into_iter().for_each(|h| p.put(h)))
+                    .join()
+                    .unwrap()
+            })
+        }),
+    ]
+}
+
+/// Every way to take buffers (each takes all `N`).
+fn get_forms() -> Vec<(&'static str, GetForm)> {
+    fn from_table(t: Vec<Option<Handle<PacketBuf>>>) -> Vec<Handle<PacketBuf>> {
+        t.into_iter().map(Option::unwrap).collect()
+    }
+    fn empty_table() -> Vec<Option<Handle<PacketBuf>>> {
+        (0..N).map(|_| None).collect()
+    }
+    vec![
+        ("get", |p| (0..N).map(|_| p.get().unwrap()).collect()),
+        ("Mempool::get", |p| {
+            (0..N).map(|_| idxpool::Mempool::get(p).unwrap()).collect()
+        }),
+        ("get_bulk", |p| {
+            let mut hs = Vec::new();
+            p.get_bulk(&mut hs, N).unwrap();
+            hs
+        }),
+        ("get_burst", |p| {
+            let mut hs = Vec::new();
+            assert_eq!(p.get_burst(&mut hs, N + 3), N);
+            hs
+        }),
+        ("get_into", |p| {
+            let mut t = empty_table();
+            p.get_into(&mut t).unwrap();
+            from_table(t)
+        }),
+        ("get_pooled", |p| {
+            (0..N)
+                .map(|_| p.get_pooled().unwrap().into_handle())
+                .collect()
+        }),
+        ("get_wait", |p| {
+            (0..N)
+                .map(|_| p.get_wait(std::time::Duration::from_secs(5)).unwrap())
+                .collect()
+        }),
+        ("get_bulk_wait", |p| {
+            let mut hs = Vec::new();
+            p.get_bulk_wait(&mut hs, N, std::time::Duration::from_secs(5))
+                .unwrap();
+            hs
+        }),
+        ("get_async", |p| {
+            (0..N).map(|_| block_on(p.get_async()).unwrap()).collect()
+        }),
+        ("LocalCache::get", |p| {
+            let mut c = LocalCache::new(p);
+            (0..N).map(|_| c.get().unwrap()).collect()
+        }),
+        ("LocalCache::get_bulk", |p| {
+            let mut hs = Vec::new();
+            LocalCache::new(p).get_bulk(&mut hs, N).unwrap();
+            hs
+        }),
+        ("LocalCache::get_burst", |p| {
+            let mut hs = Vec::new();
+            assert_eq!(LocalCache::new(p).get_burst(&mut hs, N + 3), N);
+            hs
+        }),
+        ("LocalCache::get_array", |p| {
+            let mut c = LocalCache::new(p);
+            let mut hs = Vec::new();
+            for _ in 0..N / 2 {
+                hs.extend(c.get_array::<2>().unwrap());
+            }
+            hs
+        }),
+        ("LocalCache::get_into", |p| {
+            let mut c = LocalCache::new(p);
+            let mut t = empty_table();
+            c.get_into(&mut t[..N / 2]).unwrap();
+            c.get_into(&mut t[N / 2..]).unwrap();
+            from_table(t)
+        }),
+    ]
+}
+
+/// The reset moved from the put to the get: every get form hands out buffers with no trace
+/// of their last use, after every put path gave them back dirty, with and without caches.
+#[test]
+fn every_get_form_after_every_put_path_hands_out_fresh_buffers() {
+    let (puts, gets) = (put_paths(), get_forms());
+    for cache in [0, 2] {
+        let p = PoolBuilder::packet_bufs(N as u32, 64, 8)
+            .cache_size(cache)
+            .build()
+            .unwrap();
+        for (k, (put_name, put)) in puts.iter().enumerate() {
+            // Under Miri every put path and every get form once (not every pair): minutes.
+            let pairs: Vec<_> = if cfg!(miri) {
+                vec![&gets[k % gets.len()]]
+            } else {
+                gets.iter().collect()
+            };
+            for (get_name, get) in pairs {
+                let what = format!("cache {cache}, {put_name} then {get_name}");
+                eprintln!("{what}");
+                let mut hs = Vec::new();
+                p.get_bulk(&mut hs, N).expect(&what);
+                for h in hs.iter_mut() {
+                    dirty(p.get_mut(h));
+                }
+                put(&p, hs);
+                // The thread cache may hold some: the LocalCache forms reach the ring only.
+                p.flush();
+                let mut hs = get(&p);
+                assert_fresh(&p, &hs, &what);
+                p.put_bulk(&mut hs);
+                p.flush();
+                assert_eq!(p.available(), N, "{what}");
+            }
+        }
+    }
+}
+
+/// A buffer put dirty into a cache and taken again from the top of that same cache (the
+/// get's hit, no ring in between) is fresh: the thread cache and a `LocalCache`, one at a
+/// time, as arrays, and through tables.
+#[test]
+fn a_cache_hit_hands_out_a_fresh_buffer() {
+    let p = PoolBuilder::packet_bufs(N as u32, 64, 8)
+        .cache_size(4)
+        .build()
+        .unwrap();
+    let check = |b: &PacketBuf| assert_eq!((b.len(), b.headroom(), b.tag()), (0, 8, 0), "{b:?}");
+    for _ in 0..3 {
+        let mut h = p.get().unwrap();
+        let i = p.index_of(&h);
+        dirty(p.get_mut(&mut h));
+        p.put(h);
+        let h = p.get().unwrap();
+        assert_eq!(p.index_of(&h), i, "the top of the thread cache");
+        check(p.get_ref(&h));
+        p.put(h);
+
+        let mut t: [Option<Handle<PacketBuf>>; 2] = Default::default();
+        p.get_into(&mut t).unwrap();
+        t.iter_mut()
+            .for_each(|h| dirty(p.get_mut(h.as_mut().unwrap())));
+        p.put_from(&mut t).unwrap();
+        p.get_into(&mut t).unwrap();
+        t.iter().for_each(|h| check(p.get_ref(h.as_ref().unwrap())));
+        p.put_from(&mut t).unwrap();
+
+        let mut c = LocalCache::new(&p);
+        let [mut a, mut b] = c.get_array::<2>().unwrap();
+        dirty(p.get_mut(&mut a));
+        dirty(p.get_mut(&mut b));
+        c.put_array([a, b]);
+        let [a, b] = c.get_array::<2>().unwrap();
+        check(p.get_ref(&a));
+        check(p.get_ref(&b));
+        let mut hs = vec![a, b];
+        hs.iter_mut().for_each(|h| dirty(p.get_mut(h)));
+        c.put_bulk(&mut hs);
+        c.get_bulk(&mut hs, 2).unwrap();
+        hs.iter().for_each(|h| check(p.get_ref(h)));
+        c.put_bulk(&mut hs);
+        let mut g = Pooled::get(&p).unwrap();
+        dirty(&mut g);
+        drop(g);
+        check(&Pooled::get(&p).unwrap());
+    }
+    assert_eq!(p.in_use(), 0);
+}
+
+/// The entry representations and identities all take the same get: a branded (scoped) pool
+/// and index and pointer entries hand out fresh buffers too.
+#[test]
+fn every_repr_and_identity_resets_on_get() {
+    fn round<B: idxpool::Brand, R: idxpool::repr::Repr>(p: &Pool<PacketBuf, B, R>) {
+        let mut hs = Vec::new();
+        p.get_bulk(&mut hs, N).unwrap();
+        hs.iter_mut().for_each(|h| dirty(p.get_mut(h)));
+        p.put_bulk(&mut hs);
+        p.get_bulk(&mut hs, N).unwrap();
+        for h in &hs {
+            let b = p.get_ref(h);
+            assert_eq!((b.len(), b.headroom(), b.tag()), (0, 8, 0), "{b:?}");
+        }
+        p.put_bulk(&mut hs);
+    }
+    let b = || PoolBuilder::packet_bufs(N as u32, 64, 8).cache_size(2);
+    round(&b().repr::<idxpool::Index>().build().unwrap());
+    b().repr::<idxpool::Pointer>()
+        .scoped(|p| round(&p))
+        .unwrap();
+    b().scoped(|p| round(&p)).unwrap();
+}
+
+/// With a user's hook the pool runs the hook on put (after the reset, as
+/// `user_hook_runs_after_the_reset` shows) and still resets on get: what the hook writes into
+/// the header does not reach the next get, while its writes into the room stay.
+#[test]
+fn a_user_hook_runs_and_the_get_still_resets() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let p = PoolBuilder::packet_bufs(N as u32, 64, 8)
+        .cache_size(2)
+        .on_put(move |b: &mut PacketBuf| {
+            c.fetch_add(1, Ordering::Relaxed);
+            b.room_mut()[0] = 0xee; // the room: kept
+            b.set_tag(5); // the header: reset by the next get
+            let _ = b.append(4);
+        })
+        .build()
+        .unwrap();
+    let mut hs = Vec::new();
+    p.get_bulk(&mut hs, N).unwrap();
+    hs.iter_mut().for_each(|h| dirty(p.get_mut(h)));
+    p.put_bulk(&mut hs);
+    assert_eq!(calls.load(Ordering::Relaxed), N);
+    p.get_bulk(&mut hs, N).unwrap();
+    for h in hs.iter_mut() {
+        let b = p.get_mut(h);
+        assert_eq!((b.len(), b.headroom(), b.tag()), (0, 8, 0), "{b:?}");
+        assert_eq!(b.room_mut()[0], 0xee);
+    }
+    p.put_bulk(&mut hs);
+    assert_eq!(calls.load(Ordering::Relaxed), 2 * N);
 }

@@ -101,6 +101,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 // now owned by the new handles.
                 unsafe { out.set_len(len + got) };
                 self.debug_got(&out[len..]);
+                self.reset_got(&out[len..]);
                 Ok(got)
             }
             Err(available) => Err(PoolError::Exhausted {
@@ -148,12 +149,31 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 // SAFETY: a successful bulk get wrote all N entries.
                 let hs = unsafe { out.assume_init() };
                 self.debug_got(&hs);
+                self.reset_got(&hs);
                 Ok(hs)
             }
             Err(available) => Err(PoolError::Exhausted {
                 requested: N,
                 available,
             }),
+        }
+    }
+
+    /// The object type's reset of the objects of `hs`, just handed out ([`Element::RESET_ON_GET`]:
+    /// packet buffers, whose put then runs no hook). For every other type the constant is false
+    /// and this compiles to nothing. Called by the three places where entries become handles
+    /// (here twice and `got_into` in table.rs), after the debug hook; it may run while the
+    /// token is live: the reset is crate code that neither panics nor re-enters the pool.
+    #[inline(always)]
+    pub(crate) fn reset_got(&self, hs: &[H<T, B, R>]) {
+        if T::RESET_ON_GET {
+            let g = &self.geometry;
+            for h in hs {
+                // SAFETY: `h` was just made from an entry the cache or the ring gave out, so it
+                // names an initialised object of this pool, now owned by `h` alone: no
+                // reference to it exists, and this `&mut` ends with the call.
+                T::reset_on_get(unsafe { &mut *T::from_addr(R::ptr(g, h.entry()), g.elem_len) });
+            }
         }
     }
 

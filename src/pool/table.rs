@@ -237,13 +237,14 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
     }
 
-    /// The debug hook over a table just filled.
+    /// The debug hook and the object type's reset (`reset_got`) over a table just filled.
     #[inline(always)]
     fn got_into(&self, table: &[Slot<T, B, R>]) {
-        if crate::DEBUG_CHECKS {
+        if crate::DEBUG_CHECKS || T::RESET_ON_GET {
             // SAFETY: every slot was just filled (Some), and Some(h) has h's bits.
             let hs = unsafe { &*(table as *const [Slot<T, B, R>] as *const [H<T, B, R>]) };
             self.debug_got(hs);
+            self.reset_got(hs);
         }
     }
 
