@@ -20,6 +20,7 @@ use super::xring::{lock_id, XRing, K_DEQ_HELD, K_ENQ_CACHE, K_ENQ_HELD, NO_ENTRY
 use super::SharedHandle;
 use crate::cache::{self, CachePlan, FlushPolicy};
 use crate::error::PoolError;
+use crate::mempool::{forward, Mempool};
 use crate::repr::Geometry;
 use crate::ring::Behavior;
 
@@ -280,13 +281,6 @@ impl<T> SharedPool<T> {
             n
         });
         len - moved
-    }
-
-    /// True when `h` was minted by this attachment (its serial): the check `check_handle`
-    /// panics on, without the panic.
-    #[inline(always)]
-    pub(crate) fn owns_handle(&self, h: &SharedHandle<T>) -> bool {
-        h.serial() == self.serial
     }
 
     /// Panics unless handle `h` was minted by this attachment (serial: unique in the process)
@@ -589,6 +583,19 @@ impl<T: Pod> SharedPool<T> {
     #[inline(always)]
     fn obj_ptr(&self, i: u32) -> *mut T {
         self.geometry.ptr_of_index(i).cast()
+    }
+}
+
+impl<T: Pod> Mempool for SharedPool<T> {
+    type Object = T;
+    type Handle = SharedHandle<T>;
+    forward!(get put get_bulk get_burst put_bulk get_ref get_mut capacity stride
+        cache_size policy available in_use ring_count flush);
+    /// True when `h` was minted by this attachment (its serial): the check `check_handle`
+    /// panics on, without the panic.
+    #[inline(always)]
+    fn owns(&self, h: &SharedHandle<T>) -> bool {
+        h.serial() == self.serial
     }
 }
 
