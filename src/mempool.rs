@@ -1,12 +1,14 @@
 //! [`Mempool`]: the one interface of the crate's pools. The in-process pool `Pool<T, B, R>`
 //! (branded or run-time identity, any entry representation) and the multi-process
-//! [`SharedPool`] both implement it, so code written once over `M: Mempool` runs on either:
-//! DPDK's `rte_mempool_get/put(_bulk)` family, the caller's-table forms, the handle -> object
-//! conversion and the settings a caller reads.
+//! [`SharedPool`](crate::shared::SharedPool) both implement it, so code written once over
+//! `M: Mempool` runs on either: DPDK's `rte_mempool_get/put(_bulk)` family, the caller's-table
+//! forms, the handle -> object conversion and the settings a caller reads.
 //!
-//! Each implementation forwards to the pool's own inherent method (`#[inline(always)]`), so a
-//! call through the trait compiles to the same code as a direct call; the inherent methods
-//! stay so that the common case needs no `use` of the trait. The companions that reach into
+//! Each operation is defined once, as the pool's inherent method (so that the common case
+//! needs no `use` of the trait), or as a provided method of the trait where a pool has no
+//! inherent one; an implementation forwards to the inherent methods through one macro
+//! (`forward!`, `#[inline(always)]`), so a call through the trait compiles to the same code
+//! as a direct call. The companions that reach into
 //! an in-process pool's internals (a `LocalCache`'s cache token, a `HandleRing`'s zeroing, the
 //! kernel receivers' region) are written over [`crate::PoolRef`] instead; what needs only the
 //! interface ([`crate::Pooled`]... and a caller's generic code) is written over this trait.
@@ -36,9 +38,6 @@
 //! # Ok::<(), PoolError>(())
 //! ```
 
-#[cfg(all(target_os = "linux", not(loom)))]
-use bytemuck::Pod;
-
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -49,8 +48,6 @@ use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::pool::Pool;
 use crate::repr::Repr;
-#[cfg(all(target_os = "linux", not(loom)))]
-use crate::shared::{SharedHandle, SharedPool};
 
 /// How a [`crate::Pooled`] guard holds its pool: a borrow `&M` (the guard cannot outlive the
 /// pool) or an `Arc<M>` (the guard keeps it alive), for any [`Mempool`] `M`. Sealed: every
@@ -99,8 +96,9 @@ impl<M: Mempool> MempoolRef for Arc<M> {
 
 /// A pool of objects addressed by handles: get and put one, a bulk (all or nothing) or a burst
 /// (best effort), through a caller's table of `Option<Handle>` slots, and the handle -> object
-/// conversion. Implemented by [`Pool`] (every identity and representation) and [`SharedPool`].
-/// See the [module docs](crate::mempool) for an example written once for both.
+/// conversion. Implemented by [`Pool`] (every identity and representation) and
+/// [`SharedPool`](crate::shared::SharedPool). See the [module docs](crate::mempool) for an
+/// example written once for both.
 pub trait Mempool {
     /// The object type (`T`; `[u8]` for byte-buffer pools).
     type Object: ?Sized;
@@ -153,7 +151,13 @@ pub trait Mempool {
     /// Mempool::try_put(&a, h).unwrap();
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
-    fn try_put(&self, h: Self::Handle) -> Result<(), Self::Handle>;
+    fn try_put(&self, h: Self::Handle) -> Result<(), Self::Handle> {
+        if !self.owns(&h) {
+            return Err(h);
+        }
+        self.put(h);
+        Ok(())
+    }
 
     /// True when `h` was minted by this pool (always true for branded pools: the compiler
     /// checked it).
@@ -397,171 +401,60 @@ pub trait Mempool {
     fn flush(&self);
 }
 
+/// The methods of an implementation of [`Mempool`] that call the implementing type's inherent
+/// method of the same name and signature (`Self::name` finds an inherent method before a
+/// trait's), `#[inline(always)]`: a call through the trait is the same code as a direct call.
+/// One arm per method, its signature written once for every implementation; an implementation
+/// lists the methods it forwards (`forward!(get put ..)`) and writes the others. The names in
+/// the signatures (`forward`, `PoolError`, `FlushPolicy`) are the caller's imports.
+macro_rules! forward {
+    ($(#[$at:meta])* fn $m:ident $(<$l:lifetime>)? (&$($sl:lifetime)? self $(, $a:ident: $t:ty)*)
+        $(-> $r:ty)?) => {
+        #[inline(always)]
+        $(#[$at])*
+        fn $m $(<$l>)? (&$($sl)? self $(, $a: $t)*) $(-> $r)? { Self::$m(self $(, $a)*) }
+    };
+    ($($m:ident)*) => { $(forward!(@ $m);)* };
+    (@ get) => { forward!(fn get(&self) -> Result<Self::Handle, PoolError>); };
+    (@ put) => { forward!(#[track_caller] fn put(&self, h: Self::Handle)); };
+    (@ owns) => { forward!(fn owns(&self, h: &Self::Handle) -> bool); };
+    (@ get_bulk) => {
+        forward!(fn get_bulk(&self, out: &mut Vec<Self::Handle>, n: usize)
+            -> Result<(), PoolError>);
+    };
+    (@ get_burst) => {
+        forward!(fn get_burst(&self, out: &mut Vec<Self::Handle>, n: usize) -> usize);
+    };
+    (@ put_bulk) => {
+        forward!(#[track_caller] fn put_bulk(&self, handles: &mut Vec<Self::Handle>));
+    };
+    (@ get_into) => {
+        forward!(fn get_into(&self, table: &mut [Option<Self::Handle>]) -> Result<(), PoolError>);
+    };
+    (@ put_from) => {
+        forward!(fn put_from(&self, table: &mut [Option<Self::Handle>]) -> Result<(), PoolError>);
+    };
+    (@ get_ref) => {
+        forward!(#[track_caller] fn get_ref<'a>(&'a self, h: &'a Self::Handle) -> &'a Self::Object);
+    };
+    (@ get_mut) => {
+        forward!(#[track_caller] fn get_mut<'a>(&'a self, h: &'a mut Self::Handle)
+            -> &'a mut Self::Object);
+    };
+    (@ capacity) => { forward!(fn capacity(&self) -> u32); };
+    (@ stride) => { forward!(fn stride(&self) -> usize); };
+    (@ cache_size) => { forward!(fn cache_size(&self) -> u32); };
+    (@ policy) => { forward!(fn policy(&self) -> FlushPolicy); };
+    (@ available) => { forward!(fn available(&self) -> usize); };
+    (@ in_use) => { forward!(fn in_use(&self) -> usize); };
+    (@ ring_count) => { forward!(fn ring_count(&self) -> usize); };
+    (@ flush) => { forward!(fn flush(&self)); };
+}
+pub(crate) use forward;
+
 impl<T: ?Sized + Element, B: Brand, R: Repr> Mempool for Pool<T, B, R> {
     type Object = T;
     type Handle = Handle<T, B, R>;
-
-    #[inline(always)]
-    fn get(&self) -> Result<Self::Handle, PoolError> {
-        Pool::get(self)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn put(&self, h: Self::Handle) {
-        Pool::put(self, h)
-    }
-    #[inline(always)]
-    fn try_put(&self, h: Self::Handle) -> Result<(), Self::Handle> {
-        Pool::try_put(self, h)
-    }
-    #[inline(always)]
-    fn owns(&self, h: &Self::Handle) -> bool {
-        Pool::owns(self, h)
-    }
-    #[inline(always)]
-    fn get_bulk(&self, out: &mut Vec<Self::Handle>, n: usize) -> Result<(), PoolError> {
-        Pool::get_bulk(self, out, n)
-    }
-    #[inline(always)]
-    fn get_burst(&self, out: &mut Vec<Self::Handle>, n: usize) -> usize {
-        Pool::get_burst(self, out, n)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn put_bulk(&self, handles: &mut Vec<Self::Handle>) {
-        Pool::put_bulk(self, handles)
-    }
-    #[inline(always)]
-    fn get_into(&self, table: &mut [Option<Self::Handle>]) -> Result<(), PoolError> {
-        Pool::get_into(self, table)
-    }
-    #[inline(always)]
-    fn put_from(&self, table: &mut [Option<Self::Handle>]) -> Result<(), PoolError> {
-        Pool::put_from(self, table)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn get_ref<'a>(&'a self, h: &'a Self::Handle) -> &'a T {
-        Pool::get_ref(self, h)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn get_mut<'a>(&'a self, h: &'a mut Self::Handle) -> &'a mut T {
-        Pool::get_mut(self, h)
-    }
-    #[inline(always)]
-    fn capacity(&self) -> u32 {
-        Pool::capacity(self)
-    }
-    #[inline(always)]
-    fn stride(&self) -> usize {
-        Pool::stride(self)
-    }
-    #[inline(always)]
-    fn cache_size(&self) -> u32 {
-        Pool::cache_size(self)
-    }
-    #[inline(always)]
-    fn policy(&self) -> FlushPolicy {
-        Pool::policy(self)
-    }
-    #[inline(always)]
-    fn available(&self) -> usize {
-        Pool::available(self)
-    }
-    #[inline(always)]
-    fn in_use(&self) -> usize {
-        Pool::in_use(self)
-    }
-    #[inline(always)]
-    fn ring_count(&self) -> usize {
-        Pool::ring_count(self)
-    }
-    #[inline(always)]
-    fn flush(&self) {
-        Pool::flush(self)
-    }
-}
-
-#[cfg(all(target_os = "linux", not(loom)))]
-impl<T: Pod> Mempool for SharedPool<T> {
-    type Object = T;
-    type Handle = SharedHandle<T>;
-
-    #[inline(always)]
-    fn get(&self) -> Result<Self::Handle, PoolError> {
-        SharedPool::get(self)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn put(&self, h: Self::Handle) {
-        SharedPool::put(self, h)
-    }
-    #[inline(always)]
-    fn try_put(&self, h: Self::Handle) -> Result<(), Self::Handle> {
-        if !self.owns_handle(&h) {
-            return Err(h);
-        }
-        SharedPool::put(self, h);
-        Ok(())
-    }
-    #[inline(always)]
-    fn owns(&self, h: &Self::Handle) -> bool {
-        self.owns_handle(h)
-    }
-    #[inline(always)]
-    fn get_bulk(&self, out: &mut Vec<Self::Handle>, n: usize) -> Result<(), PoolError> {
-        SharedPool::get_bulk(self, out, n)
-    }
-    #[inline(always)]
-    fn get_burst(&self, out: &mut Vec<Self::Handle>, n: usize) -> usize {
-        SharedPool::get_burst(self, out, n)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn put_bulk(&self, handles: &mut Vec<Self::Handle>) {
-        SharedPool::put_bulk(self, handles)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn get_ref<'a>(&'a self, h: &'a Self::Handle) -> &'a T {
-        SharedPool::get_ref(self, h)
-    }
-    #[inline(always)]
-    #[track_caller]
-    fn get_mut<'a>(&'a self, h: &'a mut Self::Handle) -> &'a mut T {
-        SharedPool::get_mut(self, h)
-    }
-    #[inline(always)]
-    fn capacity(&self) -> u32 {
-        SharedPool::capacity(self)
-    }
-    #[inline(always)]
-    fn stride(&self) -> usize {
-        SharedPool::stride(self)
-    }
-    #[inline(always)]
-    fn cache_size(&self) -> u32 {
-        SharedPool::cache_size(self)
-    }
-    #[inline(always)]
-    fn policy(&self) -> FlushPolicy {
-        SharedPool::policy(self)
-    }
-    #[inline(always)]
-    fn available(&self) -> usize {
-        SharedPool::available(self)
-    }
-    #[inline(always)]
-    fn in_use(&self) -> usize {
-        SharedPool::in_use(self)
-    }
-    #[inline(always)]
-    fn ring_count(&self) -> usize {
-        SharedPool::ring_count(self)
-    }
-    #[inline(always)]
-    fn flush(&self) {
-        SharedPool::flush(self)
-    }
+    forward!(get put owns get_bulk get_burst put_bulk get_into put_from get_ref get_mut
+        capacity stride cache_size policy available in_use ring_count flush);
 }

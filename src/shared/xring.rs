@@ -544,21 +544,29 @@ mod tests {
     use crate::shared::owner::{FREE, IN_CHANNEL};
     use crate::shared::{SharedOptions, SharedPool};
 
+    /// A pool of `cap` `u64`s whose caches hold `cache`, in a region named after `tag`.
+    fn pool(tag: &str, cap: u32, cache: u32) -> (String, SharedPool<u64>) {
+        let name = format!("idxpool-unit-{}-{tag}", std::process::id());
+        let opts = SharedOptions {
+            cache_size: Some(cache),
+            ..SharedOptions::default()
+        };
+        let pool = SharedPool::create(&name, cap, 1, opts).unwrap();
+        (name, pool)
+    }
+
+    /// A hostile peer's plain append of entry `i` at the tail of `ring`.
+    fn append(ring: &XRing, i: u32) {
+        let t = ring.st().tail.load(Ordering::SeqCst);
+        ring.slot(t).store(i, Ordering::SeqCst);
+        ring.st().tail.store(t + 1, Ordering::SeqCst);
+    }
+
     /// Bad input: a ring lock naming no slot, and a prepared record of garbage, are
     /// contained (the lock is taken over, the record dropped and counted): no hang, no crash.
     #[test]
     fn corrupt_lock_and_record_are_contained() {
-        let name = format!("idxpool-unit-{}-xcorrupt", std::process::id());
-        let pool = SharedPool::<u64>::create(
-            &name,
-            32,
-            1,
-            SharedOptions {
-                cache_size: Some(4),
-                ..SharedOptions::default()
-            },
-        )
-        .unwrap();
+        let (name, pool) = pool("xcorrupt", 32, 4);
         // A lock id naming slot 200 of 16, and slot 3's record prepared for the common ring
         // with a kind that does not exist and absurd sizes.
         pool.ring.st().lock.store(0xdead_00c9, Ordering::SeqCst);
@@ -602,30 +610,16 @@ mod tests {
     /// must not give the receiver a second handle to it (two `&mut T`).
     #[test]
     fn duplicate_of_a_held_object_in_a_channel_is_dropped() {
-        let name = format!("idxpool-unit-{}-xdup", std::process::id());
-        let pool = SharedPool::<u64>::create(
-            &name,
-            8,
-            1,
-            SharedOptions {
-                cache_size: Some(0),
-                ..SharedOptions::default()
-            },
-        )
-        .unwrap();
+        let (name, pool) = pool("xdup", 8, 0);
         let mut h = pool.get().unwrap();
         let i = h.index();
         let ch = &pool.chans[0];
-        let t = ch.st().tail.load(Ordering::SeqCst);
-        ch.slot(t).store(i, Ordering::SeqCst);
-        ch.st().tail.store(t + 1, Ordering::SeqCst);
+        append(ch, i);
         assert!(pool.recv(0).is_none(), "a second handle to a held object");
         assert_eq!(pool.corrupt_entries(), 1);
         *pool.get_mut(&mut h) = 5;
         // The same through the common ring (a cache-less get).
-        let t = pool.ring.st().tail.load(Ordering::SeqCst);
-        pool.ring.slot(t).store(i, Ordering::SeqCst);
-        pool.ring.st().tail.store(t + 1, Ordering::SeqCst);
+        append(&pool.ring, i);
         let mut others = Vec::new();
         while let Ok(o) = pool.get() {
             assert_ne!(o.index(), i, "a second handle to a held object");
@@ -645,25 +639,13 @@ mod tests {
     #[test]
     fn forged_free_of_a_held_object_mints_no_second_handle() {
         for cache in [0u32, 4] {
-            let name = format!("idxpool-unit-{}-xforge{cache}", std::process::id());
-            let pool = SharedPool::<u64>::create(
-                &name,
-                16,
-                1,
-                SharedOptions {
-                    cache_size: Some(cache),
-                    ..SharedOptions::default()
-                },
-            )
-            .unwrap();
+            let (name, pool) = pool(&format!("xforge{cache}"), 16, cache);
             let mut h = pool.get().unwrap();
             let i = h.index();
             *pool.get_mut(&mut h) = 7;
             // The two writes.
             pool.owners()[i as usize].store(FREE, Ordering::SeqCst);
-            let t = pool.ring.st().tail.load(Ordering::SeqCst);
-            pool.ring.slot(t).store(i, Ordering::SeqCst);
-            pool.ring.st().tail.store(t + 1, Ordering::SeqCst);
+            append(&pool.ring, i);
             let mut others = Vec::new();
             while let Ok(o) = pool.get() {
                 assert_ne!(
@@ -690,9 +672,7 @@ mod tests {
             // The same through a channel.
             pool.owners()[i as usize].store(IN_CHANNEL, Ordering::SeqCst);
             let ch = &pool.chans[0];
-            let t = ch.st().tail.load(Ordering::SeqCst);
-            ch.slot(t).store(i, Ordering::SeqCst);
-            ch.st().tail.store(t + 1, Ordering::SeqCst);
+            append(ch, i);
             assert!(
                 pool.recv(0).is_none(),
                 "cache {cache}: a second handle to a held object"
@@ -720,17 +700,7 @@ mod tests {
     #[test]
     fn punched_hole_is_counted_not_a_panic() {
         use std::os::unix::io::AsRawFd;
-        let name = format!("idxpool-unit-{}-xpunch", std::process::id());
-        let pool = SharedPool::<u64>::create(
-            &name,
-            32,
-            1,
-            SharedOptions {
-                cache_size: Some(4),
-                ..SharedOptions::default()
-            },
-        )
-        .unwrap();
+        let (name, pool) = pool("xpunch", 32, 4);
         let other = SharedPool::<u64>::attach(&name, 1).unwrap();
         assert!(pool.is_sealed());
         let mut held = Vec::new();

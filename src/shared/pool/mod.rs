@@ -20,6 +20,7 @@ use super::xring::{lock_id, XRing, K_DEQ_HELD, K_ENQ_CACHE, K_ENQ_HELD, NO_ENTRY
 use super::SharedHandle;
 use crate::cache::{self, CachePlan, FlushPolicy};
 use crate::error::PoolError;
+use crate::mempool::{forward, Mempool};
 use crate::repr::Geometry;
 use crate::ring::Behavior;
 
@@ -282,13 +283,6 @@ impl<T> SharedPool<T> {
         len - moved
     }
 
-    /// True when `h` was minted by this attachment (its serial): the check `check_handle`
-    /// panics on, without the panic.
-    #[inline(always)]
-    pub(crate) fn owns_handle(&self, h: &SharedHandle<T>) -> bool {
-        h.serial() == self.serial
-    }
-
     /// Panics unless handle `h` was minted by this attachment (serial: unique in the process)
     /// and this attachment holds its object ([`SharedPool::check_held`]). Between the two
     /// checks, only a broken `unsafe` contract (`from_raw`, `repair_lost`) gives two `&mut T`;
@@ -467,17 +461,13 @@ impl<T: Pod> SharedPool<T> {
     #[inline]
     pub fn get(&self) -> Result<SharedHandle<T>, PoolError> {
         let mut one = [MaybeUninit::uninit()];
-        match self.get_entries(&mut one, Behavior::Bulk) {
-            // SAFETY: a successful bulk get of one wrote it.
-            Ok(_) => Ok(SharedHandle::new(
-                unsafe { one[0].assume_init() },
-                self.serial,
-            )),
-            Err(()) => Err(PoolError::Exhausted {
-                requested: 1,
-                available: self.reachable(),
-            }),
-        }
+        self.get_entries(&mut one, Behavior::Bulk)
+            .map_err(|()| self.exhausted(1))?;
+        // SAFETY: a successful bulk get of one wrote it.
+        Ok(SharedHandle::new(
+            unsafe { one[0].assume_init() },
+            self.serial,
+        ))
     }
 
     /// Appends exactly `n` handles to `out`, or none (bulk): one run through the cache
@@ -489,41 +479,43 @@ impl<T: Pod> SharedPool<T> {
     /// what this attachment could reach afterwards: its cache plus the common ring.
     pub fn get_bulk(&self, out: &mut Vec<SharedHandle<T>>, n: usize) -> Result<(), PoolError> {
         if n > self.params.capacity as usize {
-            return Err(PoolError::Exhausted {
-                requested: n,
-                available: self.reachable(),
-            });
+            return Err(self.exhausted(n));
         }
-        with_scratch(n, |buf| match self.get_entries(buf, Behavior::Bulk) {
-            Ok(_) => {
-                // SAFETY: a successful bulk get wrote all n.
-                let got = unsafe { assume_init(buf) };
-                out.extend(got.iter().map(|&e| SharedHandle::new(e, self.serial)));
-                Ok(())
-            }
-            Err(()) => Err(PoolError::Exhausted {
-                requested: n,
-                available: self.reachable(),
-            }),
-        })
-    }
-
-    /// Objects this attachment could take now: its cache plus the common ring (a snapshot,
-    /// at most the capacity).
-    fn reachable(&self) -> usize {
-        (self.cache_count() + self.ring.count()).min(self.params.capacity as usize)
+        self.get_vec(out, n, Behavior::Bulk).map(drop)
     }
 
     /// Appends up to `n` handles to `out` (burst); returns how many.
     pub fn get_burst(&self, out: &mut Vec<SharedHandle<T>>, n: usize) -> usize {
         let n = n.min(self.params.capacity as usize);
+        self.get_vec(out, n, Behavior::Burst).unwrap_or(0)
+    }
+
+    /// The get of the `Vec` forms: the handles of what [`SharedPool::get_entries`] takes
+    /// (`n` at most the capacity), appended to `out`; returns how many.
+    fn get_vec(
+        &self,
+        out: &mut Vec<SharedHandle<T>>,
+        n: usize,
+        behavior: Behavior,
+    ) -> Result<usize, PoolError> {
         with_scratch(n, |buf| {
-            let k = self.get_entries(buf, Behavior::Burst).unwrap_or(0);
-            // SAFETY: a burst get of k wrote buf[..k].
+            let k = self
+                .get_entries(buf, behavior)
+                .map_err(|()| self.exhausted(n))?;
+            // SAFETY: a get of k wrote buf[..k].
             let got = unsafe { assume_init(&buf[..k]) };
             out.extend(got.iter().map(|&e| SharedHandle::new(e, self.serial)));
-            k
+            Ok(k)
         })
+    }
+
+    /// The error of a get of `n` that failed: `available` is what this attachment could take
+    /// now, its cache plus the common ring (a snapshot, at most the capacity).
+    fn exhausted(&self, n: usize) -> PoolError {
+        PoolError::Exhausted {
+            requested: n,
+            available: (self.cache_count() + self.ring.count()).min(self.params.capacity as usize),
+        }
     }
 
     /// Returns an object to the pool.
@@ -589,6 +581,19 @@ impl<T: Pod> SharedPool<T> {
     #[inline(always)]
     fn obj_ptr(&self, i: u32) -> *mut T {
         self.geometry.ptr_of_index(i).cast()
+    }
+}
+
+impl<T: Pod> Mempool for SharedPool<T> {
+    type Object = T;
+    type Handle = SharedHandle<T>;
+    forward!(get put get_bulk get_burst put_bulk get_ref get_mut capacity stride
+        cache_size policy available in_use ring_count flush);
+    /// True when `h` was minted by this attachment (its serial): the check `check_handle`
+    /// panics on, without the panic.
+    #[inline(always)]
+    fn owns(&self, h: &SharedHandle<T>) -> bool {
+        h.serial() == self.serial
     }
 }
 
