@@ -18,10 +18,11 @@ use super::{flush_all, get_miss, put_overflow, Cache, CacheOps, Put};
 /// `Clone`, and only its `unsafe` constructor can make one, so holding one proves that nobody
 /// else mutates the cache.
 ///
-/// It keeps the cache's fast-path state (entry array, length, flush threshold) by value, so
-/// that an owner that keeps the token (a [`crate::LocalCache`]) keeps that state in registers
-/// across a loop of gets and puts; each operation publishes the length to the cache with a
-/// relaxed store, for counts by other threads.
+/// It keeps the cache's entry array and flush threshold by value, so that an owner that keeps
+/// the token (a [`crate::LocalCache`]) may keep them in registers across a loop of gets and
+/// puts. The length has one home, the cache's `len`: each operation reads it once and stores
+/// it once (a relaxed store, for counts by other threads), as DPDK's `cache->len`; a second
+/// copy in the token cost a store per operation.
 pub(crate) struct CacheMut<'a, E> {
     cache: NonNull<Cache<E>>,
     /// The ring, as a raw pointer (valid for `'a`): a token kept inside a companion that owns
@@ -30,7 +31,6 @@ pub(crate) struct CacheMut<'a, E> {
     /// Tree Borrows (the companion may be the pool's last owner: `drop(cache)`).
     ring: NonNull<Ring<E>>,
     objs: *mut E,
-    len: usize,
     fill_limit: usize,
     /// Borrows the cache for 'a; `*mut ()` makes the token neither Send nor Sync.
     _owner: PhantomData<(&'a Cache<E>, *mut ())>,
@@ -54,7 +54,6 @@ impl<'a, E: Copy> CacheMut<'a, E> {
             cache,
             ring,
             objs: c.objs(),
-            len: c.len(),
             fill_limit: c.fill_limit as usize,
             _owner: PhantomData,
         }
@@ -81,7 +80,14 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// Entries held now.
     #[inline(always)]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.cache().len()
+    }
+
+    /// Sets the length (the owner's relaxed store: other threads only count it).
+    #[inline(always)]
+    fn set_len(&mut self, len: usize) {
+        debug_assert!(len <= self.cache().objs.len());
+        self.cache().len.store(len as u32, Ordering::Relaxed);
     }
 
     /// Counts a get of `n` objects that failed before the cache algorithm ran (a bulk larger
@@ -94,7 +100,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
 
     /// What a get could reach now: this cache plus the ring (a snapshot).
     pub(crate) fn reachable(&self) -> usize {
-        self.len + self.ring().count()
+        self.len() + self.ring().count()
     }
 
     /// The one get ([`get`] with this token's mechanics): fills `dst` with entries of free
@@ -124,10 +130,10 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         self.cold(|c| c.get_slow(dst, behavior))
     }
 
-    /// Runs a slow path on a copy of this token held in a local, then takes its length back.
-    /// The token's own memory (inside a `LocalCache`, the caller's loop state) then never
-    /// escapes to the out-of-line call, so the caller's loop keeps the cache's state in
-    /// registers instead of reloading it after every operation.
+    /// Runs a slow path on a copy of this token held in a local. The token's own memory
+    /// (inside a `LocalCache`, the caller's loop state) then never escapes to the out-of-line
+    /// call, so the caller's loop may keep the token's fields in registers instead of
+    /// reloading them after every operation.
     /// The copy is the only token used until it is dropped: `self` stays mutably borrowed.
     #[inline(always)]
     fn cold<X>(&mut self, f: impl FnOnce(&mut CacheMut<'a, E>) -> X) -> X {
@@ -135,13 +141,10 @@ impl<'a, E: Copy> CacheMut<'a, E> {
             cache: self.cache,
             ring: self.ring,
             objs: self.objs,
-            len: self.len,
             fill_limit: self.fill_limit,
             _owner: PhantomData,
         };
-        let x = f(&mut local);
-        self.len = local.len;
-        x
+        f(&mut local)
     }
 
     /// The get's fast path alone: fills `dst` from the top of the cache if it holds that many
@@ -158,19 +161,35 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         self.take_top_with::<Dyn>(dst)
     }
 
+    /// [`CacheMut::take_top`] when the caller read the length (`len`, [`CacheMut::len`]) and
+    /// saw that it holds `dst.len()`: the length is read once per operation (an atomic read
+    /// is not merged with another by the compiler).
+    #[inline(always)]
+    pub(crate) fn take_top_of(&mut self, dst: &mut [MaybeUninit<E>], len: usize) {
+        let n = dst.len();
+        debug_assert!(len == self.len() && n <= len);
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len:
+        // the caller's check of the length it read, which only this token's owner writes);
+        // dst has room for n and does not overlap the cache's array (it is a &mut).
+        unsafe { copy_entries(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        self.set_len(len - n);
+        self.count(Counter::GetSuccessBulk, 1);
+        self.count(Counter::GetSuccessObjs, n);
+    }
+
     /// [`CacheMut::take_top`] with the copy in the shape `S` (which covers `dst.len()`; the
     /// caller dispatched on the length once for all its steps, `repr::by_shape`).
     #[inline(always)]
     pub(crate) fn take_top_with<S: Shape>(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
         let n = dst.len();
-        if n > self.len {
+        let len = self.len();
+        if n > len {
             return false;
         }
         // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
         // for n and does not overlap the cache's array (it is a &mut); S covers n (contract).
-        unsafe { S::copy(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
-        self.len -= n;
-        self.publish();
+        unsafe { S::copy(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        self.set_len(len - n);
         self.count(Counter::GetSuccessBulk, 1);
         self.count(Counter::GetSuccessObjs, n);
         true
@@ -212,14 +231,14 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     #[inline(always)]
     pub(crate) fn append_with<S: Shape>(&mut self, src: &[E]) -> bool {
         let n = src.len();
-        if n > self.fill_limit - self.len {
+        let len = self.len();
+        if n > self.fill_limit - len {
             return false;
         }
         // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache; S
         // covers n (contract).
-        unsafe { S::copy(src.as_ptr(), self.objs.add(self.len), n) };
-        self.len += n;
-        self.publish();
+        unsafe { S::copy(src.as_ptr(), self.objs.add(len), n) };
+        self.set_len(len + n);
         self.count(Counter::PutBulk, 1);
         self.count(Counter::PutObjs, n);
         true
@@ -284,7 +303,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
 impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     #[inline(always)]
     fn len(&self) -> usize {
-        self.len
+        self.cache().len()
     }
 
     #[inline(always)]
@@ -295,52 +314,52 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     #[inline(always)]
     fn pop_top(&mut self, dst: &mut [MaybeUninit<E>]) {
         let n = dst.len();
-        debug_assert!(n <= self.len);
+        let len = self.len();
+        debug_assert!(n <= len);
         // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len);
         // dst has room for n and does not overlap the cache's array (it is a &mut).
-        unsafe { copy_entries(self.objs.add(self.len - n), dst.as_mut_ptr().cast(), n) };
-        self.len -= n;
+        unsafe { copy_entries(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        self.set_len(len - n);
     }
 
     #[inline(always)]
     fn push(&mut self, src: &[E]) {
         let n = src.len();
+        let len = self.len();
         // SAFETY: len + n fits the array (contract: the fast path checked the fill limit, the
         // flush path flushed first); src does not overlap the cache.
-        unsafe { copy_entries(src.as_ptr(), self.objs.add(self.len), n) };
-        self.len += n;
+        unsafe { copy_entries(src.as_ptr(), self.objs.add(len), n) };
+        self.set_len(len + n);
     }
 
     #[inline]
     fn refill(&mut self, want: usize, how: Behavior) -> usize {
-        debug_assert!(self.len + want <= self.cache().objs.len());
+        let len = self.len();
+        debug_assert!(len + want <= self.cache().objs.len());
         // SAFETY: objs[len .. len + want] is inside the array (CachePlan::on_get_miss).
-        let got = unsafe {
-            self.ring()
-                .dequeue_raw(self.objs.add(self.len), want, how)
-                .n
-        };
-        self.len += got;
+        let got = unsafe { self.ring().dequeue_raw(self.objs.add(len), want, how).n };
+        self.set_len(len + got);
         got
     }
 
     #[inline]
     fn unrefill(&mut self, k: usize) {
-        self.len -= k;
+        let len = self.len() - k;
+        self.set_len(len);
         // SAFETY: objs[len .. len + k] are the entries the refill brought (initialised).
-        unsafe { enqueue_all(self.ring(), self.objs.add(self.len), k) };
+        unsafe { enqueue_all(self.ring(), self.objs.add(len), k) };
     }
 
     #[inline]
     fn flush_bottom(&mut self, k: usize) {
-        let (objs, len) = (self.objs, self.len);
+        let (objs, len) = (self.objs, self.len());
         debug_assert!(k <= len);
         // SAFETY: k <= len, objs[..len] initialised; the moved tail stays inside objs.
         unsafe {
             enqueue_all(self.ring(), objs, k);
             std::ptr::copy(objs.add(k), objs, len - k);
         }
-        self.len = len - k;
+        self.set_len(len - k);
     }
 
     #[inline]
@@ -363,11 +382,10 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
         self.ring().count()
     }
 
-    /// Publishes the length (a relaxed store: other threads only count it).
+    /// Nothing: every step stores the length in the cache ([`CacheMut::set_len`]).
     #[inline(always)]
     fn publish(&self) {
-        debug_assert!(self.len <= self.fill_limit);
-        self.cache().len.store(self.len as u32, Ordering::Relaxed);
+        debug_assert!(self.len() <= self.fill_limit);
     }
 
     #[inline(always)]

@@ -52,9 +52,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         out.reserve(n);
         let mut t = token();
         let cm = t.cm();
-        if n <= cm.len() {
+        let len = cm.len();
+        if n <= len {
             return self.get_into_vec(out, n, |dst| {
-                cm.take_top(dst);
+                cm.take_top_of(dst, len);
                 Ok(n)
             });
         }
@@ -120,9 +121,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     ) -> Result<[H<T, B, R>; N], PoolError> {
         let mut t = token();
         let cm = t.cm();
-        if N <= cm.len() {
+        let len = cm.len();
+        if N <= len {
             return self.get_into_array(|dst| {
-                cm.take_top(dst);
+                cm.take_top_of(dst, len);
                 Ok(N)
             });
         }
