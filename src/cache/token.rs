@@ -232,13 +232,22 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     pub(crate) fn append_with<S: Shape>(&mut self, src: &[E]) -> bool {
         let n = src.len();
         let len = self.len();
-        if n > self.fill_limit - len {
+        // `len + n` cannot wrap: len <= 2 x CACHE_MAX_SIZE and a slice holds at most
+        // isize::MAX entries. The sum is the new length too (one add, one compare); for one
+        // entry the room's form (`fill_limit - len`, a compare of the two) compiles shorter.
+        let new_len = len + n;
+        let over = if S::ONE {
+            n > self.fill_limit - len
+        } else {
+            new_len > self.fill_limit
+        };
+        if over {
             return false;
         }
         // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache; S
         // covers n (contract).
         unsafe { S::copy(src.as_ptr(), self.objs.add(len), n) };
-        self.set_len(len + n);
+        self.set_len(new_len);
         self.count(Counter::PutBulk, 1);
         self.count(Counter::PutObjs, n);
         true

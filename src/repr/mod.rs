@@ -612,6 +612,9 @@ pub(crate) trait Shape {
     unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool;
     /// Writes `None` into the `n` slots at `p` without dropping what was there.
     unsafe fn none<X>(p: *mut Option<X>, n: usize);
+    /// True for the shape of one element ([`One`]), whose callers may pick another form of a
+    /// test (the cache's fill check) than the longer shapes'.
+    const ONE: bool = false;
 }
 
 /// The run of `n` elements, which [`by_shape`] turns into a [`Shape`].
@@ -676,6 +679,7 @@ impl Shape for Zero {
 }
 
 impl Shape for One {
+    const ONE: bool = true;
     #[inline(always)]
     unsafe fn copy<X: Copy>(src: *const X, dst: *mut X, _n: usize) {
         // SAFETY: n == 1: one valid read and one valid write (the trait's contract).
