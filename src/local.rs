@@ -53,8 +53,8 @@ type E<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 #[repr(align(128))]
 pub struct LocalCache<P: PoolRef> {
     /// The owner token of this value's own cache (boxed in `new`, freed in `drop`). It holds
-    /// the cache's fast-path state (entries pointer, length, threshold) here, where the
-    /// compiler can keep it in registers across a loop of gets and puts. Its `'static` is
+    /// the cache's entries pointer and threshold here, where the compiler can keep them in
+    /// registers across a loop of gets and puts (the length lives in the cache). Its `'static` is
     /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
     /// used only through `&mut self`.
     pub(crate) cm: CacheMut<'static, E<P>>,
