@@ -238,7 +238,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
         let c = Box::into_raw(Box::new(make()));
         let _g = slot.lock();
         // The allocation above may have run a global allocator that used this pool on this
-        // thread and installed a cache first (found by attack): keep that one, whose
+        // thread and installed a cache first: keep that one, whose
         // entries are in use, and free ours (empty: nothing was ever put in it).
         let existing = slot.cache.load(Ordering::Acquire);
         if !existing.is_null() {
@@ -380,9 +380,8 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// Entries held by the implicit caches plus `elsewhere()` (the ring's count), read with
     /// every slot locked at once (for the pool's drop: exiting threads may still flush
     /// meanwhile, and an exit flush moves its cache into the ring under its slot lock, so
-    /// with every lock held each entry is counted once: in a cache or in the ring. Reading the
-    /// ring outside the locks missed a flush in between: a false leak report that retired the
-    /// brand or quarantined the block, found by attack after `thread::scope`).
+    /// with every lock held each entry is counted once: in a cache or in the ring; read outside
+    /// the locks, a flush in between would make a false leak report).
     pub(crate) fn held_by_threads_and(&self, elsewhere: impl FnOnce() -> usize) -> usize {
         let guards: Vec<_> = self.slots.iter().map(|s| s.lock()).collect();
         let mut n = elsewhere();
