@@ -292,7 +292,14 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// `mem::forget` strands its objects without making them look available.
     pub(crate) fn thread_cached(&self) -> usize {
         let mut n = 0;
-        for slot in self.slots.iter() {
+        self.each_thread_cache(|_, c| n += c.len());
+        n
+    }
+
+    /// Calls `f` with the slot number and the cache of every implicit cache, each under its
+    /// slot lock (one at a time).
+    fn each_thread_cache(&self, mut f: impl FnMut(usize, &Cache<E>)) {
+        for (tid, slot) in self.slots.iter().enumerate() {
             if slot.cache.load(Ordering::Acquire).is_null() {
                 continue;
             }
@@ -300,10 +307,9 @@ impl<E: Copy + Send + 'static> Registry<E> {
             let p = slot.cache.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: non-null slot caches are live until freed under this lock.
-                n += unsafe { (*p).len() };
+                f(tid, unsafe { &*p });
             }
         }
-        n
     }
 
     /// Unregisters every user-owned cache still registered, hands each to `reclaim` (to give
@@ -331,17 +337,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// Calls `f` with every cache (implicit under its slot lock, explicit under the registry
     /// lock) and a label.
     pub(crate) fn for_each_cache(&self, mut f: impl FnMut(String, &Cache<E>)) {
-        for (tid, slot) in self.slots.iter().enumerate() {
-            if slot.cache.load(Ordering::Acquire).is_null() {
-                continue;
-            }
-            let _g = slot.lock();
-            let p = slot.cache.load(Ordering::Acquire);
-            if !p.is_null() {
-                // SAFETY: non-null slot caches are live until freed under this lock.
-                f(format!("thread {tid}"), unsafe { &*p });
-            }
-        }
+        self.each_thread_cache(|tid, c| f(format!("thread {tid}"), c));
         let reg = self.explicit_list();
         for (i, c) in reg.iter().enumerate() {
             // SAFETY: registered caches are live until unregistered under this lock.
