@@ -578,6 +578,22 @@ fn buf_pool(n: u32, headroom: usize) -> Arc<BufPool> {
     )
 }
 
+/// Every buffer of `pool` used and given back dirty (data, a window moved into the headroom, a
+/// tag), so that a receiver that lends buffers without a get's reset shows it if its receive
+/// does not write the whole header.
+fn dirty_all(pool: &Pool<idxpool::PacketBuf>) {
+    let mut all = Vec::new();
+    let n = pool.get_burst(&mut all, pool.capacity() as usize);
+    assert_eq!(n, pool.capacity() as usize);
+    for h in all.iter_mut() {
+        let b = pool.get_mut(h);
+        b.extend_from_slice(&[0x5a; 33]).unwrap();
+        b.prepend(3).unwrap();
+        b.set_tag(0xbad);
+    }
+    pool.put_bulk(&mut all);
+}
+
 #[test]
 fn a_packet_buffer_descriptor_into_its_header_is_refused() {
     use idxpool::xdp::{DescriptorFault, FrameLedger};
@@ -606,6 +622,7 @@ fn packet_buffers_receive_with_their_header_from_the_descriptor() {
     let Some(lab) = lab("xtbrx") else { return };
     // A distinctive default headroom (the header's constant word) and a frame headroom.
     let pool = buf_pool(256, 100);
+    dirty_all(&pool);
     let mut cfg = XdpConfig::new(&lab.a);
     cfg.frame_headroom = 32;
     let mut xsk = XdpSocket::new(pool.clone(), &cfg).unwrap();
