@@ -383,7 +383,8 @@ where
             self.fill.unreserve(room);
             return 0;
         };
-        let got = cache.get_burst(&mut self.scratch, room as usize) as u32;
+        // No reset on get: a frame's header is written on receive (see get_burst_for_kernel).
+        let got = cache.get_burst_for_kernel(&mut self.scratch, room as usize) as u32;
         let mut written = 0u32;
         for h in self.scratch.drain(..) {
             match self.ledger.lend_owned(h, LentTo::Fill) {
