@@ -205,7 +205,11 @@ impl<P: PoolRef> LocalCache<P> {
     /// every field the reset writes (`RxObject::received`: data window and tag), or through
     /// a put, after which the next get resets it. Resetting it here would write its header
     /// line twice per packet (here, then on receive), a store to a line long cold by then.
-    #[cfg(any(feature = "uring", feature = "xdp"))]
+    #[cfg(all(
+        any(feature = "uring", feature = "xdp"),
+        target_os = "linux",
+        not(loom)
+    ))]
     #[inline]
     pub(crate) fn get_burst_for_kernel(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
         self.pool
