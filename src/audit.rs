@@ -54,8 +54,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // One consistent snapshot: every slot lock and the registry lock stay held while the
         // caches are read and the ring is drained and refilled. Thread-exit flushes run in TLS
         // destructors (possibly after a `thread::scope` ended, so concurrently with this
-        // `&mut self`); one of them moving a cache already read into the ring not yet read
-        // made the audit report "object named twice" that was not (tests/soundness.rs).
+        // `&mut self`); without the locks, one of them moving a cache already read into the
+        // ring not yet read would name an object twice (tests/soundness.rs).
         let ring = &self.core.ring;
         let buf = self.core.registry.with_all_locked(|visit| {
             visit(&mut |label, c| {

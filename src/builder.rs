@@ -752,7 +752,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         if !matches!(self.stride, StrideMode::Bytes(_)) {
             // Every object aligned, not only the first: a multiple of the alignment. A no-op
             // for sized types (their size is one already); byte buffers' length need not be
-            // (`bytes(n, 17, 4096)`: found by attack).
+            // (`bytes(n, 17, 4096)`, tests/runtime_pools.rs).
             stride = stride
                 .checked_next_multiple_of(align)
                 .ok_or_else(|| PoolError::overflow("stride rounding to the alignment"))?;

@@ -430,18 +430,28 @@ mod handlers {
         }
     }
 
+    /// The end of both after-fork handlers: the listed global locks in reverse order, then
+    /// LIST itself.
+    ///
+    /// # Safety
+    /// LIST is held (since prepare).
+    unsafe fn release_globals_and_list() {
+        // SAFETY: LIST is held (the contract); listed globals are statics.
+        for &l in unsafe { globals() }.iter().rev() {
+            // SAFETY: a static lock.
+            unsafe { &*l }.fork_release();
+        }
+        LIST.fork_release();
+    }
+
     extern "C" fn parent() {
         // SAFETY: LIST is held since prepare.
         for m in unsafe { members() } {
             // SAFETY: live, as in prepare.
             unsafe { &*m.p }.fork_parent();
         }
-        // SAFETY: LIST is held since prepare; listed globals are statics.
-        for &l in unsafe { globals() }.iter().rev() {
-            // SAFETY: a static lock.
-            unsafe { &*l }.fork_release();
-        }
-        LIST.fork_release();
+        // SAFETY: LIST is held since prepare.
+        unsafe { release_globals_and_list() };
     }
 
     extern "C" fn child() {
@@ -454,12 +464,8 @@ mod handlers {
             // SAFETY: live, as in prepare.
             unsafe { &*m.p }.fork_child();
         }
-        // SAFETY: LIST is held since prepare; listed globals are statics.
-        for &l in unsafe { globals() }.iter().rev() {
-            // SAFETY: a static lock.
-            unsafe { &*l }.fork_release();
-        }
-        LIST.fork_release();
+        // SAFETY: LIST is held since prepare.
+        unsafe { release_globals_and_list() };
     }
 
     /// Lists `p` for the fork handlers (installing them on the first call).

@@ -117,13 +117,13 @@ pub(crate) type HookPanic = Box<dyn std::any::Any + Send + 'static>;
 
 /// Called by a pool's drop when `outstanding > 0`. Never unwinds: a panic of the hook is
 /// returned, for the drop to hand to [`rethrow`] once it has dropped the objects and released
-/// or retired the brand (a panicking hook left `T drops: 0 of 4` and the brand
+/// or retired the brand (unwinding here would skip both: objects never dropped, the brand
 /// claimed by "a live pool" forever).
 #[must_use = "give a hook's panic to leaks::rethrow once the drop is done"]
 pub(crate) fn report(r: AuditReport) -> Option<HookPanic> {
     let (pool, outstanding, capacity) = (&r.pool, r.in_use + r.lent_to_kernel, r.capacity);
     // The hook is cloned out and the lock released before the call, so a hook may set or
-    // clear the hook itself (a one-shot hook hung on its own lock: found by attack).
+    // clear the hook itself (a one-shot hook would deadlock on its own lock).
     let hook = HOOK.lock().clone();
     if let Some(h) = hook {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(&r))).err();

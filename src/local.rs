@@ -49,7 +49,7 @@ type E<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 ///
 /// Aligned to 128 bytes (two cache lines): the owner writes its fast state (held in this value)
 /// on every operation, so caches kept side by side, e.g. one per thread in a `Vec`, must not
-/// share a line (false sharing; BENCHMARKS.md has the 2-thread figures).
+/// share a line (false sharing; the 2-thread cells of BENCHMARKS.md section 11).
 #[repr(align(128))]
 pub struct LocalCache<P: PoolRef> {
     /// The owner token of this value's own cache (boxed in `new`, freed in `drop`). It holds

@@ -39,12 +39,10 @@
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```
 //!
-//! Why a companion over an `Arc` needs nothing more: the companion holds its `Arc` and, for
-//! what it reaches inside the pool (a cache's token: the cache and the ring), raw pointers,
-//! never references. A reference field of a value passed by value is protected for the whole
-//! call under Stacked and Tree Borrows, so a companion that is the pool's last owner
-//! (`drop(cache)`) must not carry one into the pool it frees; raw pointers are neither retagged
-//! nor protected (regression test: tests/soundness.rs,
+//! A companion reaches inside the pool (a cache's token) through raw pointers only, never
+//! references: it may be the pool's last owner while passed by value (`drop(cache)`), and a
+//! reference field would stay protected (Stacked and Tree Borrows) while the pool is freed
+//! (DESIGN.md, "One pool type"; tests/soundness.rs
 //! `owned_companions_may_be_the_last_owner_of_their_pool`, under Miri).
 
 use std::ops::Deref;

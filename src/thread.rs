@@ -238,7 +238,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
         let c = Box::into_raw(Box::new(make()));
         let _g = slot.lock();
         // The allocation above may have run a global allocator that used this pool on this
-        // thread and installed a cache first (found by attack): keep that one, whose
+        // thread and installed a cache first: keep that one, whose
         // entries are in use, and free ours (empty: nothing was ever put in it).
         let existing = slot.cache.load(Ordering::Acquire);
         if !existing.is_null() {
@@ -292,7 +292,14 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// `mem::forget` strands its objects without making them look available.
     pub(crate) fn thread_cached(&self) -> usize {
         let mut n = 0;
-        for slot in self.slots.iter() {
+        self.each_thread_cache(|_, c| n += c.len());
+        n
+    }
+
+    /// Calls `f` with the slot number and the cache of every implicit cache, each under its
+    /// slot lock (one at a time).
+    fn each_thread_cache(&self, mut f: impl FnMut(usize, &Cache<E>)) {
+        for (tid, slot) in self.slots.iter().enumerate() {
             if slot.cache.load(Ordering::Acquire).is_null() {
                 continue;
             }
@@ -300,10 +307,9 @@ impl<E: Copy + Send + 'static> Registry<E> {
             let p = slot.cache.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: non-null slot caches are live until freed under this lock.
-                n += unsafe { (*p).len() };
+                f(tid, unsafe { &*p });
             }
         }
-        n
     }
 
     /// Unregisters every user-owned cache still registered, hands each to `reclaim` (to give
@@ -331,17 +337,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// Calls `f` with every cache (implicit under its slot lock, explicit under the registry
     /// lock) and a label.
     pub(crate) fn for_each_cache(&self, mut f: impl FnMut(String, &Cache<E>)) {
-        for (tid, slot) in self.slots.iter().enumerate() {
-            if slot.cache.load(Ordering::Acquire).is_null() {
-                continue;
-            }
-            let _g = slot.lock();
-            let p = slot.cache.load(Ordering::Acquire);
-            if !p.is_null() {
-                // SAFETY: non-null slot caches are live until freed under this lock.
-                f(format!("thread {tid}"), unsafe { &*p });
-            }
-        }
+        self.each_thread_cache(|tid, c| f(format!("thread {tid}"), c));
         let reg = self.explicit_list();
         for (i, c) in reg.iter().enumerate() {
             // SAFETY: registered caches are live until unregistered under this lock.
@@ -380,9 +376,8 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// Entries held by the implicit caches plus `elsewhere()` (the ring's count), read with
     /// every slot locked at once (for the pool's drop: exiting threads may still flush
     /// meanwhile, and an exit flush moves its cache into the ring under its slot lock, so
-    /// with every lock held each entry is counted once: in a cache or in the ring. Reading the
-    /// ring outside the locks missed a flush in between: a false leak report that retired the
-    /// brand or quarantined the block, found by attack after `thread::scope`).
+    /// with every lock held each entry is counted once: in a cache or in the ring; read outside
+    /// the locks, a flush in between would make a false leak report).
     pub(crate) fn held_by_threads_and(&self, elsewhere: impl FnOnce() -> usize) -> usize {
         let guards: Vec<_> = self.slots.iter().map(|s| s.lock()).collect();
         let mut n = elsewhere();

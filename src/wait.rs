@@ -6,47 +6,27 @@
 //! arrival order, and sleeps (a parked thread, or a pending future whose `Waker` is kept) until
 //! a put that reached the ring wakes it, or its timeout passes, or (the future) it is dropped.
 //!
-//! **Zero cost when nobody waits.** A put into the thread's cache (the fast path) does nothing
-//! new. Only an operation whose cache token went to the ring (a flush, an uncached put, a
-//! failed get that gave back its refill, a thread-exit flush) checks the waiter count, after
-//! its token is gone: one load of the ring's producer line, which that operation has just
-//! written ([`crate::ring::Ring`]'s `has_waiters`). Wakers run there, outside any token (they
-//! are user code: the re-entrancy rule): an implicit cache's token is dropped first; a
-//! `LocalCache`'s long-lived token is no longer in use, its state is published, and the
-//! `LocalCache` is borrowed mutably by the caller, so no code a waker runs can reach it.
+//! The whole argument (the handshake's SeqCst order, who is woken, the default cache size)
+//! is DESIGN.md, "Waiting on exhaustion"; what the code here must keep:
 //!
-//! **The handshake** (no lost wake-up; the loom model `waiter_handshake_*` in tests/loom.rs):
-//! * a put reserves its slots with a SeqCst CAS on `prod.head`, publishes them (`prod.tail`),
-//!   and then loads the waiter count (SeqCst); if it is not 0, it wakes waiters;
-//! * a waiter increments the count (SeqCst RMW, under the queue lock), then reads `prod.head`
-//!   (SeqCst) and waits until `prod.tail` has reached it (`settle_producers`), then retries
-//!   its get, and only then sleeps.
-//!
-//! In the single total order of SeqCst operations, either the put's load of the count comes
-//! after the waiter's increment (the put sees the waiter and wakes it), or the put's CAS comes
-//! before the waiter's read of `prod.head` (the waiter sees the reservation, waits for its
-//! publication, and its retry sees the entries). Single-producer rings move `prod.head` with a
-//! plain store: their put issues a SeqCst fence before the load instead.
-//!
-//! **Who is woken.** A put that sees waiters wakes, from the front of the queue, waiters not
-//! already woken until their requests add up to the entries in the ring (at least one). A
-//! woken waiter retries its get from the ring only (never refilling its own cache, which would
-//! hoard objects other waiters need); if that fails while entries remain (its request is
-//! larger than what is there), it passes the wake-up on to the waiters behind it. A waiter
-//! that leaves (served, timed out, or a future dropped) while entries remain wakes the front
-//! waiters for them: a wake-up is never lost by a cancellation.
-//!
-//! **Order.** Wake-ups go in arrival order (FIFO), and a woken waiter keeps its place until it
-//! is served. Gets that do not wait are not queued and may take an entry before a woken waiter
-//! retries (barging, as with `Mutex` + `Condvar`); the loser goes back to sleep in its place.
-//! A bulk waiter may be overtaken by later waiters with smaller requests while the ring holds
-//! fewer entries than it asks for (no starvation-freedom for large requests).
-//!
-//! **What a waiter may rely on.** It is woken when objects reach the common ring: a put
-//! through a cache of size 0, a cache's flush (its fill limit crossed, [`crate::Pool::flush`],
-//! a [`crate::LocalCache`] flushed or dropped, the exit of a thread). Objects that sit in other
-//! threads' caches stay there (DPDK's answer): up to `threads x fill limit` of them are not
-//! reachable by a waiter until their owner flushes.
+//! * **Zero cost when nobody waits.** The cached put does nothing new. Only an operation whose
+//!   cache token went to the ring (a flush, an uncached put, a failed get that gave back its
+//!   refill, a thread-exit flush) loads the waiter count, after its token is gone, from the
+//!   ring's producer line it has just written. Wakers are user code: they run outside any
+//!   token and outside the queue lock.
+//! * **No lost wake-up** (loom: `waiter_handshake_*` in tests/loom.rs). A put CASes
+//!   `prod.head` (SeqCst), publishes `prod.tail`, then loads the count (SeqCst); a waiter
+//!   increments the count (SeqCst, under the lock), reads `prod.head`, waits for `prod.tail`
+//!   to reach it (`settle_producers`), retries, and only then sleeps. Single-producer rings
+//!   store `prod.head` plainly: their put fences (SeqCst) before the load.
+//! * **Who is woken.** From the front, waiters not yet woken until their requests add up to
+//!   the entries in the ring. A woken waiter retries from the ring only (a refill of its own
+//!   cache would hoard what the others are owed); one that fails or leaves while entries
+//!   remain passes the wake-up on. FIFO, but gets that do not wait may barge, and a large
+//!   bulk request may be overtaken by smaller ones.
+//! * **What a waiter may rely on.** It is woken when objects reach the common ring (an
+//!   uncached put, any flush, a thread's exit). Objects idle in other threads' caches stay
+//!   there (DPDK's answer): up to `threads x fill limit` of them.
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -27,40 +27,31 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Ownership model (what the type system cannot prove)
+//! # Ownership model (DESIGN.md, "Ownership model" and "Threat model", has every peer action)
 //!
-//! The pool enforces at run time what the type system cannot check across processes
-//! (DESIGN.md, "Ownership model" and "Threat model", has the whole table of peer actions):
+//! * **Objects are `bytemuck::Pod`**: whatever another process writes is a valid `T`.
+//! * **One holder per object**, recorded in the region's owner table (free, in a channel, or
+//!   one attachment) and changed by compare-and-swap; the process also records what its
+//!   attachments hold, so a forged entry for one of them is dropped and counted
+//!   ([`SharedPool::corrupt_entries`]), never a second handle.
+//! * **A handle is accepted only by the attachment that minted it** ([`SharedHandle`]): safe
+//!   code cannot hold two `&mut T` to one object in one process.
+//! * **A [`SharedPool`] value is one attachment with one cache**: `Send`, not `Sync`; threads
+//!   that want their own cache attach separately, and so does a `fork` child.
+//! * **Peers' mistakes are contained**: they cannot make this process access memory outside
+//!   its mapping (geometry validated at attach and kept local, shared values read once, every
+//!   index range-checked). Not contained: two processes believing they hold one object, and a
+//!   forged ring lock naming a live process (that ring waits while it lives).
 //!
-//! * **Objects are `bytemuck::Pod`**: whatever another process writes, reading it gives a
-//!   valid `T`.
-//! * **Each object has one holder at a time**, recorded in the region's owner table (free, in
-//!   a channel, or held by one attachment) and claimed or released with a compare-and-swap.
-//!   The process also records what its attachments hold, so a forged entry for an object it
-//!   holds is dropped and counted ([`SharedPool::corrupt_entries`]), never a second handle.
-//! * **A handle is accepted only by the attachment that minted it** (see [`SharedHandle`]):
-//!   safe code cannot hold two `&mut T` to one object in one process.
-//! * **A [`SharedPool`] value is one attachment with one cache**: `Send`, not `Sync`. Threads
-//!   that want their own cache attach separately. A child created by `fork` attaches anew
-//!   (the copies share the parent's slot and cache); its attachments share the record of held
-//!   objects with the copies, so an object a copy holds is never handed out again there.
-//! * **Peers' mistakes are contained**: a process that maps the region can corrupt anything in
-//!   it, but cannot make this process read or write outside its mapping: the geometry is
-//!   validated once at attach and kept process-local, every shared value is read once into a
-//!   local, every index is range-checked, and bad entries are dropped and counted. Not
-//!   contained: two processes may believe they hold one object (a race on `Pod` bytes), and a
-//!   forged ring lock naming a live process makes that ring's users wait while it lives.
+//! # Recovery after a process dies (DESIGN.md, "Recovery semantics")
 //!
-//! # Recovery after a process dies (see [`SharedPool::reclaim_dead`])
-//!
-//! A process killed at any instruction costs the others at most its own work: every ring
-//! operation writes a redo record first, and whoever finds the ring's lock held by a dead
-//! process completes it (DESIGN.md, "Recovery semantics"). [`SharedPool::reclaim_dead`] frees
-//! the dead process's slot and cache; [`SharedPool::reclaim_in_use_of_dead`] returns the
-//! objects it held (explicit: only the caller knows no live process still works on them);
-//! [`SharedPool::reset_channel`] returns a channel's messages; [`SharedPool::audit`] checks
-//! that every object is in exactly one place; the `unsafe` [`SharedPool::repair_lost`] is for
-//! damage done by corruption.
+//! Every ring operation writes a redo record first, and whoever finds the ring's lock held by
+//! a dead process completes it: a process killed at any instruction costs the others at most
+//! its own work. [`SharedPool::reclaim_dead`] frees its slot and cache;
+//! [`SharedPool::reclaim_in_use_of_dead`] returns the objects it held (only the caller knows
+//! no live process still works on them); [`SharedPool::reset_channel`] returns a channel's
+//! messages; [`SharedPool::audit`] checks every object is in one place; the `unsafe`
+//! [`SharedPool::repair_lost`] repairs what corruption lost.
 //!
 //! Linux only. Liveness is a per-slot open-file-description lock (`F_OFD_SETLK`) on the region
 //! file, so processes may live in different pid namespaces; pid + start time is the fallback.

@@ -5,7 +5,7 @@
 //! [`SharedPool::complete_dead`]). The four steps, and why they make an operation atomic for
 //! everyone else: DESIGN.md, "Recovery semantics". Like DPDK's HTS ring mode, this trades the
 //! MPMC ring's overlapping operations for one at a time; the common ring is touched once per
-//! half a cache of gets or puts (the cost: BENCHMARKS.md).
+//! half a cache of gets or puts (the cost: BENCHMARKS.md section 8).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

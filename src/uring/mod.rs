@@ -1,45 +1,31 @@
 //! io_uring provided-buffer rings fed from a pool (feature **`uring`**): the kernel receives
 //! straight into pool objects, and every completion comes back as a [`Handle`].
 //!
-//! # Mechanism
+//! # Mechanism (DESIGN.md, "Feeding the kernel", has the whole argument)
 //!
 //! [`UringRx`] owns an io_uring instance, a [`crate::LocalCache`] of the pool and one
 //! provided-buffer ring (`IORING_REGISTER_PBUF_RING`) per **buffer group**:
 //!
-//! * **Groups.** A group is a run of consecutive pool indices: group `k` holds indices
-//!   `k x G .. (k + 1) x G` (the last one may be shorter), where `G`, the group size, is a power
-//!   of two of at most 32,768 ([`MAX_GROUP_SIZE`], the kernel's limit on a ring's entries; a
-//!   `bid` is 16 bits). Its buffer group id is `bgid_base + k`, and a buffer's id is **its index
-//!   within the group**: `bid = index - k x G` ([`BidMap`]). A pool of more than 32,768 buffers is
-//!   split into `ceil(capacity / G)` groups; each group's ring has `G` entries, so it can hold
-//!   every buffer of its group at once and never overflows. A receive is armed once per group on
-//!   each socket ([`UringRx::recv_multishot`]), so every lent buffer can be picked.
-//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: it takes up to a burst of handles
-//!   from its cache (one `get_burst`), writes one `(addr, len, bid)` entry per handle into its
-//!   group's ring, and publishes each touched ring's tail with **one** release store (at most
-//!   one tail publish per group per burst; one in all for pools of up to 32,768 buffers). The
-//!   handles are given up (their objects are now the kernel's): they are counted by
-//!   [`crate::Pool::lent_to_kernel`] and [`crate::AuditReport::lent_to_kernel`], and recorded
-//!   in a per-group bitmap of lent bids.
-//! * **Completions are handles.** A multishot `recv` completion carries a `bid`; the group of the
-//!   operation and the bid give the index, the bitmap proves the buffer was lent (a completion
-//!   naming a buffer that was not is counted in [`RxStats::bad_completions`] and ignored: never
-//!   a second handle), and the handle is rebuilt: a [`Packet`] of `len` bytes. The application
-//!   gives the buffer back by putting the handle into the pool, through any cache; it reaches
-//!   the kernel again at a later re-arm.
-//! * **Nothing is lost.** When the rings run dry the kernel ends the multishot receive with
-//!   `ENOBUFS`, and the datagram stays queued in the socket: the next [`UringRx::poll`] re-arms
-//!   the rings and then the receive ([`RxStats::enobufs`], [`RxStats::recv_rearms`]). A socket
-//!   that reaches end of file or is closed ([`UringRx::close`]) has its receives cancelled and
-//!   their last completions reaped (their packets are returned). Dropping the `UringRx`
-//!   cancels every receive and waits for its last completion, unregisters every ring, and puts
-//!   every lent buffer back into the pool, before the pool reference it holds (an `Arc` keeps
-//!   the pool alive however early the application dropped its own) is released.
+//! * **Groups.** Group `k` holds the indices `k x G .. (k + 1) x G`, `G` a power of two of at
+//!   most [`MAX_GROUP_SIZE`] (a `bid` is 16 bits); its bgid is `bgid_base + k` and a buffer's
+//!   bid is its index within the group ([`BidMap`]). A group's ring can hold every buffer of
+//!   the group, so it never overflows; one receive is armed per group on each socket.
+//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: one `get_burst` from its cache, one
+//!   ring entry per handle, one release store of each touched ring's tail. The handles are
+//!   given up, counted by [`crate::Pool::lent_to_kernel`] and recorded in a per-group bitmap.
+//! * **Completions are handles.** A completion's group and bid give the index; the bitmap
+//!   must say it is lent (else [`RxStats::bad_completions`] counts it: never a second
+//!   handle); the handle is rebuilt as a [`Packet`]. Putting it back into the pool, through
+//!   any cache, frees the buffer; it reaches the kernel again at a later re-arm.
+//! * **Nothing is lost.** A receive ended by `ENOBUFS` leaves the datagram in the socket and
+//!   is re-armed by the next [`UringRx::poll`] ([`RxStats::enobufs`]). [`UringRx::close`] and
+//!   end of file reap the last completions (their packets are returned). Dropping the
+//!   receiver cancels and reaps every receive, unregisters every ring and puts every lent
+//!   buffer back, before it releases its pool reference.
 //!
-//! With a `headroom` ([`RxConfig::headroom`]) the kernel writes `headroom` bytes into each
-//! object, and when it is at least 4 the received length is stamped in the object's first 4
-//! bytes (little endian), so a bare handle, e.g. passed through a [`crate::HandleRing`], still
-//! knows its length ([`payload`]).
+//! With a `headroom` of at least 4 ([`RxConfig::headroom`]) the received length is stamped in
+//! the object's first 4 bytes (little endian), so a bare handle still knows its length
+//! ([`payload`]).
 //!
 //! # Packet buffers
 //!
@@ -358,9 +344,9 @@ where
         // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
         // borrowed shared for 'a; every byte of an RxObject is initialised (Pod; a PacketBuf's
         // header is written at build and its room zero-filled); lend_off + len is within the
-        // object (len <= buf_len = size - lend_off). (The safe form, `bytemuck::bytes_of(get_ref)` sliced after the
-        // headroom, costs 3 more instructions per call: the compiler cannot know that the
-        // headroom is below the object size.)
+        // object (len <= buf_len = size - lend_off). Not the safe `bytemuck::bytes_of` sliced
+        // after the headroom: the compiler cannot know the headroom is below the object size,
+        // so that form keeps a bounds check.
         unsafe {
             std::slice::from_raw_parts(
                 self.pool()

@@ -1,10 +1,6 @@
-//! AF_XDP's frame addressing over a pool's region.
-//!
-//! An AF_XDP UMEM is one registered region of equal frames, and its fill, completion, RX and
-//! TX rings carry **byte offsets within the UMEM**. When the UMEM is a pool's region (base =
-//! [`crate::Pool::base`], frame size = [`crate::Pool::stride`]), a frame offset is
-//! `index x stride`: the pool's own addressing. [`FrameMap`] is that mapping both ways, for
-//! the kernel's two address modes:
+//! AF_XDP's frame addressing over a pool's region: frame offset = `index x stride` (see the
+//! [`xdp` module docs](crate::xdp)). [`FrameMap`] is that mapping both ways, for the kernel's
+//! two address modes:
 //!
 //! * **aligned chunks** (the default): the stride is a power of two (2,048 or 4,096 in
 //!   practice) and a descriptor's address is the frame's offset plus the packet's offset in it

@@ -582,6 +582,12 @@ where
             );
             w += 1;
         }
+        self.submit_tx(w)
+    }
+
+    /// Publishes the `w` descriptors written since the TX ring's `reserve`, counts them as
+    /// lent, and kicks the kernel. Returns `w`.
+    fn submit_tx(&mut self, w: u32) -> Result<usize, PoolError> {
         if w > 0 {
             self.tx.submit(w);
             self.ledger.add_kernel_lent(w as isize);
@@ -825,13 +831,7 @@ where
             );
             w += 1;
         }
-        if w > 0 {
-            self.tx.submit(w);
-            self.ledger.add_kernel_lent(w as isize);
-            self.stats.tx_frames += u64::from(w);
-        }
-        self.kick_tx()?;
-        Ok(w as usize)
+        self.submit_tx(w)
     }
 }
 
