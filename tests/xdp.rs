@@ -1016,3 +1016,44 @@ fn a_receive_window_that_does_not_fit_leaves_no_stale_header() {
     assert_eq!((b.headroom(), b.len(), b.tag()), (100, 40, 4));
     pool.put(h);
 }
+
+#[test]
+fn a_packet_buffer_frame_sent_from_its_header_is_refused() {
+    use idxpool::xdp::DescriptorFault;
+    use idxpool::PoolError;
+    let Some(lab) = lab("xtbtxhdr") else { return };
+    // `transmit` takes `Frame`s with public fields: over packet buffers, a frame starting in
+    // the 16-byte header would put the header on the wire. Refused as the RX side refuses a
+    // descriptor into it; nothing is handed over.
+    let pool = buf_pool(8, 0);
+    let mut cfg = XdpConfig::new(&lab.a);
+    cfg.rx = false;
+    cfg.tx = true;
+    cfg.load_program = false;
+    let mut xsk = XdpSocket::new(pool.clone(), &cfg).unwrap();
+    for offset in [0u32, 15] {
+        let mut frames = vec![
+            Frame {
+                handle: xsk.get().unwrap(),
+                offset: 16,
+                len: 60,
+            },
+            Frame {
+                handle: xsk.get().unwrap(),
+                offset,
+                len: 60,
+            },
+        ];
+        match xsk.transmit(&mut frames) {
+            Err(PoolError::BadDescriptor { fault, .. }) => {
+                assert_eq!(fault, DescriptorFault::InHeader)
+            }
+            other => panic!("a frame in the header must be refused: {other:?}"),
+        }
+        assert_eq!(frames.len(), 2, "nothing handed over");
+        assert_eq!(xsk.lent(LentTo::Tx), 0);
+        xsk.put_frames(&mut frames);
+    }
+    drop(xsk);
+    assert!(pool.is_full());
+}
