@@ -441,7 +441,9 @@ impl<P: PoolRef> HandleChannel<P> {
             v.push(h);
         }
         if !v.is_empty() {
-            self.pool.pool().put_bulk(&mut v);
+            // From a drop (the last receiver's, the channel's) or a send: a reset hook's panic
+            // during an unwind is contained (the handles are back either way).
+            crate::guard::put_in_drop(|| self.pool.pool().put_bulk(&mut v));
         }
     }
 }

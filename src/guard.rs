@@ -177,10 +177,27 @@ where
     }
 }
 
+/// Runs `put` (a put from a destructor). While the thread unwinds already, a panic of the
+/// reset hook (user code) inside it would abort the process (a panic while panicking): it is
+/// contained there, and its payload leaked, not dropped (its drop is user code too), as the
+/// channel contains a waker's panic. Every put path gives the whole burst back before a hook's
+/// panic goes on, so nothing is lost either way. Outside an unwind the hook's panic goes on to
+/// the caller as before. tests/hook_unwind.rs.
+#[inline(always)]
+pub(crate) fn put_in_drop(put: impl FnOnce()) {
+    if std::thread::panicking() {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(put)) {
+            std::mem::forget(p);
+        }
+    } else {
+        put()
+    }
+}
+
 impl<P: MempoolRef> Drop for Pooled<P> {
     fn drop(&mut self) {
         if let Some(h) = self.h.take() {
-            Mempool::put(&*self.pool, h);
+            put_in_drop(|| Mempool::put(&*self.pool, h));
         }
     }
 }
