@@ -1,6 +1,6 @@
-//! A reset hook (user code) that panics while a thread is already unwinding: the guard's drop
-//! and the handle channel's drains put objects back from destructors, and a second panic there
-//! would abort the process (a panic while panicking). Contained as the channel contains a
+//! A reset hook (user code) that panics while a thread is already unwinding: the guard's drop,
+//! the handle channel's drains and the handle ring's drop put objects back from destructors,
+//! and a second panic there would abort the process (a panic while panicking). Contained as the channel contains a
 //! waker's panic: every object is back in its pool, the first panic goes on, no abort. Each
 //! case runs in a forked child, whose death by SIGABRT the parent sees.
 #![cfg(all(unix, not(miri)))]
@@ -8,7 +8,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use idxpool::{HandleChannel, PacketBuf, Pool, PoolBuilder};
+use idxpool::handle_ring::Zeroing;
+use idxpool::{HandleChannel, HandleRing, PacketBuf, Pool, PoolBuilder};
 
 /// One test at a time: a child forked while another test's thread holds a lock of the runtime
 /// (the panic output's, the allocator's) would wait for it for ever.
@@ -98,6 +99,21 @@ fn the_channel_dropped_during_unwind_with_a_panicking_hook_does_not_abort() {
             // Both halves drop during the unwind (the sender last: the channel's own drop
             // finds the handle if the receiver's drain did not).
             let _both = (rx, tx);
+            panic!("the stage fails");
+        }));
+        r.is_err() && p.in_use() == 0 && p.available() == 8
+    });
+}
+
+#[test]
+fn a_handle_ring_dropped_during_unwind_with_a_panicking_hook_does_not_abort() {
+    in_child(|| {
+        let p = pool();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let (mut tx, rx) = HandleRing::new(p.clone(), 4, Zeroing::Immediate).unwrap();
+            tx.produce(p.get().unwrap()).unwrap();
+            // Both halves drop during the unwind: the ring gives the handle inside back.
+            let _both = (tx, rx);
             panic!("the stage fails");
         }));
         r.is_err() && p.in_use() == 0 && p.available() == 8
