@@ -184,7 +184,7 @@ impl<P: PoolRef> LocalCache<P> {
     pub fn get_bulk(&mut self, out: &mut Vec<H<P>>, n: usize) -> Result<(), PoolError> {
         self.pool
             .pool()
-            .get_vec_via(|| &mut self.cm, out, n, Behavior::Bulk)
+            .get_vec_via(|| &mut self.cm, out, n, Behavior::Bulk, true)
             .map(|_| ())
     }
 
@@ -194,7 +194,27 @@ impl<P: PoolRef> LocalCache<P> {
     pub fn get_burst(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
         self.pool
             .pool()
-            .get_vec_via(|| &mut self.cm, out, n, Behavior::Burst)
+            .get_vec_via(|| &mut self.cm, out, n, Behavior::Burst, true)
+            .unwrap_or(0)
+    }
+
+    /// [`LocalCache::get_burst`] without the object type's reset on get
+    /// (`Element::RESET_ON_GET`: a [`crate::PacketBuf`]'s header is left as its last use
+    /// left it), for the kernel receivers' refills: an object lent to the kernel has no
+    /// handle while lent, and comes back to a user only through a receive, which writes
+    /// every field the reset writes (`RxObject::received`: data window and tag), or through
+    /// a put, after which the next get resets it. Resetting it here would write its header
+    /// line twice per packet (here, then on receive), a store to a line long cold by then.
+    #[cfg(all(
+        any(feature = "uring", feature = "xdp"),
+        target_os = "linux",
+        not(loom)
+    ))]
+    #[inline]
+    pub(crate) fn get_burst_for_kernel(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
+        self.pool
+            .pool()
+            .get_vec_via(|| &mut self.cm, out, n, Behavior::Burst, false)
             .unwrap_or(0)
     }
 

@@ -540,7 +540,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         n: usize,
     ) -> Result<(), PoolError> {
         out.reserve(n); // get_into_vec's contract: room before
-        self.get_into_vec(out, n, |dst| self.ring_take(dst))
+        self.get_into_vec(out, n, true, |dst| self.ring_take(dst))
             .map(|_| ())
     }
 

@@ -480,6 +480,22 @@ fn packet_pool(cap: u32, room: usize, headroom: usize, name: &str) -> Arc<PktBuf
     )
 }
 
+/// Every buffer of `pool` used and given back dirty (data, a window moved into the headroom, a
+/// tag), so that a receiver that lends buffers without a get's reset shows it if its receive
+/// does not write the whole header.
+fn dirty_all(pool: &Pool<idxpool::PacketBuf>) {
+    let mut all = Vec::new();
+    let n = pool.get_burst(&mut all, pool.capacity() as usize);
+    assert_eq!(n, pool.capacity() as usize);
+    for h in all.iter_mut() {
+        let b = pool.get_mut(h);
+        b.extend_from_slice(&[0x5a; 33]).unwrap();
+        b.prepend(3).unwrap();
+        b.set_tag(0xbad);
+    }
+    pool.put_bulk(&mut all);
+}
+
 fn poll_bufs(
     rx: &mut UringRx<Arc<PktBufPool>>,
     out: &mut Vec<Packet<idxpool::PacketBuf>>,
@@ -501,6 +517,7 @@ fn packet_buffers_get_their_header_from_the_completion() {
     use idxpool::packet::DEFAULT_HEADROOM;
     // Room 2048: the receiver lends 2048 - 112 bytes of each room; a longer datagram is cut.
     let pool = packet_pool(128, 2048, DEFAULT_HEADROOM, "uring-pktbuf");
+    dirty_all(&pool);
     let cfg = RxConfig {
         headroom: DEFAULT_HEADROOM as u32,
         burst: 32,
@@ -616,6 +633,7 @@ fn packet_buffers_lent_at_drop_come_back_fresh() {
         return;
     }
     let pool = packet_pool(64, 1024, 32, "uring-pktbuf-drop");
+    dirty_all(&pool);
     let cfg = RxConfig {
         headroom: 32,
         ..RxConfig::default()

@@ -578,6 +578,22 @@ fn buf_pool(n: u32, headroom: usize) -> Arc<BufPool> {
     )
 }
 
+/// Every buffer of `pool` used and given back dirty (data, a window moved into the headroom, a
+/// tag), so that a receiver that lends buffers without a get's reset shows it if its receive
+/// does not write the whole header.
+fn dirty_all(pool: &Pool<idxpool::PacketBuf>) {
+    let mut all = Vec::new();
+    let n = pool.get_burst(&mut all, pool.capacity() as usize);
+    assert_eq!(n, pool.capacity() as usize);
+    for h in all.iter_mut() {
+        let b = pool.get_mut(h);
+        b.extend_from_slice(&[0x5a; 33]).unwrap();
+        b.prepend(3).unwrap();
+        b.set_tag(0xbad);
+    }
+    pool.put_bulk(&mut all);
+}
+
 #[test]
 fn a_packet_buffer_descriptor_into_its_header_is_refused() {
     use idxpool::xdp::{DescriptorFault, FrameLedger};
@@ -606,6 +622,7 @@ fn packet_buffers_receive_with_their_header_from_the_descriptor() {
     let Some(lab) = lab("xtbrx") else { return };
     // A distinctive default headroom (the header's constant word) and a frame headroom.
     let pool = buf_pool(256, 100);
+    dirty_all(&pool);
     let mut cfg = XdpConfig::new(&lab.a);
     cfg.frame_headroom = 32;
     let mut xsk = XdpSocket::new(pool.clone(), &cfg).unwrap();
@@ -864,4 +881,179 @@ fn a_packet_buffer_frame_headroom_must_leave_room_past_the_header() {
         Err(PoolError::ForeignHandle { .. })
     ));
     other.put(f.handle);
+}
+
+#[test]
+fn a_recycled_frame_received_again_has_its_header_from_the_descriptor() {
+    let Some(lab) = lab("xtrecyhdr") else { return };
+    // Every frame lent (lend target = capacity): after the first 128 fills, which take fresh
+    // buffers from the pool, every fill is a recycled TX completion, which passes no get and
+    // no reset. Each buffer is sent with a header unlike any received one (window moved,
+    // shorter, a tag), so a header not rewritten from the RX descriptor shows.
+    let cap = 128u32;
+    let pool = buf_pool(cap, 0);
+    let mut cfg = XdpConfig::new(&lab.a);
+    cfg.tx = true;
+    cfg.recycle_tx = true;
+    cfg.lend = cap;
+    let mut xsk = XdpSocket::new(pool.clone(), &cfg).unwrap();
+    let n = 600u64;
+    let sender = {
+        let (b, dst, src) = (lab.b.clone(), lab.mac_a, lab.mac_b);
+        lab.in_ns(move || {
+            let s = PacketSock::new(&b, 0).unwrap();
+            for seq in 0..n {
+                let f = frame(dst, src, seq, 64);
+                while s.send_many(&[&f]) == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if seq % 16 == 15 {
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            }
+        })
+    };
+    let data_at = idxpool::xdp::XDP_PACKET_HEADROOM as usize;
+    let mut sent_once = vec![false; cap as usize];
+    let (mut received, mut again) = (0u64, 0u64);
+    let (mut frames, mut bufs) = (Vec::new(), Vec::new());
+    let t0 = Instant::now();
+    while received < n && t0.elapsed() < Duration::from_secs(10) {
+        xsk.poll(&mut frames, Some(Duration::from_millis(20)))
+            .unwrap();
+        for mut f in frames.drain(..) {
+            let index = pool.index_of(&f.handle) as usize;
+            let want = xsk.bytes(&f).to_vec();
+            let b = pool.get_mut(&mut f.handle);
+            assert_eq!(
+                (b.headroom(), b.len(), b.tag()),
+                (data_at, 64, 0),
+                "data window and tag from the descriptor (frame {index}, sent before: {})",
+                sent_once[index]
+            );
+            assert_eq!(f.offset as usize, 16 + data_at);
+            assert_eq!(b.as_slice(), &want[..]);
+            assert!(seq_of(b).is_some_and(|s| s < n));
+            if sent_once[index] {
+                again += 1;
+            }
+            // Sent with another header: 2 bytes prepended, 4 stripped off the tail, a tag.
+            b.strip_back(4).unwrap();
+            b.prepend(2).unwrap().copy_from_slice(&[0xee; 2]);
+            b.set_tag(0xdead_beef);
+            sent_once[index] = true;
+            received += 1;
+            bufs.push(f.handle);
+        }
+        while !bufs.is_empty() {
+            xsk.transmit_bufs(&mut bufs).unwrap();
+            xsk.complete();
+        }
+    }
+    sender.join().unwrap().unwrap();
+    let s = xsk.stats();
+    assert!(received >= n - 10, "received {received} of {n}: {s:?}");
+    assert_eq!(s.bad_descriptors, 0, "{s:?}");
+    assert_eq!(
+        s.frames_filled - s.tx_recycled,
+        u64::from(cap),
+        "only the first fills took buffers from the pool (a get); every later one was a \
+         recycled completion: {s:?}"
+    );
+    assert!(
+        again >= received - u64::from(cap),
+        "frames received again after a recycle: {again} of {received}"
+    );
+    drop(xsk);
+    assert!(pool.is_full());
+    assert_eq!(pool.lent_to_kernel(), 0);
+}
+
+#[test]
+fn a_packet_buffer_reclaimed_from_the_fill_ring_has_its_header_from_the_descriptor() {
+    use idxpool::xdp::FrameLedger;
+    // The ledger hands a handle out without a get: a frame lent to the fill ring comes back
+    // described by its descriptor, whatever its header said when it was lent.
+    let pool = buf_pool(4, 40);
+    let mut ledger = FrameLedger::new(pool.clone()).unwrap();
+    let mut h = pool.get().unwrap();
+    let b = pool.get_mut(&mut h);
+    b.extend_from_slice(&[1; 100]).unwrap();
+    b.prepend(8).unwrap();
+    b.set_tag(77);
+    let addr = ledger.lend(h, LentTo::Fill).map_err(|(_, e)| e).unwrap();
+    let (h, off) = ledger.reclaim(addr + 16 + 300, 60, LentTo::Fill).unwrap();
+    assert_eq!(off, 316);
+    let b = pool.get_ref(&h);
+    assert_eq!((b.headroom(), b.len(), b.tag()), (300, 60, 0));
+    assert_eq!(b.default_headroom(), 40);
+    // A TX frame comes back as it was lent: the kernel only read it.
+    let mut h = h;
+    pool.get_mut(&mut h).set_tag(9);
+    let addr = ledger.lend(h, LentTo::Tx).map_err(|(_, e)| e).unwrap();
+    let (h, _) = ledger.reclaim(addr + 316, 0, LentTo::Tx).unwrap();
+    let b = pool.get_ref(&h);
+    assert_eq!((b.headroom(), b.len(), b.tag()), (300, 60, 9));
+    pool.put(h);
+    drop(ledger);
+    assert!(pool.is_full());
+}
+
+#[test]
+fn a_receive_window_that_does_not_fit_leaves_no_stale_header() {
+    use idxpool::xdp::RxObject;
+    // `received` with a window past the room (a misbehaving kernel; the receivers validate
+    // every descriptor first, so only a direct call reaches this): the buffer is empty at its
+    // default headroom with the new tag, not the window of its last use.
+    let pool = buf_pool(2, 24);
+    let mut h = pool.get().unwrap();
+    let b = pool.get_mut(&mut h);
+    b.extend_from_slice(&[9; 50]).unwrap();
+    b.set_tag(5);
+    b.received(false, 2000, 100, 3);
+    assert_eq!((b.headroom(), b.len(), b.tag()), (24, 0, 3));
+    b.received(false, 100, 40, 4);
+    assert_eq!((b.headroom(), b.len(), b.tag()), (100, 40, 4));
+    pool.put(h);
+}
+
+#[test]
+fn a_packet_buffer_frame_sent_from_its_header_is_refused() {
+    use idxpool::xdp::DescriptorFault;
+    use idxpool::PoolError;
+    let Some(lab) = lab("xtbtxhdr") else { return };
+    // `transmit` takes `Frame`s with public fields: over packet buffers, a frame starting in
+    // the 16-byte header would put the header on the wire. Refused as the RX side refuses a
+    // descriptor into it; nothing is handed over.
+    let pool = buf_pool(8, 0);
+    let mut cfg = XdpConfig::new(&lab.a);
+    cfg.rx = false;
+    cfg.tx = true;
+    cfg.load_program = false;
+    let mut xsk = XdpSocket::new(pool.clone(), &cfg).unwrap();
+    for offset in [0u32, 15] {
+        let mut frames = vec![
+            Frame {
+                handle: xsk.get().unwrap(),
+                offset: 16,
+                len: 60,
+            },
+            Frame {
+                handle: xsk.get().unwrap(),
+                offset,
+                len: 60,
+            },
+        ];
+        match xsk.transmit(&mut frames) {
+            Err(PoolError::BadDescriptor { fault, .. }) => {
+                assert_eq!(fault, DescriptorFault::InHeader)
+            }
+            other => panic!("a frame in the header must be refused: {other:?}"),
+        }
+        assert_eq!(frames.len(), 2, "nothing handed over");
+        assert_eq!(xsk.lent(LentTo::Tx), 0);
+        xsk.put_frames(&mut frames);
+    }
+    drop(xsk);
+    assert!(pool.is_full());
 }

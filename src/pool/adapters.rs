@@ -24,7 +24,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     ///
     /// The hit (the cache holds `n`) returns on its own; the rest reaches the cache's
     /// out-of-line slow path (see `CacheMut::cold`), so that a loop of hits keeps the cache's
-    /// state in registers.
+    /// state in registers. `reset` (a constant at every call site): run the object type's
+    /// reset (`reset_got`); false only for objects lent straight to the kernel, whose
+    /// receive writes what the reset writes (see `LocalCache::get_burst_for_kernel`).
     #[inline(always)]
     pub(crate) fn get_vec_via<'c, C: Token<'c, R::Entry>>(
         &self,
@@ -32,6 +34,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         out: &mut Vec<H<T, B, R>>,
         n: usize,
         behavior: Behavior,
+        reset: bool,
     ) -> Result<usize, PoolError> {
         let cap = self.geometry.capacity as usize;
         let n = match behavior {
@@ -53,12 +56,12 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let mut t = token();
         let cm = t.cm();
         if n <= cm.len() {
-            return self.get_into_vec(out, n, |dst| {
+            return self.get_into_vec(out, n, reset, |dst| {
                 cm.take_top(dst);
                 Ok(n)
             });
         }
-        let r = self.get_into_vec(out, n, |dst| cm.get(dst, behavior));
+        let r = self.get_into_vec(out, n, reset, |dst| cm.get(dst, behavior));
         if r.is_err() {
             // A failed get may have given its refill back to the ring: after the token, the
             // check for waiters (wait.rs). A burst that came back short took the ring's
@@ -71,12 +74,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     /// Appends the handles of the entries `get` writes into `n` spare slots of `out` (which
     /// has room: the caller reserved it before taking its token): `get` returns how many it
-    /// wrote, or `Err(reachable)`.
+    /// wrote, or `Err(reachable)`. `reset`: as [`Pool::get_vec_via`]'s.
     #[inline(always)]
     pub(crate) fn get_into_vec(
         &self,
         out: &mut Vec<H<T, B, R>>,
         n: usize,
+        reset: bool,
         get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
     ) -> Result<usize, PoolError> {
         let len = out.len();
@@ -101,7 +105,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 // now owned by the new handles.
                 unsafe { out.set_len(len + got) };
                 self.debug_got(&out[len..]);
-                self.reset_got(&out[len..]);
+                if reset {
+                    self.reset_got(&out[len..]);
+                }
                 Ok(got)
             }
             Err(available) => Err(PoolError::Exhausted {

@@ -727,14 +727,14 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// (nothing is allocated for a request larger than the pool).
     #[must_use = "on Ok, `out` holds objects that must be given back with pool.put_bulk"]
     pub fn get_bulk(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> Result<(), PoolError> {
-        self.get_vec_via(|| self.thread_cache_mut(), out, n, Behavior::Bulk)
+        self.get_vec_via(|| self.thread_cache_mut(), out, n, Behavior::Bulk, true)
             .map(|_| ())
     }
 
     /// Appends up to `n` handles to `out`; returns how many.
     #[must_use = "the count says how many objects were appended to `out`; give them back with pool.put_bulk"]
     pub fn get_burst(&self, out: &mut Vec<H<T, B, R>>, n: usize) -> usize {
-        self.get_vec_via(|| self.thread_cache_mut(), out, n, Behavior::Burst)
+        self.get_vec_via(|| self.thread_cache_mut(), out, n, Behavior::Burst, true)
             .unwrap_or(0)
     }
 

@@ -425,7 +425,8 @@ where
         let Some(cache) = self.cache.as_mut() else {
             return 0;
         };
-        let got = cache.get_burst(&mut self.scratch, want as usize);
+        // No reset on get: a buffer's header is written on receive (see get_burst_for_kernel).
+        let got = cache.get_burst_for_kernel(&mut self.scratch, want as usize);
         if got == 0 {
             return 0;
         }

@@ -191,11 +191,26 @@ where
     /// ([`DescriptorFault::InHeader`]: a [`crate::PacketBuf`]'s first 16 bytes), or the frame
     /// not lent to `ring` ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent
     /// to the other ring).
+    ///
+    /// A [`crate::PacketBuf`] reclaimed from the fill ring comes back described by the
+    /// descriptor, as `XdpSocket`'s receive hands it out: data window `[offset - 16, offset -
+    /// 16 + len)` of the room, tag 0 (the header it had when lent is not kept: no get resets
+    /// it on this path). One reclaimed from the TX ring comes back as it was lent (the kernel
+    /// only read it).
     pub fn reclaim(&mut self, addr: u64, len: u32, ring: LentTo) -> Result<(H<P>, u32), PoolError> {
         match self.reclaim_owned(addr, len, ring) {
-            Ok(x) => {
+            Ok((mut h, within)) => {
                 self.add_kernel_lent(-1);
-                Ok(x)
+                if ring == LentTo::Fill && <P::T as RxObject>::FRONT > 0 {
+                    // `reclaim_owned` checked FRONT <= within and within + len inside the
+                    // object.
+                    let off = within - <P::T as RxObject>::FRONT;
+                    self.pool
+                        .pool()
+                        .get_mut(&mut h)
+                        .received(false, off, len, 0);
+                }
+                Ok((h, within))
             }
             Err(fault) => Err(PoolError::BadDescriptor { addr, len, fault }),
         }

@@ -38,7 +38,9 @@ pub trait RxObject: Element + sealed::Sealed {
     /// Records a packet of `len` bytes the kernel wrote at byte `FRONT + off` of the object.
     /// `stamp`: a `Pod` object gets `len` in its first 4 bytes (io_uring with a headroom of
     /// at least 4); a [`PacketBuf`] gets its data window `[off, off + len)` of the room and
-    /// `tag` (the io_uring socket id; 0 for AF_XDP).
+    /// `tag` (the io_uring socket id; 0 for AF_XDP), or, when that window does not fit the
+    /// room, an empty window at its default headroom and `tag`: every field a get's reset
+    /// sets is written either way.
     #[doc(hidden)]
     fn received(&mut self, stamp: bool, off: u32, len: u32, tag: u32);
 }
@@ -71,9 +73,12 @@ impl RxObject for PacketBuf {
     #[inline(always)]
     fn received(&mut self, _stamp: bool, off: u32, len: u32, tag: u32) {
         // The receivers lend `[off, capacity)` of the room and the kernel writes at most that
-        // much, so this fits; a window that does not (a misbehaving kernel) leaves the header
-        // as it was (valid: every method keeps it inside the room): never out of the room.
-        let _fits = self.set_data(off as usize, len as usize);
+        // much, so this fits; a window that does not (a misbehaving kernel) leaves the buffer
+        // empty at its default headroom, never out of the room and never with the window of
+        // its last use (a frame recycled from TX passed no get, so no reset).
+        if self.set_data(off as usize, len as usize).is_err() {
+            self.reset();
+        }
         self.set_tag(tag);
     }
 }

@@ -383,7 +383,8 @@ where
             self.fill.unreserve(room);
             return 0;
         };
-        let got = cache.get_burst(&mut self.scratch, room as usize) as u32;
+        // No reset on get: a frame's header is written on receive (see get_burst_for_kernel).
+        let got = cache.get_burst_for_kernel(&mut self.scratch, room as usize) as u32;
         let mut written = 0u32;
         for h in self.scratch.drain(..) {
             match self.ledger.lend_owned(h, LentTo::Fill) {
@@ -536,7 +537,9 @@ where
     ///
     /// # Errors
     /// Nothing is handed over when a frame is not valid: [`PoolError::ForeignHandle`],
-    /// [`PoolError::BadDescriptor`] (`offset + len` past the object, or an empty packet),
+    /// [`PoolError::BadDescriptor`] (`offset + len` past the object, or an empty packet:
+    /// [`DescriptorFault::PastFrame`]; a [`crate::PacketBuf`] frame starting in its 16-byte
+    /// header: [`DescriptorFault::InHeader`]),
     /// [`PoolError::IndexOutOfRange`] (an object past the UMEM); [`PoolError::InvalidConfig`]
     /// when the socket has no TX ring. [`PoolError::Kernel`] when the kick fails with other
     /// than `EAGAIN`/`EBUSY`/`ENOBUFS` (the frames are lent then, and complete later).
@@ -555,6 +558,14 @@ where
                     addr: u64::from(f.offset),
                     len: f.len,
                     fault: DescriptorFault::PastFrame,
+                });
+            }
+            // A packet buffer's header is not packet data (0 for `Pod` objects: no compare).
+            if f.offset < <P::T as RxObject>::FRONT {
+                return Err(PoolError::BadDescriptor {
+                    addr: u64::from(f.offset),
+                    len: f.len,
+                    fault: DescriptorFault::InHeader,
                 });
             }
             let index = self.pool().index_of(&f.handle);
