@@ -441,7 +441,9 @@ impl<P: PoolRef> HandleChannel<P> {
             v.push(h);
         }
         if !v.is_empty() {
-            self.pool.pool().put_bulk(&mut v);
+            // From a drop (the last receiver's, the channel's) or a send: a reset hook's panic
+            // during an unwind is contained (the handles are back either way).
+            crate::guard::put_in_drop(|| self.pool.pool().put_bulk(&mut v));
         }
     }
 }
@@ -469,6 +471,17 @@ where
                 "handle channel of {cap} slots"
             )));
         }
+        // crossbeam's allocation is infallible (a failure aborts): the same size asked
+        // fallibly first, and released, turns a request the allocator refuses (an
+        // address-space limit, a pool that may grow to 2^31 objects) into the typed error.
+        let mut probe: Vec<(usize, H<T, B, R>)> = Vec::new();
+        if probe.try_reserve_exact(cap.max(1)).is_err() {
+            return Err(PoolError::overflow(format!(
+                "handle channel of {cap} slots: the allocator refused {} bytes",
+                cap.saturating_mul(std::mem::size_of::<(usize, H<T, B, R>)>())
+            )));
+        }
+        drop(probe);
         let chan = Arc::new(HandleChannel {
             queue: Queue::new(cap.max(1)),
             senders: AtomicUsize::new(1),

@@ -27,8 +27,6 @@ pub type HandleOf<P> = <<P as MempoolRef>::Pool as Mempool>::Handle;
 /// # let _ = len;
 /// ```
 pub type ObjectOf<P> = <<P as MempoolRef>::Pool as Mempool>::Object;
-use HandleOf as H;
-use ObjectOf as Obj;
 
 /// An object that is put back through the dropping thread's cache when the guard is dropped,
 /// also when a panic unwinds through it. `Deref`/`DerefMut` to the object;
@@ -61,7 +59,7 @@ use ObjectOf as Obj;
 pub struct Pooled<P: MempoolRef> {
     /// Some for the guard's whole life; taken only by `into_handle` and `drop` (a niche: as
     /// small as the handle).
-    h: Option<H<P>>,
+    h: Option<HandleOf<P>>,
     pool: P,
 }
 
@@ -92,7 +90,7 @@ impl<P: MempoolRef> Pooled<P> {
     /// assert_eq!((a.in_use(), b.in_use()), (0, 0));
     /// # Ok::<(), idxpool::PoolError>(())
     /// ```
-    pub fn new(pool: P, h: H<P>) -> Result<Self, H<P>> {
+    pub fn new(pool: P, h: HandleOf<P>) -> Result<Self, HandleOf<P>> {
         if !pool.owns(&h) {
             return Err(h);
         }
@@ -100,7 +98,7 @@ impl<P: MempoolRef> Pooled<P> {
     }
 
     /// Gives up the guard and returns the plain handle (to be put back by hand).
-    pub fn into_handle(mut self) -> H<P> {
+    pub fn into_handle(mut self) -> HandleOf<P> {
         // The drop that follows finds None and puts nothing back.
         self.h
             .take()
@@ -108,12 +106,12 @@ impl<P: MempoolRef> Pooled<P> {
     }
 
     /// The handle, by reference.
-    pub fn handle(&self) -> &H<P> {
+    pub fn handle(&self) -> &HandleOf<P> {
         self.h()
     }
 
     #[inline(always)]
-    fn h(&self) -> &H<P> {
+    fn h(&self) -> &HandleOf<P> {
         self.h
             .as_ref()
             .expect("a guard holds its handle until into_handle or drop")
@@ -136,16 +134,16 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 }
 
 impl<P: MempoolRef> std::ops::Deref for Pooled<P> {
-    type Target = Obj<P>;
+    type Target = ObjectOf<P>;
     #[inline(always)]
-    fn deref(&self) -> &Obj<P> {
+    fn deref(&self) -> &ObjectOf<P> {
         Mempool::get_ref(&*self.pool, self.h())
     }
 }
 
 impl<P: MempoolRef> std::ops::DerefMut for Pooled<P> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Obj<P> {
+    fn deref_mut(&mut self) -> &mut ObjectOf<P> {
         let h = self
             .h
             .as_mut()
@@ -158,7 +156,7 @@ impl<P: MempoolRef> std::ops::DerefMut for Pooled<P> {
 /// `Bytes::from_owner(guard)` takes it as it is).
 impl<P: MempoolRef, U: ?Sized> AsRef<U> for Pooled<P>
 where
-    Obj<P>: AsRef<U>,
+    ObjectOf<P>: AsRef<U>,
 {
     #[inline(always)]
     fn as_ref(&self) -> &U {
@@ -169,7 +167,7 @@ where
 /// Forwards to the object, as `AsRef`.
 impl<P: MempoolRef, U: ?Sized> AsMut<U> for Pooled<P>
 where
-    Obj<P>: AsMut<U>,
+    ObjectOf<P>: AsMut<U>,
 {
     #[inline(always)]
     fn as_mut(&mut self) -> &mut U {
@@ -177,17 +175,34 @@ where
     }
 }
 
+/// Runs `put` (a put from a destructor). While the thread unwinds already, a panic of the
+/// reset hook (user code) inside it would abort the process (a panic while panicking): it is
+/// contained there, and its payload leaked, not dropped (its drop is user code too), as the
+/// channel contains a waker's panic. Every put path gives the whole burst back before a hook's
+/// panic goes on, so nothing is lost either way. Outside an unwind the hook's panic goes on to
+/// the caller as before. tests/hook_unwind.rs.
+#[inline(always)]
+pub(crate) fn put_in_drop(put: impl FnOnce()) {
+    if std::thread::panicking() {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(put)) {
+            std::mem::forget(p);
+        }
+    } else {
+        put()
+    }
+}
+
 impl<P: MempoolRef> Drop for Pooled<P> {
     fn drop(&mut self) {
         if let Some(h) = self.h.take() {
-            Mempool::put(&*self.pool, h);
+            put_in_drop(|| Mempool::put(&*self.pool, h));
         }
     }
 }
 
 impl<P: MempoolRef> fmt::Debug for Pooled<P>
 where
-    Obj<P>: fmt::Debug,
+    ObjectOf<P>: fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Pooled").field(&&**self).finish()

@@ -404,7 +404,8 @@ where
             }
         }
         if !left.is_empty() {
-            self.pool.pool().put_bulk(&mut left);
+            // A reset hook's panic during an unwind is contained (the handles are back).
+            crate::guard::put_in_drop(|| self.pool.pool().put_bulk(&mut left));
         }
     }
 }

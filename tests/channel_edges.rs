@@ -257,3 +257,55 @@ fn a_pipeline_with_default_caches_does_not_starve_its_producers() {
     );
     assert_eq!(got, 150);
 }
+
+/// A channel whose queue cannot be allocated (a pool that may grow far, an address-space
+/// limit) is refused with the documented `PoolError::SizeOverflow`, not an allocation failure
+/// that aborts the process. Run in a forked child under `RLIMIT_AS`: its own pool (may grow to
+/// 2^24 objects, so the queue wants 256 MiB) is built first, then the limit leaves 64 MiB.
+#[cfg(all(target_os = "linux", not(miri)))]
+#[test]
+fn a_queue_that_cannot_be_allocated_is_a_typed_error_not_an_abort() {
+    let _serial = serial();
+    // SAFETY: the child runs only the code below (its own pool) and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: alarm and _exit are async-signal-safe.
+        unsafe { libc::alarm(60) };
+        let p = PoolBuilder::<u64>::with_default(8)
+            .max_capacity(1 << 24)
+            .cache_size(0)
+            .build()
+            .unwrap();
+        // The address space now (statm's first field: pages), plus 64 MiB.
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: u64 = statm.split_whitespace().next().unwrap().parse().unwrap();
+        let limit = pages * 4096 + (64 << 20);
+        let rl = libc::rlimit {
+            rlim_cur: limit,
+            rlim_max: limit,
+        };
+        // SAFETY: a plain system call on a valid struct.
+        let set = unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) } == 0;
+        let code = match HandleChannel::new(&p) {
+            Err(idxpool::PoolError::SizeOverflow { .. }) if set => 0,
+            Ok(_) => 3,
+            _ => 2,
+        };
+        // SAFETY: leaves at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: pid is our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child died or failed (status {status:#x}; exit 3: the queue was allocated, the \
+         limit did not bite; signal {}: 6 = SIGABRT, the allocation failure aborted)",
+        if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            0
+        }
+    );
+}
