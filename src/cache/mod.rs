@@ -28,6 +28,7 @@
 //! cache).
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
 use crate::ring::Behavior;
@@ -273,9 +274,21 @@ pub(crate) struct Cache<E> {
     /// Largest get that refills the cache; larger ones go straight to the ring.
     max_get: u32,
     policy: FlushPolicy,
-    objs: Box<[UnsafeCell<MaybeUninit<E>>]>,
+    /// The entry array, `2 x size` entries (`capacity()`), in whole cache lines starting on a
+    /// line (DPDK's `objs` is `__rte_cache_aligned` too): the caches' copies are wide vector
+    /// moves (64 bytes in builds with AVX-512), and a move that straddles two lines, read
+    /// back right after it was written (a put then a get of the same entries), cannot take its
+    /// bytes from the store (BENCHMARKS.md 33).
+    objs: Box<[Line]>,
+    _entries: PhantomData<E>,
     pub(crate) counters: Counters,
 }
+
+/// One cache line of entry storage (see `Cache::objs`).
+#[repr(C, align(64))]
+struct Line(UnsafeCell<MaybeUninit<[u8; CACHE_LINE]>>);
+
+const _: () = assert!(std::mem::size_of::<Line>() == CACHE_LINE);
 
 // SAFETY: the entries (UnsafeCell) are mutated only through a CacheMut, whose (unsafe)
 // constructor requires exclusive use; other threads only read the atomic `len` and counters,
@@ -308,9 +321,10 @@ impl<E: Copy> Cache<E> {
             max_put: plan.max_put,
             max_get: plan.max_get,
             policy,
-            objs: (0..2 * size as usize)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            objs: (0..(2 * size as usize * size_of::<E>()).div_ceil(CACHE_LINE))
+                .map(|_| Line(UnsafeCell::new(MaybeUninit::uninit())))
                 .collect(),
+            _entries: PhantomData,
             counters,
         }
     }
@@ -341,13 +355,19 @@ impl<E: Copy> Cache<E> {
     /// The entry array; writable through UnsafeCell.
     #[inline(always)]
     fn objs(&self) -> *mut E {
-        self.objs.as_ptr() as *mut E
+        self.objs.as_ptr().cast::<E>().cast_mut()
+    }
+
+    /// Entries the array holds: `2 x size`.
+    #[inline(always)]
+    fn capacity(&self) -> usize {
+        2 * self.size as usize
     }
 
     /// The entries held, coldest first. Meant for a quiescent pool: the owner must not be
     /// mutating the cache meanwhile (callers hold `&mut` pool or the slot lock).
     pub(crate) fn entries(&self) -> &[E] {
-        let len = self.len().min(self.objs.len());
+        let len = self.len().min(self.capacity());
         // SAFETY: objs[..len] are initialised (cache invariant); callers guarantee the owner
         // is not running (see above).
         unsafe { std::slice::from_raw_parts(self.objs().cast_const(), len) }

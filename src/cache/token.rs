@@ -86,7 +86,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     /// Sets the length (the owner's relaxed store: other threads only count it).
     #[inline(always)]
     fn set_len(&mut self, len: usize) {
-        debug_assert!(len <= self.cache().objs.len());
+        debug_assert!(len <= self.cache().capacity());
         self.cache().len.store(len as u32, Ordering::Relaxed);
     }
 
@@ -344,7 +344,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
     #[inline]
     fn refill(&mut self, want: usize, how: Behavior) -> usize {
         let len = self.len();
-        debug_assert!(len + want <= self.cache().objs.len());
+        debug_assert!(len + want <= self.cache().capacity());
         // SAFETY: objs[len .. len + want] is inside the array (CachePlan::on_get_miss).
         let got = unsafe { self.ring().dequeue_raw(self.objs.add(len), want, how).n };
         self.set_len(len + got);

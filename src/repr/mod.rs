@@ -13,10 +13,13 @@
 //! allocate-convert-write-free loop: BENCHMARKS.md, "Handle to `&mut T`".
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
 
 use crate::error::PoolError;
+
+mod piece;
 
 /// The parts of a representation only the pool uses (sealed: nameable inside the crate
 /// only, so no other crate implements [`Repr`] or sees the pool's geometry).
@@ -759,6 +762,17 @@ impl<const K: usize> Win<K> {
         // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run.
         unsafe { (&*p.cast::<[X; K]>(), &*p.add(n - K).cast::<[X; K]>()) }
     }
+
+    /// The two windows of `n` elements at `p`, read in pieces into values ([`piece::load`]).
+    ///
+    /// # Safety
+    /// `K < n <= 2K` and `p` valid for `n` reads of initialised `X`.
+    #[inline(always)]
+    unsafe fn loads<X>(p: *const X, n: usize) -> (ManuallyDrop<[X; K]>, ManuallyDrop<[X; K]>) {
+        debug_assert!(K < n && n <= 2 * K);
+        // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run.
+        unsafe { (piece::load::<X, K>(p), piece::load::<X, K>(p.add(n - K))) }
+    }
 }
 
 impl<const K: usize> Shape for Win<K> {
@@ -767,47 +781,80 @@ impl<const K: usize> Shape for Win<K> {
         // SAFETY: K < n, so [0, K) and [n - K, n) lie inside both ranges (the trait's
         // contract: valid and disjoint for n).
         unsafe {
-            std::ptr::copy_nonoverlapping(src, dst, K);
-            std::ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
+            if piece::split::<X, K>() {
+                piece::copy::<X, K>(src, dst);
+                piece::copy::<X, K>(src.add(n - K), dst.add(n - K));
+            } else {
+                std::ptr::copy_nonoverlapping(src, dst, K);
+                std::ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
+            }
         }
     }
     #[inline(always)]
     unsafe fn or<X>(p: *const X, n: usize, f: impl Fn(&X) -> u32) -> u32 {
-        // SAFETY: the trait's contract (K < n <= 2K).
-        let (a, b) = unsafe { Self::views(p, n) };
         // Two plain loops over arrays (a `chain` of the two is not vectorised).
         let mut acc = 0;
-        for x in a {
-            acc |= f(x);
-        }
-        for x in b {
-            acc |= f(x);
+        if piece::split::<X, K>() {
+            // SAFETY: the trait's contract (K < n <= 2K): both windows lie inside the run.
+            let (a, b) = unsafe { Self::loads(p, n) };
+            for x in a.iter() {
+                acc |= f(x);
+            }
+            for x in b.iter() {
+                acc |= f(x);
+            }
+        } else {
+            // SAFETY: the trait's contract (K < n <= 2K).
+            let (a, b) = unsafe { Self::views(p, n) };
+            for x in a {
+                acc |= f(x);
+            }
+            for x in b {
+                acc |= f(x);
+            }
         }
         acc
     }
     #[inline(always)]
     unsafe fn any<X>(p: *const X, n: usize, pred: impl Fn(&X) -> bool) -> bool {
-        // SAFETY: the trait's contract (K < n <= 2K).
-        let (a, b) = unsafe { Self::views(p, n) };
         // One compare per element and no branch (fixed-size vector code), then one branch.
         let mut any = false;
-        for x in a {
-            any |= pred(x);
-        }
-        for x in b {
-            any |= pred(x);
+        if piece::split::<X, K>() {
+            // SAFETY: the trait's contract (K < n <= 2K).
+            let (a, b) = unsafe { Self::loads(p, n) };
+            for x in a.iter() {
+                any |= pred(x);
+            }
+            for x in b.iter() {
+                any |= pred(x);
+            }
+        } else {
+            // SAFETY: the trait's contract (K < n <= 2K).
+            let (a, b) = unsafe { Self::views(p, n) };
+            for x in a {
+                any |= pred(x);
+            }
+            for x in b {
+                any |= pred(x);
+            }
         }
         any
     }
     #[inline(always)]
     unsafe fn none<X>(p: *mut Option<X>, n: usize) {
         // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run; the old values are
-        // overwritten without a drop (the trait's contract).
+        // overwritten without a drop (the trait's contract); `None` of the crate's slot types
+        // is a zero entry (the null-pointer optimisation `Repr` requires).
         unsafe {
-            p.cast::<[Option<X>; K]>().write([const { None }; K]);
-            p.add(n - K)
-                .cast::<[Option<X>; K]>()
-                .write([const { None }; K]);
+            if piece::split::<Option<X>, K>() {
+                piece::none::<X, K>(p);
+                piece::none::<X, K>(p.add(n - K));
+            } else {
+                p.cast::<[Option<X>; K]>().write([const { None }; K]);
+                p.add(n - K)
+                    .cast::<[Option<X>; K]>()
+                    .write([const { None }; K]);
+            }
         }
     }
 }

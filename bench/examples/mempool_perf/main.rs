@@ -192,6 +192,11 @@ struct Args {
     /// run the same code as before (separate monomorphised instances).
     #[arg(long)]
     prefetch: bool,
+    /// Place each thread's table (DPDK's `obj_table`) this many bytes past a 64-byte cache
+    /// line: 0 to 56, a multiple of 8 (default: wherever the allocator puts it). With 64-byte
+    /// vector moves, a table off a line splits each move over two lines.
+    #[arg(long, value_parser = parse_table_offset)]
+    table_offset: Option<usize>,
     /// Also run each cell through a run-time pool (`idxpool::Pool<Obj, Runtime, R>`: no brand,
     /// one range check per put entry and per access; the same representation as the 4-byte
     /// pool), interleaved with the others: the runtime/index column and the summary line give
@@ -219,6 +224,14 @@ enum ReprArg {
     Offset,
     /// idxpool::repr::Index: `index + 1`, converted with a multiply by the stride.
     Index,
+}
+
+/// Parses `--table-offset`.
+fn parse_table_offset(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n < 64 && n % 8 == 0 => Ok(n),
+        _ => Err(format!("{s:?}: a byte offset 0..=56, a multiple of 8")),
+    }
 }
 
 /// Parses `--stride`.
@@ -571,6 +584,9 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     } else {
         (build_matrix(&spec), mode, budget)
     };
+    if let Some(off) = args.table_offset {
+        workload::TABLE_OFFSET.store(off, std::sync::atomic::Ordering::Relaxed);
+    }
     // --prefetch applies to the cells that write through their handles.
     let cells: Vec<Cell> = cells
         .into_iter()

@@ -3,6 +3,7 @@
 //! runs the same loops on a bare thread-local LIFO array of entries ([`Lifo`]): what the copies
 //! alone cost, with no pool around them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::Duration;
 
@@ -66,6 +67,30 @@ impl Limit {
 }
 
 type H<B, R> = Handle<Obj, B, R>;
+
+/// `--table-offset`: bytes between a 64-byte line and the start of each thread's table
+/// (`usize::MAX`, the default: wherever the allocator puts it).
+pub static TABLE_OFFSET: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// The caller's table: `keep` slots, slot `i` = `f(i)`, starting [`TABLE_OFFSET`] bytes past a
+/// 64-byte line (a multiple of the slot size below 64), or where the allocator puts it. Returns
+/// the buffer and the index of slot 0 in it (the slots are `buf[at..at + keep]`).
+fn placed_table<E>(keep: usize, f: impl Fn(usize) -> E) -> (Vec<E>, usize) {
+    let off = TABLE_OFFSET.load(Ordering::Relaxed);
+    if off == usize::MAX {
+        return ((0..keep).map(f).collect(), 0);
+    }
+    let size = std::mem::size_of::<E>();
+    let pad = 64 / size;
+    let mut buf = Vec::with_capacity(keep + pad);
+    let base = buf.as_ptr() as usize;
+    let at = (0..pad)
+        .find(|i| (base + i * size) % 64 == off)
+        .unwrap_or_else(|| panic!("--table-offset {off}: not a multiple of the slot size {size}"));
+    buf.extend((0..keep + pad).map(|j| f(j.saturating_sub(at).min(keep - 1))));
+    debug_assert_eq!(buf.as_ptr() as usize, base, "no reallocation");
+    (buf, at)
+}
 
 /// Runs one cell on one thread's cache until `limit`: returns (objects got-and-put, elapsed).
 ///
@@ -146,7 +171,8 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     );
     // Handle -> &mut T converter holding base and stride by value (registers in the loop).
     let objs = c.pool().resolver();
-    let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
+    let (mut buf, at) = placed_table(keep, |_| None::<H<B, R>>);
+    let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
@@ -174,7 +200,7 @@ fn worker_dyn<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
                 }
             }
             if let Some(e) = failed {
-                return Err(give_back(c, &mut table, e));
+                return Err(give_back(c, table, e));
             }
             count += keep as u64;
         }
@@ -230,7 +256,8 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
 ) -> Result<(u64, Duration), PoolError> {
     assert!(keep.is_multiple_of(N), "n_keep is a multiple of the bulk");
     let objs = c.pool().resolver();
-    let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
+    let (mut buf, at) = placed_table(keep, |_| None::<H<B, R>>);
+    let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
@@ -257,7 +284,7 @@ fn worker_const<const N: usize, const TOUCH: bool, const PREFETCH: bool, B: Bran
                 }
             }
             if let Some(e) = failed {
-                return Err(give_back(c, &mut table, e));
+                return Err(give_back(c, table, e));
             }
             count += keep as u64;
         }
@@ -290,7 +317,8 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
     assert!(cell.max_bulk.is_power_of_two(), "max_bulk is a power of 2");
     let mask = (cell.max_bulk - 1) as u32;
     let objs = c.pool().resolver();
-    let mut table: Vec<Option<H<B, R>>> = (0..keep).map(|_| None).collect();
+    let (mut buf, at) = placed_table(keep, |_| None::<H<B, R>>);
+    let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let mut r = 0u32;
@@ -303,7 +331,7 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
                 let n = random_bulk(&mut r, mask, keep - i);
                 let slots = &mut table[i..i + n];
                 if let Err(e) = c.get_into(slots) {
-                    return Err(give_back(c, &mut table, e));
+                    return Err(give_back(c, table, e));
                 }
                 if TOUCH {
                     touch::<PREFETCH, B, R>(&objs, slots, count);
@@ -314,7 +342,7 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
             while i < keep {
                 let n = random_bulk(&mut r, mask, keep - i);
                 if let Err(e) = c.put_from(&mut table[i..i + n]) {
-                    return Err(give_back(c, &mut table, e));
+                    return Err(give_back(c, table, e));
                 }
                 i += n;
             }
@@ -437,7 +465,8 @@ fn copy_short<E: Copy>(dst: &mut [E], src: &[E]) {
 #[inline(never)]
 fn floor_dyn<E: Copy>(l: &mut Lifo<E>, cell: &Cell, limit: Limit, clock: Clock) -> (u64, Duration) {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
-    let mut table: Vec<E> = l.buf[..keep].to_vec();
+    let (mut buf, at) = placed_table(keep, |i| l.buf[i]);
+    let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
@@ -451,7 +480,7 @@ fn floor_dyn<E: Copy>(l: &mut Lifo<E>, cell: &Cell, limit: Limit, clock: Clock) 
                 l.put_from(w);
             }
             count += keep as u64;
-            std::hint::black_box(&mut table);
+            std::hint::black_box(&mut *table);
         }
         if limit.reached(&start, count) {
             return (count, start.measured());
@@ -467,7 +496,8 @@ fn floor_const<const N: usize, E: Copy>(
     limit: Limit,
     clock: Clock,
 ) -> (u64, Duration) {
-    let mut table: Vec<E> = l.buf[..keep].to_vec();
+    let (mut buf, at) = placed_table(keep, |i| l.buf[i]);
+    let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let start = Stopwatch::start(clock);
@@ -481,7 +511,7 @@ fn floor_const<const N: usize, E: Copy>(
                 l.put_from_n(w);
             }
             count += keep as u64;
-            std::hint::black_box(&mut table);
+            std::hint::black_box(&mut *table);
         }
         if limit.reached(&start, count) {
             return (count, start.measured());
@@ -499,7 +529,8 @@ fn floor_random<E: Copy>(
 ) -> (u64, Duration) {
     let keep = cell.keep;
     let mask = (cell.max_bulk - 1) as u32;
-    let mut table: Vec<E> = l.buf[..keep].to_vec();
+    let (mut buf, at) = placed_table(keep, |i| l.buf[i]);
+    let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
     let mut r = 0u32;
@@ -520,7 +551,7 @@ fn floor_random<E: Copy>(
                 i += n;
             }
             count += keep as u64;
-            std::hint::black_box(&mut table);
+            std::hint::black_box(&mut *table);
         }
         if limit.reached(&start, count) {
             return (count, start.measured());
