@@ -6,7 +6,7 @@
 //! flushes to the ring and how much it refills from it; see `FlushPolicy`.
 //!
 //! Invariants (checked by `audit`, relied on by the `unsafe` blocks below):
-//! * `len <= fill_limit <= objs.len() == 2 * size`;
+//! * `len <= fill_limit <= capacity() == 2 * size` (entries of `objs`, which is whole lines);
 //! * `objs[..len]` are initialised entries of distinct free objects, coldest at the bottom;
 //! * only the holder of its `CacheMut` (the owner token) mutates the cache; other threads
 //!   read `len` (atomically) for `available()`, and read `objs` only when the pool is
@@ -313,6 +313,12 @@ impl<E: Copy> Cache<E> {
         debug_assert!(size <= CACHE_MAX_SIZE);
         // The plan's fields, kept one by one: the layout of the cache's first line is the one
         // the fast paths were tuned with.
+        const {
+            assert!(
+                align_of::<E>() <= CACHE_LINE,
+                "entries fit the lines' alignment"
+            )
+        };
         let plan = CachePlan::new(size, policy);
         Cache {
             len: AtomicU32::new(0),

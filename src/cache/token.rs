@@ -244,7 +244,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         if over {
             return false;
         }
-        // SAFETY: len + n <= fill_limit <= objs.len(); src does not overlap the cache; S
+        // SAFETY: len + n <= fill_limit <= capacity(); src does not overlap the cache; S
         // covers n (contract).
         unsafe { S::copy(src.as_ptr(), self.objs.add(len), n) };
         self.set_len(new_len);

@@ -843,8 +843,7 @@ impl<const K: usize> Shape for Win<K> {
     #[inline(always)]
     unsafe fn none<X>(p: *mut Option<X>, n: usize) {
         // SAFETY: K < n, so [0, K) and [n - K, n) lie inside the run; the old values are
-        // overwritten without a drop (the trait's contract); `None` of the crate's slot types
-        // is a zero entry (the null-pointer optimisation `Repr` requires).
+        // overwritten without a drop (the trait's contract); the pieces only when `split`.
         unsafe {
             if piece::split::<Option<X>, K>() {
                 piece::none::<X, K>(p);

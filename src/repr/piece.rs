@@ -32,12 +32,12 @@ pub(super) const NARROW: bool = cfg!(all(
 /// The widest access of a window when [`NARROW`]: one `ymm` move.
 pub(super) const PIECE: usize = 32;
 
-/// True when a window of `K` elements of `X` is moved in pieces: [`NARROW`] and the window is
-/// wider than one piece (and a whole number of pieces, which every window wider than a piece
-/// is: `K` a power of two, `X` of 4 or 8 bytes).
+/// True when a window of `K` elements of `X` is moved in pieces: [`NARROW`], the window wider
+/// than one piece and a whole number of pieces (entries of 4 or 8 bytes in windows of a power
+/// of two; any other window, e.g. of 12-byte elements, keeps the plain copy).
 #[inline(always)]
 pub(super) const fn split<X, const K: usize>() -> bool {
-    NARROW && K * size_of::<X>() > PIECE && (K * size_of::<X>()).is_multiple_of(PIECE)
+    NARROW && K * size_of::<X>() > PIECE && whole::<X, K>()
 }
 
 /// `p`, with the compiler unable to relate it to any other address (an empty `asm!` that
@@ -65,9 +65,11 @@ fn opaque(p: *mut u8) -> *mut u8 {
 /// Copies the window of `K` elements at `src` to `dst`, one piece at a time.
 ///
 /// # Safety
-/// `src` valid for `K` reads, `dst` for `K` writes, of `X`; the ranges do not overlap.
+/// `src` valid for `K` reads, `dst` for `K` writes, of `X`; the ranges do not overlap;
+/// `split::<X, K>()` (the window is a whole number of pieces).
 #[inline(always)]
 pub(super) unsafe fn copy<X: Copy, const K: usize>(src: *const X, dst: *mut X) {
+    debug_assert!(whole::<X, K>(), "a whole number of pieces");
     // SAFETY: the caller's contract.
     unsafe { copy_raw::<X, K>(src, dst) }
 }
@@ -93,9 +95,12 @@ unsafe fn copy_raw<X, const K: usize>(src: *const X, dst: *mut X) {
 /// elements stay owned where they are.
 ///
 /// # Safety
-/// `p` valid for `K` reads of initialised `X`.
+/// `p` valid for `K` reads of initialised `X`; `split::<X, K>()`; `X` is plain data (the
+/// crate's entries and slots: integers, `NonNull`, `Option`s of them), no `Box` or `&mut`,
+/// whose bitwise copy would assert uniqueness.
 #[inline(always)]
 pub(super) unsafe fn load<X, const K: usize>(p: *const X) -> ManuallyDrop<[X; K]> {
+    debug_assert!(whole::<X, K>(), "a whole number of pieces");
     let mut a = MaybeUninit::<[X; K]>::uninit();
     let (s, d) = (p.cast::<u8>().cast_mut(), a.as_mut_ptr().cast::<u8>());
     for i in 0..K * size_of::<X>() / PIECE {
@@ -110,21 +115,25 @@ pub(super) unsafe fn load<X, const K: usize>(p: *const X) -> ManuallyDrop<[X; K]
 }
 
 /// Writes `None` into the `K` slots at `p`, one piece at a time, without dropping what was
-/// there. `None` of the slot types this is used for (`Option` of a `NonZeroU32` or a
-/// `NonNull`: the null-pointer optimisation, which `Repr` requires of entries) is all zero
-/// bytes; the assertion checks it for `X`.
+/// there. The bytes come from a local array of `None`s (all zero for the crate's slots, but
+/// right for any `X`); only the destination's pieces go through [`opaque`], so the compiler
+/// sees the constant and stores it from a register.
 ///
 /// # Safety
-/// `p` valid for `K` writes of `Option<X>`; `None::<X>` is all zero bytes.
+/// `p` valid for `K` writes of `Option<X>`; `split::<Option<X>, K>()`.
 #[inline(always)]
 pub(super) unsafe fn none<X, const K: usize>(p: *mut Option<X>) {
-    debug_assert!(
-        size_of::<Option<X>>() == size_of::<X>(),
-        "None is a zero entry"
-    );
-    let d = p.cast::<u8>();
+    debug_assert!(whole::<Option<X>, K>(), "a whole number of pieces");
+    let z = ManuallyDrop::new([const { None::<X> }; K]);
+    let (s, d) = ((&raw const z).cast::<u8>(), p.cast::<u8>());
     for i in 0..K * size_of::<Option<X>>() / PIECE {
-        // SAFETY: piece i lies inside the K slots; zero bytes are `None` (the contract).
-        unsafe { std::ptr::write_bytes(opaque(d.add(i * PIECE)), 0, PIECE) }
+        // SAFETY: piece i lies inside the K slots and inside `z`; the bytes are those of
+        // `None::<X>` values (a bitwise copy of a value that is never dropped).
+        unsafe { std::ptr::copy_nonoverlapping(s.add(i * PIECE), opaque(d.add(i * PIECE)), PIECE) }
     }
+}
+
+/// The window is a whole number of pieces (what [`split`] tests beside [`NARROW`]).
+const fn whole<X, const K: usize>() -> bool {
+    (K * size_of::<X>()).is_multiple_of(PIECE) && K * size_of::<X>() >= PIECE
 }
