@@ -49,10 +49,10 @@ fn opaque(p: *mut u8) -> *mut u8 {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         let mut p = p;
-        // SAFETY: an empty block: it reads and writes no memory and no flags and touches no
-        // stack; its one operand comes back unchanged. (The pointer is never dereferenced
-        // inside, so `nomem` is exact.)
+        // The pointer is never dereferenced inside the block, so `nomem` is exact.
         #[allow(clippy::pointers_in_nomem_asm_block)]
+        // SAFETY: an empty block: it reads and writes no memory and no flags and touches no
+        // stack; its one operand comes back unchanged.
         unsafe {
             std::arch::asm!("/* {0} */", inout(reg) p, options(pure, nomem, nostack, preserves_flags))
         };
