@@ -55,7 +55,7 @@ Per cell: packets/s, the receiving thread's CPU ns per packet (user, system), th
 CPU ns per packet (sender included), drops, heap allocations per packet (receiving thread).
 
 usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U] [--mode M]
-              [--buffers]
+              [--frame 2048|2112] [--buffers]
        xdp_rx --only xdp|vec|uring|xdpbuf|uringbuf|fwd|fwdrec --packets N
               (one receiver, N packets: for callgrind)
   --buffers the packet-buffer cells instead: xdp, xdpbuf, xdp' (AF_XDP over Pool<PacketBuf>,
@@ -70,6 +70,9 @@ usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U
             io_uring_enter) when idle; default: every receiver drains, then sleeps
             (--sleep-us, default 1000: one moderation for all, so the CPU per packet is the
             receive path's, not the wake-ups')
+  --stride  the pools' stride: natural (2048, the default: aligned chunks, every frame's
+            header line and packet line in the same few L1/L2 sets) or auto (StrideMode::Auto:
+            2112, an odd number of lines, unaligned chunks)
   --mode    the XDP hook: skb (generic, the default: one copy into the UMEM), drv (veth's
             driver hook: the skb is turned into an xdp_buff first), auto (libxdp's choice)
 Needs root (a veth pair, a network namespace, an XDP program) and AF_XDP; says why and
@@ -154,6 +157,17 @@ static MODE: AtomicU8 = AtomicU8::new(0);
 /// `--sleep-us`: the idle nap of `Wait::Sleep` (default 1 ms: at the rates veth reaches here,
 /// a few hundred packets per wake-up, so the wake-up's cost is a few ns per packet and the
 /// rings, 2,048 deep, never fill).
+/// `--frame 2112`: objects (= UMEM frames) of 33 cache lines instead of 2048 bytes.
+static FRAME_ODD: AtomicBool = AtomicBool::new(false);
+
+/// Bytes per object and UMEM frame (`--frame`).
+fn frame_bytes() -> usize {
+    if FRAME_ODD.load(Ordering::Relaxed) {
+        2112
+    } else {
+        2048
+    }
+}
 static SLEEP_US: AtomicU64 = AtomicU64::new(1000);
 
 fn nap() {
@@ -248,11 +262,10 @@ impl Window {
     }
 }
 
-type Pool2K = idxpool::Pool<[u8; 2048]>;
-
-fn pool(n: u32) -> Arc<Pool2K> {
+/// `n` objects of `N` bytes at a stride of `N`: one UMEM frame each.
+fn pool<const N: usize>(n: u32) -> Arc<idxpool::Pool<[u8; N]>> {
     Arc::new(
-        PoolBuilder::<[u8; 2048]>::zeroed(n)
+        PoolBuilder::<[u8; N]>::zeroed(n)
             .stride(StrideMode::Natural)
             .build()
             .expect("pool"),
@@ -260,8 +273,8 @@ fn pool(n: u32) -> Arc<Pool2K> {
 }
 
 #[inline(never)]
-fn receiver_xdp(ifname: &str, ph: &Phase) -> Result<Meas, String> {
-    let p = pool(4096);
+fn receiver_xdp<const N: usize>(ifname: &str, ph: &Phase) -> Result<Meas, String> {
+    let p = pool::<N>(4096);
     let mut cfg = XdpConfig::new(ifname);
     cfg.fill_size = 2048;
     cfg.rx_size = 2048;
@@ -294,10 +307,10 @@ fn receiver_xdp(ifname: &str, ph: &Phase) -> Result<Meas, String> {
 
 type BufPool = idxpool::Pool<idxpool::PacketBuf>;
 
-/// 2048-byte packet buffers (16-byte header + 2032-byte room): one AF_XDP frame each.
+/// Packet buffers of `frame_bytes()` (16-byte header + the room): one AF_XDP frame each.
 fn buf_pool(n: u32) -> Arc<BufPool> {
     Arc::new(
-        PoolBuilder::packet_bufs(n, 2032, 0)
+        PoolBuilder::packet_bufs(n, frame_bytes() - 16, 0)
             .stride(StrideMode::Natural)
             .build()
             .expect("packet buffer pool"),
@@ -443,9 +456,9 @@ fn receiver_vec(ifname: &str, ph: &Phase) -> Result<Meas, String> {
 }
 
 #[inline(never)]
-fn receiver_uring(ifname: &str, ph: &Phase) -> Result<Meas, String> {
+fn receiver_uring<const N: usize>(ifname: &str, ph: &Phase) -> Result<Meas, String> {
     let s = PacketSock::new(ifname, 4 << 20)?;
-    let p = pool(4096);
+    let p = pool::<N>(4096);
     let cfg = RxConfig {
         wait_batch: 32,
         ..RxConfig::default()
@@ -571,9 +584,11 @@ impl Cell {
 
 fn receive(rx: Rx, ifname: &str, ph: &Phase) -> Result<Meas, String> {
     match rx {
-        Rx::Xdp => receiver_xdp(ifname, ph),
+        Rx::Xdp if FRAME_ODD.load(Ordering::Relaxed) => receiver_xdp::<2112>(ifname, ph),
+        Rx::Xdp => receiver_xdp::<2048>(ifname, ph),
         Rx::Vec => receiver_vec(ifname, ph),
-        Rx::Uring => receiver_uring(ifname, ph),
+        Rx::Uring if FRAME_ODD.load(Ordering::Relaxed) => receiver_uring::<2112>(ifname, ph),
+        Rx::Uring => receiver_uring::<2048>(ifname, ph),
         Rx::XdpBuf => receiver_xdpbuf(ifname, ph),
         Rx::UringBuf => receiver_uringbuf(ifname, ph),
         Rx::Fwd => receiver_fwd(ifname, ph, false),
@@ -705,6 +720,14 @@ fn main() {
             "--buffers" => buffers = true,
             "--packets" => CAP.store(num("--packets") as u64, Ordering::Relaxed),
             "--sleep-us" => SLEEP_US.store(num("--sleep-us") as u64, Ordering::Relaxed),
+            "--frame" => match it.next().map(String::as_str) {
+                Some("2048") => FRAME_ODD.store(false, Ordering::Relaxed),
+                Some("2112") => FRAME_ODD.store(true, Ordering::Relaxed),
+                other => {
+                    eprintln!("--frame 2048|2112, not {other:?}");
+                    std::process::exit(2);
+                }
+            },
             "--mode" => {
                 let m = match it.next().map(String::as_str) {
                     Some("skb") => 0,
@@ -735,7 +758,7 @@ fn main() {
         }
     };
     // Can an XDP socket be bound here at all (program attach, UMEM registration)?
-    if let Err(e) = XdpSocket::new(pool(64), &XdpConfig::new(&lab.a)) {
+    if let Err(e) = XdpSocket::new(pool::<2048>(64), &XdpConfig::new(&lab.a)) {
         println!(
             "xdp_rx skipped: the kernel refuses an AF_XDP socket on {}: {e}",
             lab.a

@@ -29,7 +29,7 @@
 use bytes::buf::UninitSlice;
 use bytes::{Buf, BufMut, Bytes};
 
-use crate::guard::{ObjectOf, Pooled};
+use crate::guard::Pooled;
 use crate::mempool::{Mempool, MempoolRef};
 use crate::packet::PacketBuf;
 
@@ -77,9 +77,10 @@ unsafe impl BufMut for PacketBuf {
 }
 
 /// A packet buffer's guard reads as its buffer.
-impl<P: MempoolRef> Buf for Pooled<P>
+impl<P, M> Buf for Pooled<P>
 where
-    P::Pool: Mempool<Object = PacketBuf>,
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = PacketBuf>,
 {
     #[inline]
     fn remaining(&self) -> usize {
@@ -96,9 +97,10 @@ where
 }
 
 // SAFETY: forwards every method to the buffer's `BufMut`, whose contract holds (above).
-unsafe impl<P: MempoolRef> BufMut for Pooled<P>
+unsafe impl<P, M> BufMut for Pooled<P>
 where
-    P::Pool: Mempool<Object = PacketBuf>,
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = PacketBuf>,
 {
     #[inline]
     fn remaining_mut(&self) -> usize {
@@ -115,11 +117,12 @@ where
     }
 }
 
-impl<P> Pooled<P>
+impl<P, M, T> Pooled<P>
 where
-    P: MempoolRef + 'static,
+    P: MempoolRef<Pool = M> + 'static,
+    M: Mempool<Object = T>,
+    T: ?Sized + AsRef<[u8]>,
     Pooled<P>: Send,
-    ObjectOf<P>: AsRef<[u8]>,
 {
     /// The object's bytes (a packet buffer's data, a byte buffer's whole object) as a
     /// [`Bytes`], without a copy: `Bytes::from_owner(self)`. The guard lives in the `Bytes`
@@ -149,11 +152,12 @@ where
 }
 
 /// As [`Pooled::into_bytes`].
-impl<P> From<Pooled<P>> for Bytes
+impl<P, M, T> From<Pooled<P>> for Bytes
 where
-    P: MempoolRef + 'static,
+    P: MempoolRef<Pool = M> + 'static,
+    M: Mempool<Object = T>,
+    T: ?Sized + AsRef<[u8]>,
     Pooled<P>: Send,
-    ObjectOf<P>: AsRef<[u8]>,
 {
     fn from(g: Pooled<P>) -> Bytes {
         g.into_bytes()

@@ -117,6 +117,40 @@ impl<P: MempoolRef> Pooled<P> {
             .expect("a guard holds its handle until into_handle or drop")
     }
 
+    /// The object (`Deref`'s body, where the bounds name the object `ObjectOf<P>`).
+    #[inline(always)]
+    fn obj(&self) -> &ObjectOf<P> {
+        Mempool::get_ref(&*self.pool, self.h())
+    }
+
+    /// `AsRef`'s body (bounds on `ObjectOf<P>`, where the lifetimes follow `P`'s).
+    #[inline(always)]
+    fn obj_as_ref<U: ?Sized>(&self) -> &U
+    where
+        ObjectOf<P>: AsRef<U>,
+    {
+        self.obj().as_ref()
+    }
+
+    /// `AsMut`'s body.
+    #[inline(always)]
+    fn obj_as_mut<U: ?Sized>(&mut self) -> &mut U
+    where
+        ObjectOf<P>: AsMut<U>,
+    {
+        self.obj_mut().as_mut()
+    }
+
+    /// The object, writable (`DerefMut`'s body).
+    #[inline(always)]
+    fn obj_mut(&mut self) -> &mut ObjectOf<P> {
+        let h = self
+            .h
+            .as_mut()
+            .expect("a guard holds its handle until into_handle or drop");
+        Mempool::get_mut(&*self.pool, h)
+    }
+
     /// The pool the object goes back to (as held).
     pub fn pool(&self) -> &P {
         &self.pool
@@ -133,45 +167,60 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 }
 
-impl<P: MempoolRef> std::ops::Deref for Pooled<P> {
-    type Target = ObjectOf<P>;
+// The impls below name the object `T` through `P: MempoolRef<Pool = M>, M: Mempool<Object =
+// T>` rather than `ObjectOf<P>`: the same bounds, but rustdoc shows them as written, where it
+// would expand the alias to a projection (`<<P as MempoolRef>::Pool as Mempool>::Object`).
+impl<P, M, T> std::ops::Deref for Pooled<P>
+where
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = T>,
+    T: ?Sized,
+{
+    type Target = T;
     #[inline(always)]
-    fn deref(&self) -> &ObjectOf<P> {
-        Mempool::get_ref(&*self.pool, self.h())
+    fn deref(&self) -> &T {
+        self.obj()
     }
 }
 
-impl<P: MempoolRef> std::ops::DerefMut for Pooled<P> {
+impl<P, M, T> std::ops::DerefMut for Pooled<P>
+where
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = T>,
+    T: ?Sized,
+{
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut ObjectOf<P> {
-        let h = self
-            .h
-            .as_mut()
-            .expect("a guard holds its handle until into_handle or drop");
-        Mempool::get_mut(&*self.pool, h)
+    fn deref_mut(&mut self) -> &mut T {
+        self.obj_mut()
     }
 }
 
 /// Forwards to the object: a `Pooled` packet buffer or byte buffer is an `AsRef<[u8]>` (so
 /// `Bytes::from_owner(guard)` takes it as it is).
-impl<P: MempoolRef, U: ?Sized> AsRef<U> for Pooled<P>
+impl<P, M, T, U> AsRef<U> for Pooled<P>
 where
-    ObjectOf<P>: AsRef<U>,
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = T>,
+    T: ?Sized + AsRef<U>,
+    U: ?Sized,
 {
     #[inline(always)]
     fn as_ref(&self) -> &U {
-        (**self).as_ref()
+        self.obj_as_ref()
     }
 }
 
 /// Forwards to the object, as `AsRef`.
-impl<P: MempoolRef, U: ?Sized> AsMut<U> for Pooled<P>
+impl<P, M, T, U> AsMut<U> for Pooled<P>
 where
-    ObjectOf<P>: AsMut<U>,
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = T>,
+    T: ?Sized + AsMut<U>,
+    U: ?Sized,
 {
     #[inline(always)]
     fn as_mut(&mut self) -> &mut U {
-        (**self).as_mut()
+        self.obj_as_mut()
     }
 }
 
@@ -200,9 +249,11 @@ impl<P: MempoolRef> Drop for Pooled<P> {
     }
 }
 
-impl<P: MempoolRef> fmt::Debug for Pooled<P>
+impl<P, M, T> fmt::Debug for Pooled<P>
 where
-    ObjectOf<P>: fmt::Debug,
+    P: MempoolRef<Pool = M>,
+    M: Mempool<Object = T>,
+    T: ?Sized + fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Pooled").field(&&**self).finish()
