@@ -375,6 +375,19 @@ impl PacketBuf {
         }
     }
 
+    /// Data window `room[off..off + len]` and tag, for a receiver that has checked the
+    /// window against the object's size (the AF_XDP frame ledger): no compare. A window past
+    /// the room breaks no memory rule (every accessor slices with checked indexing and would
+    /// panic), so this is a debug assertion, not a safety condition.
+    #[inline(always)]
+    #[cfg_attr(not(any(feature = "uring", feature = "xdp")), allow(dead_code))]
+    pub(crate) fn set_fitting(&mut self, off: u32, len: u32, tag: u32) {
+        debug_assert!(off as usize + len as usize <= self.room.len());
+        self.off = off;
+        self.len = len;
+        self.tag = tag;
+    }
+
     #[cold]
     fn err(&self, op: Op, asked: usize, available: usize) -> RoomError {
         RoomError {

@@ -102,6 +102,44 @@ fn received_frames_are_handles_of_the_pool() {
 }
 
 #[test]
+fn a_poll_appends_after_the_frames_already_held() {
+    let Some(lab) = lab("xtap") else { return };
+    let pool = pool(256);
+    let mut xsk = XdpSocket::new(pool.clone(), &XdpConfig::new(&lab.a)).unwrap();
+    // A frame the caller holds already (its handle from the pool, not received).
+    let mut got = vec![Frame {
+        handle: pool.get().unwrap(),
+        offset: 7,
+        len: 9,
+    }];
+    xsk.refill();
+    send(&lab, 0, 20);
+    let t0 = Instant::now();
+    while got.len() < 21 && t0.elapsed() < Duration::from_secs(5) {
+        xsk.poll(&mut got, Some(Duration::from_millis(20))).unwrap();
+    }
+    assert_eq!(got.len(), 21, "stats {:?}", xsk.stats());
+    assert_eq!(
+        (got[0].offset, got[0].len),
+        (7, 9),
+        "the held frame is kept, first"
+    );
+    for (k, f) in got[1..].iter().enumerate() {
+        assert_eq!(
+            seq_of(xsk.bytes(f)),
+            Some(k as u64),
+            "received in order after it"
+        );
+    }
+    assert_eq!(xsk.stats().rx_packets, 20);
+    for f in got {
+        pool.put(f.handle);
+    }
+    drop(xsk);
+    assert!(pool.is_full(), "nothing lost");
+}
+
+#[test]
 fn the_fill_ring_runs_empty_and_nothing_is_lost() {
     let Some(lab) = lab("xtfill") else { return };
     let pool = pool(8);

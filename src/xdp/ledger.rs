@@ -208,7 +208,7 @@ where
                     self.pool
                         .pool()
                         .get_mut(&mut h)
-                        .received(false, off, len, 0);
+                        .received_fitting(off, len, 0);
                 }
                 Ok((h, within))
             }

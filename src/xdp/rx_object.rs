@@ -43,6 +43,15 @@ pub trait RxObject: Element + sealed::Sealed {
     /// sets is written either way.
     #[doc(hidden)]
     fn received(&mut self, stamp: bool, off: u32, len: u32, tag: u32);
+
+    /// [`RxObject::received`] without a stamp, for a receiver that has checked that the
+    /// window `[off, off + len)` fits the bytes past `FRONT` (AF_XDP: the frame ledger checks
+    /// every descriptor against the object's size): the fields are written with no compare.
+    /// A window that does not fit is a bug of the caller, not undefined behaviour: it is
+    /// debug-asserted, and the buffer's accessors slice with checked indexing (they would
+    /// panic).
+    #[doc(hidden)]
+    fn received_fitting(&mut self, off: u32, len: u32, tag: u32);
 }
 
 pub(crate) mod sealed {
@@ -65,6 +74,9 @@ impl<T: bytemuck::Pod> RxObject for T {
             }
         }
     }
+
+    #[inline(always)]
+    fn received_fitting(&mut self, _off: u32, _len: u32, _tag: u32) {}
 }
 
 impl RxObject for PacketBuf {
@@ -80,5 +92,10 @@ impl RxObject for PacketBuf {
             self.reset();
         }
         self.set_tag(tag);
+    }
+
+    #[inline(always)]
+    fn received_fitting(&mut self, off: u32, len: u32, tag: u32) {
+        self.set_fitting(off, len, tag);
     }
 }
