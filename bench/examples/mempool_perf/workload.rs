@@ -356,19 +356,36 @@ fn worker_random<const TOUCH: bool, const PREFETCH: bool, B: Brand, R: Repr>(
 
 /// The floor: a bare thread-local LIFO array of entries (`u32` as the index pool's, `u64` as
 /// the pointer twin's), no pool, no cache bookkeeping, no shared state. Getting `n` copies the
-/// top `n` entries out, putting copies them back: what the cells' copies alone cost.
+/// top `n` entries out, putting copies them back: what the cells' copies alone cost. It keeps
+/// the pool's two rules for its copies (DESIGN.md, "No access wider than 32 bytes"): the
+/// array starts on a cache line, and with AVX-512 enabled no access is wider than 32 bytes
+/// ([`copy_entries`]); without them it stalls where the pool does not (a 64-byte store that
+/// straddles a line, read back at once, does not forward) and is no floor.
 pub struct Lifo<E> {
-    buf: Box<[E]>,
+    /// The entries are `buf[at..]`, `at` putting the first on a 64-byte line.
+    buf: Vec<E>,
+    at: usize,
     len: usize,
 }
 
 impl<E: Copy> Lifo<E> {
-    /// A full array of `n` entries, `f(i)` for `i` in `0..n`.
+    /// A full array of `n` entries, `f(i)` for `i` in `0..n`, starting on a cache line.
     pub fn full(n: usize, f: impl Fn(usize) -> E) -> Self {
-        Lifo {
-            buf: (0..n).map(f).collect(),
-            len: n,
-        }
+        let size = std::mem::size_of::<E>().max(1);
+        let pad = 64 / size;
+        let mut buf = Vec::with_capacity(n + pad);
+        let base = buf.as_ptr() as usize;
+        let at = (0..pad)
+            .find(|i| (base + i * size).is_multiple_of(64))
+            .unwrap_or(0);
+        buf.extend((0..n + at).map(|j| f(j.saturating_sub(at))));
+        debug_assert_eq!(buf.as_ptr() as usize, base, "no reallocation");
+        Lifo { buf, at, len: n }
+    }
+
+    /// Entry `i` of the full array.
+    fn entry(&self, i: usize) -> E {
+        self.buf[self.at + i]
     }
 
     /// Copies the top `dst.len()` entries into `dst` (the caller's table); false (nothing
@@ -378,7 +395,7 @@ impl<E: Copy> Lifo<E> {
         let Some(from) = self.len.checked_sub(dst.len()) else {
             return false;
         };
-        copy_short(dst, &self.buf[from..self.len]);
+        copy_short(dst, &self.buf[self.at + from..self.at + self.len]);
         self.len = from;
         true
     }
@@ -390,8 +407,8 @@ impl<E: Copy> Lifo<E> {
         let Some(from) = self.len.checked_sub(N) else {
             return false;
         };
-        let src: &[E; N] = self.buf[from..from + N].try_into().expect("N entries");
-        *dst = *src;
+        let at = self.at + from;
+        copy_entries(dst, &self.buf[at..at + N]);
         self.len = from;
         true
     }
@@ -400,10 +417,8 @@ impl<E: Copy> Lifo<E> {
     #[inline(always)]
     pub fn put_from_n<const N: usize>(&mut self, src: &[E; N]) {
         let end = self.len + N;
-        let dst: &mut [E; N] = (&mut self.buf[self.len..end])
-            .try_into()
-            .expect("N entries");
-        *dst = *src;
+        let at = self.at + self.len;
+        copy_entries(&mut self.buf[at..at + N], src);
         self.len = end;
     }
 
@@ -411,7 +426,7 @@ impl<E: Copy> Lifo<E> {
     #[inline(always)]
     pub fn put_from(&mut self, src: &[E]) {
         let end = self.len + src.len();
-        copy_short(&mut self.buf[self.len..end], src);
+        copy_short(&mut self.buf[self.at + self.len..self.at + end], src);
         self.len = end;
     }
 
@@ -433,6 +448,13 @@ fn copy_short<E: Copy>(dst: &mut [E], src: &[E]) {
     #[inline(always)]
     fn halves<const K: usize, E: Copy>(dst: &mut [E], src: &[E]) {
         let n = src.len();
+        if narrow::<E>(K) {
+            // `dst` and `src` are different arrays: the overlapping halves write the same
+            // values in either order.
+            copy_entries(&mut dst[..K], &src[..K]);
+            copy_entries(&mut dst[n - K..], &src[n - K..]);
+            return;
+        }
         let a: [E; K] = src[..K].try_into().expect("K < n");
         let b: [E; K] = src[n - K..].try_into().expect("K < n");
         dst[..K].copy_from_slice(&a);
@@ -461,11 +483,60 @@ fn copy_short<E: Copy>(dst: &mut [E], src: &[E]) {
     }
 }
 
+/// Whether a window of `k` entries of `E` is copied in 32-byte pieces: the crate's rule
+/// (`src/repr/piece.rs`): builds with AVX-512F enabled, windows wider than 32 bytes and a whole
+/// number of pieces.
+#[inline(always)]
+const fn narrow<E>(k: usize) -> bool {
+    let bytes = k * std::mem::size_of::<E>();
+    cfg!(all(target_arch = "x86_64", target_feature = "avx512f"))
+        && bytes > 32
+        && bytes.is_multiple_of(32)
+}
+
+/// `p`, with the compiler unable to relate it to another address (an empty `asm!`): two
+/// 32-byte copies through two such pointers are never merged into one 64-byte move. The
+/// crate's `repr::piece::opaque`, which the harness cannot reach (crate-private).
+#[inline(always)]
+fn opaque(p: *mut u8) -> *mut u8 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut p = p;
+        #[allow(clippy::pointers_in_nomem_asm_block)]
+        // SAFETY: an empty block: it reads and writes no memory, no flags and no stack; its
+        // one operand comes back unchanged.
+        unsafe {
+            std::arch::asm!("/* {0} */", inout(reg) p, options(pure, nomem, nostack, preserves_flags))
+        };
+        p
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    p
+}
+
+/// Copies `src` into `dst` (equal lengths): in 32-byte pieces where [`narrow`] says so, as the
+/// pool's windows are; else one `copy_from_slice`.
+#[inline(always)]
+fn copy_entries<E: Copy>(dst: &mut [E], src: &[E]) {
+    assert_eq!(dst.len(), src.len(), "equal lengths");
+    let bytes = std::mem::size_of_val(src);
+    if !narrow::<E>(src.len()) {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let (d, s) = (dst.as_mut_ptr().cast::<u8>(), src.as_ptr().cast::<u8>());
+    for i in (0..bytes).step_by(32) {
+        // SAFETY: `i + 32 <= bytes`, the length of both slices in bytes (a whole number of
+        // pieces, `narrow`); `dst` and `src` are a `&mut` and a `&` borrow: they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(s.add(i), opaque(d.add(i)), 32) };
+    }
+}
+
 /// The floor's `worker_dyn`: the same loop (DPDK's table) on a [`Lifo`] (no touch).
 #[inline(never)]
 fn floor_dyn<E: Copy>(l: &mut Lifo<E>, cell: &Cell, limit: Limit, clock: Clock) -> (u64, Duration) {
     let (n_get, n_put, keep) = (cell.get, cell.put, cell.keep);
-    let (mut buf, at) = placed_table(keep, |i| l.buf[i]);
+    let (mut buf, at) = placed_table(keep, |i| l.entry(i));
     let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
@@ -496,7 +567,7 @@ fn floor_const<const N: usize, E: Copy>(
     limit: Limit,
     clock: Clock,
 ) -> (u64, Duration) {
-    let (mut buf, at) = placed_table(keep, |i| l.buf[i]);
+    let (mut buf, at) = placed_table(keep, |i| l.entry(i));
     let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
@@ -529,7 +600,7 @@ fn floor_random<E: Copy>(
 ) -> (u64, Duration) {
     let keep = cell.keep;
     let mask = (cell.max_bulk - 1) as u32;
-    let (mut buf, at) = placed_table(keep, |i| l.buf[i]);
+    let (mut buf, at) = placed_table(keep, |i| l.entry(i));
     let table = &mut buf[at..at + keep];
     let cycles = (OBJS_PER_CLOCK_CHECK / keep).max(1);
     let mut count = 0u64;
@@ -735,6 +806,39 @@ mod tests {
             super::copy_short(&mut dst, &src);
             assert_eq!(dst, src, "n = {n}");
         }
+    }
+
+    #[test]
+    fn the_floor_keeps_its_array_on_a_line_and_its_windows_whole() {
+        // Every window the cells use, for both entry sizes (32-byte pieces in AVX-512 builds).
+        fn round_trip<E: Copy + PartialEq + std::fmt::Debug + From<u32>, const N: usize>() {
+            let mut l = Lifo::full(64, |i| E::from(i as u32 * 3 + 1));
+            assert_eq!(
+                (l.buf.as_ptr() as usize + l.at * std::mem::size_of::<E>()) % 64,
+                0
+            );
+            let mut w = [E::from(0); N];
+            assert!(l.get_into_n(&mut w));
+            let want: Vec<E> = (64 - N..64).map(|i| E::from(i as u32 * 3 + 1)).collect();
+            assert_eq!(w[..], want[..], "N = {N}");
+            l.put_from_n(&w);
+            let mut t = vec![E::from(0); N];
+            assert!(l.get_into(&mut t));
+            assert_eq!(t, want, "run-time N = {N}");
+            l.put_from(&t);
+            assert_eq!(l.len(), 64);
+            assert_eq!(l.entry(0), E::from(1));
+        }
+        round_trip::<u32, 8>();
+        round_trip::<u32, 16>();
+        round_trip::<u32, 32>();
+        round_trip::<u64, 4>();
+        round_trip::<u64, 16>();
+        round_trip::<u64, 32>();
+        let src: Vec<u32> = (0..64).collect();
+        let mut dst = vec![0u32; 64];
+        super::copy_entries(&mut dst, &src);
+        assert_eq!(dst, src);
     }
 
     #[test]
