@@ -14,6 +14,7 @@ use crate::error::{DescriptorFault, PoolError};
 use crate::handle::Handle;
 use crate::owned::PoolRef;
 use crate::repr::ReprImpl;
+use crate::xdp::rx_object::sealed::Checked;
 use crate::xdp::{FrameMap, RxObject};
 
 /// The ring a frame is lent to ([`FrameLedger::lend`]).
@@ -208,7 +209,7 @@ where
                     self.pool
                         .pool()
                         .get_mut(&mut h)
-                        .received_fitting(off, len, 0);
+                        .received_fitting(off, len, 0, Checked(()));
                 }
                 Ok((h, within))
             }

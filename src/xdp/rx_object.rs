@@ -30,6 +30,16 @@ use crate::packet::{PacketBuf, HEADER};
 /// assert_eq!(front::<[u8; 2048]>(), 0);
 /// assert_eq!(front::<PacketBuf>(), 16); // the header: the kernel never writes it
 /// ```
+///
+/// The receivers' unchecked header write takes a proof that only the crate can make, so no
+/// caller outside it can give a buffer a window its room does not hold:
+///
+/// ```compile_fail
+/// use idxpool::xdp::RxObject;
+/// let pool = idxpool::PoolBuilder::packet_bufs(4, 256, 32).build().unwrap();
+/// let mut h = pool.get().unwrap();
+/// pool.get_mut(&mut h).received_fitting(0, 100_000, 0, Default::default());
+/// ```
 pub trait RxObject: Element + sealed::Sealed {
     /// Bytes at the start of each object the kernel must never write (the object's own
     /// header): 0 for `Pod` types, [`HEADER`] (16) for [`PacketBuf`].
@@ -49,9 +59,10 @@ pub trait RxObject: Element + sealed::Sealed {
     /// every descriptor against the object's size): the fields are written with no compare.
     /// A window that does not fit is a bug of the caller, not undefined behaviour: it is
     /// debug-asserted, and the buffer's accessors slice with checked indexing (they would
-    /// panic).
+    /// panic). Callable only inside the crate (`sealed::Checked` cannot be made outside it):
+    /// no safe caller outside can set a window the room does not hold.
     #[doc(hidden)]
-    fn received_fitting(&mut self, off: u32, len: u32, tag: u32);
+    fn received_fitting(&mut self, off: u32, len: u32, tag: u32, checked: sealed::Checked);
 }
 
 pub(crate) mod sealed {
@@ -59,6 +70,11 @@ pub(crate) mod sealed {
     pub trait Sealed {}
     impl<T: bytemuck::Pod> Sealed for T {}
     impl Sealed for crate::packet::PacketBuf {}
+
+    /// The proof a caller of [`super::RxObject::received_fitting`] holds: made only inside the
+    /// crate, by a receiver that has checked the window.
+    #[derive(Clone, Copy)]
+    pub struct Checked(pub(crate) ());
 }
 
 impl<T: bytemuck::Pod> RxObject for T {
@@ -76,7 +92,7 @@ impl<T: bytemuck::Pod> RxObject for T {
     }
 
     #[inline(always)]
-    fn received_fitting(&mut self, _off: u32, _len: u32, _tag: u32) {}
+    fn received_fitting(&mut self, _off: u32, _len: u32, _tag: u32, _: sealed::Checked) {}
 }
 
 impl RxObject for PacketBuf {
@@ -95,7 +111,7 @@ impl RxObject for PacketBuf {
     }
 
     #[inline(always)]
-    fn received_fitting(&mut self, off: u32, len: u32, tag: u32) {
+    fn received_fitting(&mut self, off: u32, len: u32, tag: u32, _: sealed::Checked) {
         self.set_fitting(off, len, tag);
     }
 }

@@ -16,6 +16,7 @@ use crate::xdp::config::{
     check_layout, kernel, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpStats,
 };
 use crate::xdp::ledger::{FrameLedger, LentTo};
+use crate::xdp::rx_object::sealed::Checked;
 use crate::xdp::sys::{self, RawRing, XdpDesc};
 use crate::xdp::{FrameMap, RxObject};
 
@@ -444,7 +445,7 @@ where
                         // pool's object size; the ledger just gave back its one handle
                         // (`handle`, not used meanwhile), so this is the only reference to it,
                         // and it ends here.
-                        unsafe { &mut *obj }.received_fitting(off, d.len, 0);
+                        unsafe { &mut *obj }.received_fitting(off, d.len, 0, Checked(()));
                     }
                     bytes += u64::from(d.len);
                     // good <= k < n = spare.len(): always a slot.
