@@ -70,9 +70,10 @@ usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U
             io_uring_enter) when idle; default: every receiver drains, then sleeps
             (--sleep-us, default 1000: one moderation for all, so the CPU per packet is the
             receive path's, not the wake-ups')
-  --stride  the pools' stride: natural (2048, the default: aligned chunks, every frame's
-            header line and packet line in the same few L1/L2 sets) or auto (StrideMode::Auto:
-            2112, an odd number of lines, unaligned chunks)
+  --frame   bytes per object = per UMEM frame (each pool's stride): 2048 (the default;
+            aligned chunks; a power of two, so the same line of every frame falls in the same
+            few L1/L2 sets) or 2112 (33 lines, spread over all sets as StrideMode::Auto
+            spreads objects; unaligned chunks)
   --mode    the XDP hook: skb (generic, the default: one copy into the UMEM), drv (veth's
             driver hook: the skb is turned into an xdp_buff first), auto (libxdp's choice)
 Needs root (a veth pair, a network namespace, an XDP program) and AF_XDP; says why and
@@ -154,9 +155,6 @@ static WAIT_BLOCK: AtomicBool = AtomicBool::new(false);
 static CAP: AtomicU64 = AtomicU64::new(0);
 /// The XDP program's hook: 0 generic (SKB), 1 driver, 2 libxdp's choice.
 static MODE: AtomicU8 = AtomicU8::new(0);
-/// `--sleep-us`: the idle nap of `Wait::Sleep` (default 1 ms: at the rates veth reaches here,
-/// a few hundred packets per wake-up, so the wake-up's cost is a few ns per packet and the
-/// rings, 2,048 deep, never fill).
 /// `--frame 2112`: objects (= UMEM frames) of 33 cache lines instead of 2048 bytes.
 static FRAME_ODD: AtomicBool = AtomicBool::new(false);
 
@@ -168,6 +166,10 @@ fn frame_bytes() -> usize {
         2048
     }
 }
+
+/// `--sleep-us`: the idle nap of `Wait::Sleep` (default 1 ms: at the rates veth reaches here,
+/// a few hundred packets per wake-up, so the wake-up's cost is a few ns per packet and the
+/// rings, 2,048 deep, never fill).
 static SLEEP_US: AtomicU64 = AtomicU64::new(1000);
 
 fn nap() {

@@ -377,8 +377,9 @@ impl PacketBuf {
 
     /// Data window `room[off..off + len]` and tag, for a receiver that has checked the
     /// window against the object's size (the AF_XDP frame ledger): no compare. A window past
-    /// the room breaks no memory rule (every accessor slices with checked indexing and would
-    /// panic), so this is a debug assertion, not a safety condition.
+    /// the room would break no Rust memory rule (every accessor slices with checked indexing
+    /// and would panic), but an AF_XDP transmit would hand the kernel a descriptor past the
+    /// room: only the crate calls this, behind `RxObject::received_fitting`'s token.
     #[inline(always)]
     #[cfg_attr(not(any(feature = "uring", feature = "xdp")), allow(dead_code))]
     pub(crate) fn set_fitting(&mut self, off: u32, len: u32, tag: u32) {

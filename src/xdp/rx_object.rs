@@ -34,7 +34,7 @@ use crate::packet::{PacketBuf, HEADER};
 /// The receivers' unchecked header write takes a proof that only the crate can make, so no
 /// caller outside it can give a buffer a window its room does not hold:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use idxpool::xdp::RxObject;
 /// let pool = idxpool::PoolBuilder::packet_bufs(4, 256, 32).build().unwrap();
 /// let mut h = pool.get().unwrap();
@@ -57,9 +57,10 @@ pub trait RxObject: Element + sealed::Sealed {
     /// [`RxObject::received`] without a stamp, for a receiver that has checked that the
     /// window `[off, off + len)` fits the bytes past `FRONT` (AF_XDP: the frame ledger checks
     /// every descriptor against the object's size): the fields are written with no compare.
-    /// A window that does not fit is a bug of the caller, not undefined behaviour: it is
-    /// debug-asserted, and the buffer's accessors slice with checked indexing (they would
-    /// panic). Callable only inside the crate (`sealed::Checked` cannot be made outside it):
+    /// A window that does not fit would be a bug of the caller: not undefined behaviour in
+    /// Rust (the buffer's accessors slice with checked indexing and would panic), but a
+    /// transmit of such a buffer would describe bytes past its room to the kernel. Hence the
+    /// token and the debug assertion. Callable only inside the crate (`sealed::Checked` cannot be made outside it):
     /// no safe caller outside can set a window the room does not hold.
     #[doc(hidden)]
     fn received_fitting(&mut self, off: u32, len: u32, tag: u32, checked: sealed::Checked);

@@ -448,8 +448,11 @@ where
                         unsafe { &mut *obj }.received_fitting(off, d.len, 0, Checked(()));
                     }
                     bytes += u64::from(d.len);
-                    // good <= k < n = spare.len(): always a slot.
-                    if let Some(slot) = spare.get_mut(good) {
+                    // good <= k < n = spare.len(): always a slot. (`if let`, not an index:
+                    // an index's panic path would put a call back into the loop.)
+                    let slot = spare.get_mut(good);
+                    debug_assert!(slot.is_some(), "good <= k < n");
+                    if let Some(slot) = slot {
                         slot.write(Frame {
                             handle,
                             offset,

@@ -528,7 +528,7 @@ fn copy_entries<E: Copy>(dst: &mut [E], src: &[E]) {
     for i in (0..bytes).step_by(32) {
         // SAFETY: `i + 32 <= bytes`, the length of both slices in bytes (a whole number of
         // pieces, `narrow`); `dst` and `src` are a `&mut` and a `&` borrow: they do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(s.add(i), opaque(d.add(i)), 32) };
+        unsafe { std::ptr::copy_nonoverlapping(opaque(s.add(i).cast_mut()), opaque(d.add(i)), 32) };
     }
 }
 
