@@ -15,6 +15,10 @@
 //! /tmp/store_forward
 //! ```
 //!
+//! Two more rows take the get-32 / put-4 shape: the get's 16 entries in two 32-byte moves,
+//! then four puts of 4 entries (16-byte moves) each; and the same with the get's loads 16
+//! bytes wide (its stores still 32).
+//!
 //! The widths the CPU lacks are skipped (runtime detection); other architectures print nothing.
 
 #[cfg(target_arch = "x86_64")]
@@ -105,6 +109,92 @@ mod x86 {
             }
         }
     }
+
+    /// A get of 16 entries in two 32-byte moves, its put in four moves of 4 entries (16
+    /// bytes): the get-32 / put-4 shape. Each of the get's 32-byte loads covers two of the
+    /// puts' 16-byte stores.
+    ///
+    /// # Safety
+    /// AVX present; otherwise as [`zmm`].
+    #[target_feature(enable = "avx")]
+    pub unsafe fn ymm_get_xmm_put(c: *mut u32, lp: *mut usize, t: *mut u32, steps: usize) {
+        for _ in 0..steps {
+            // SAFETY: the function's contract.
+            unsafe {
+                let l = lp.read_volatile();
+                let v0 = _mm256_loadu_si256(c.add(l - 16).cast());
+                let v1 = _mm256_loadu_si256(c.add(l - 8).cast());
+                bar();
+                _mm256_storeu_si256(t.cast(), v0);
+                _mm256_storeu_si256(t.add(8).cast(), v1);
+                lp.write_volatile(l - 16);
+                put4(c, lp, t);
+            }
+        }
+    }
+
+    /// As [`ymm_get_xmm_put`], the get's loads 16 bytes wide (each reads what one put's
+    /// store wrote), its stores 32 bytes wide (two loads joined in a register).
+    ///
+    /// # Safety
+    /// AVX2 present; otherwise as [`zmm`].
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn xmm_loads_get_xmm_put(c: *mut u32, lp: *mut usize, t: *mut u32, steps: usize) {
+        for _ in 0..steps {
+            // SAFETY: the function's contract.
+            unsafe {
+                let l = lp.read_volatile();
+                let v: [__m128i; 4] =
+                    std::array::from_fn(|i| _mm_loadu_si128(apart(c.add(l - 16 + 4 * i)).cast()));
+                bar();
+                let mut v0 = _mm256_set_m128i(v[1], v[0]);
+                let mut v1 = _mm256_set_m128i(v[3], v[2]);
+                // The joined values in `ymm` registers, so that each store is one 32-byte move
+                // (an empty block: no memory, no flags, no stack; the values come back as they
+                // went in).
+                std::arch::asm!("/* {0} {1} */", inout(ymm_reg) v0, inout(ymm_reg) v1,
+                    options(pure, nomem, nostack, preserves_flags));
+                _mm256_storeu_si256(t.cast(), v0);
+                _mm256_storeu_si256(t.add(8).cast(), v1);
+                lp.write_volatile(l - 16);
+                put4(c, lp, t);
+            }
+        }
+    }
+
+    /// `p`, which the compiler can no longer relate to another address (an empty `asm!`
+    /// that returns its input): two 16-byte loads through such pointers stay two loads.
+    #[inline(always)]
+    fn apart(p: *mut u32) -> *mut u32 {
+        let mut p = p;
+        // The pointer is never dereferenced inside the block, so `nomem` is exact.
+        #[allow(clippy::pointers_in_nomem_asm_block)]
+        // SAFETY: an empty block: it reads and writes no memory, no flags and no stack; its
+        // operand comes back unchanged.
+        unsafe {
+            std::arch::asm!("/* {0} */", inout(reg) p, options(pure, nomem, nostack, preserves_flags))
+        };
+        p
+    }
+
+    /// The puts of [`ymm_get_xmm_put`]: four puts of 4 entries (16 bytes) each, from the
+    /// table back onto the cache, the length through memory each time.
+    ///
+    /// # Safety
+    /// As [`zmm`].
+    #[inline(always)]
+    unsafe fn put4(c: *mut u32, lp: *mut usize, t: *mut u32) {
+        for i in 0..4 {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let l = lp.read_volatile();
+                let w = _mm_loadu_si128(t.add(4 * i).cast());
+                bar();
+                _mm_storeu_si128(c.add(l).cast(), w);
+                lp.write_volatile(l + 4);
+            }
+        }
+    }
 }
 
 /// Thread CPU time.
@@ -138,6 +228,13 @@ fn main() {
         widths.push(("ymm 2 x 32 B", x86::ymm));
     }
     widths.push(("xmm 4 x 16 B", x86::xmm));
+    if std::is_x86_feature_detected!("avx2") {
+        widths.push(("get ymm, put 4 x xmm", x86::ymm_get_xmm_put));
+        widths.push((
+            "get xmm loads ymm stores, put 4 x xmm",
+            x86::xmm_loads_get_xmm_put,
+        ));
+    }
     println!("width        | cache top, table: bytes past a line | ns per get + put of 16 entries");
     for (name, f) in widths {
         for (c_off, t_off) in [
