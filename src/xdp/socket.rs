@@ -426,49 +426,53 @@ where
         // in registers.
         out.reserve(n as usize);
         let spare = &mut out.spare_capacity_mut()[..n as usize];
-        let (mut good, mut bytes, mut bad) = (0usize, 0u64, 0u64);
-        for k in 0..n {
-            let d = self.rx.read_desc(idx.wrapping_add(k));
-            match self.ledger.reclaim_indexed(d.addr, d.len, LentTo::Fill) {
-                Ok((handle, offset, index)) => {
-                    if <P::T as RxObject>::FRONT > 0 {
-                        // A buffer with a header (a constant per type: no branch left for
-                        // `Pod`): the ledger checked FRONT <= offset and offset + len within
-                        // the object, so the window fits the room past the header.
-                        let off = offset - <P::T as RxObject>::FRONT;
-                        let obj = <P::T as Element>::from_addr(
-                            base.wrapping_add(index as usize * stride),
-                            object_size,
-                        );
-                        // SAFETY: `index` is a frame of the UMEM (the ledger checked it below
-                        // its capacity), so `obj` is that object of the pool's region, of the
-                        // pool's object size; the ledger just gave back its one handle
-                        // (`handle`, not used meanwhile), so this is the only reference to it,
-                        // and it ends here.
-                        unsafe { &mut *obj }.received_fitting(off, d.len, 0, Checked(()));
-                    }
-                    bytes += u64::from(d.len);
-                    // good <= k < n = spare.len(): always a slot. (`if let`, not an index:
-                    // an index's panic path would put a call back into the loop.)
-                    let slot = spare.get_mut(good);
-                    debug_assert!(slot.is_some(), "good <= k < n");
-                    if let Some(slot) = slot {
-                        slot.write(Frame {
-                            handle,
-                            offset,
-                            len: d.len,
-                        });
-                        good += 1;
-                    }
+        let (mut good, mut bytes) = (0usize, 0u64);
+        let rx = &self.rx;
+        let (_, bad) = self.ledger.reclaim_burst(
+            n,
+            LentTo::Fill,
+            |k| {
+                let d = rx.read_desc(idx.wrapping_add(k));
+                (d.addr, d.len)
+            },
+            |handle, offset, index, len| {
+                if <P::T as RxObject>::FRONT > 0 {
+                    // A buffer with a header (a constant per type: no branch left for
+                    // `Pod`): the ledger checked FRONT <= offset and offset + len within
+                    // the object, so the window fits the room past the header.
+                    let off = offset - <P::T as RxObject>::FRONT;
+                    let obj = <P::T as Element>::from_addr(
+                        base.wrapping_add(index as usize * stride),
+                        object_size,
+                    );
+                    // SAFETY: `index` is a frame of the UMEM (the ledger checked it below
+                    // its capacity), so `obj` is that object of the pool's region, of the
+                    // pool's object size; the ledger just gave back its one handle
+                    // (`handle`, not used meanwhile), so this is the only reference to it,
+                    // and it ends here.
+                    unsafe { &mut *obj }.received_fitting(off, len, 0, Checked(()));
                 }
-                Err(_) => bad += 1,
-            }
-        }
+                bytes += u64::from(len);
+                // good < n = spare.len(): always a slot (the ledger calls this at most
+                // once per descriptor). (`if let`, not an index: an index's panic path
+                // would put a call back into the loop.)
+                let slot = spare.get_mut(good);
+                debug_assert!(slot.is_some(), "good < n");
+                if let Some(slot) = slot {
+                    slot.write(Frame {
+                        handle,
+                        offset,
+                        len,
+                    });
+                    good += 1;
+                }
+            },
+        );
         // SAFETY: the first `good` slots of the spare capacity were written above (each
         // `write` is followed by `good += 1`), and `good <= n <=` the capacity reserved.
         unsafe { out.set_len(out.len() + good) };
         self.stats.rx_bytes += bytes;
-        self.stats.bad_descriptors += bad;
+        self.stats.bad_descriptors += u64::from(bad);
         if n > 0 {
             self.rx.release(n);
         }
