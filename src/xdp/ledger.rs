@@ -263,8 +263,8 @@ where
     }
 
     /// [`FrameLedger::reclaim_indexed`] over a burst of `n` descriptors of `ring`, `desc(k)`
-    /// giving the `k`-th `(addr, len)`: `each(handle, within, index, len)` takes every good one
-    /// (the frame's one handle, as `reclaim_indexed` returns it). The map, the geometry and
+    /// giving the `k`-th `(addr, len)`: `each(i, handle, within, index, len)` takes the `i`-th
+    /// good one (the frame's one handle, as `reclaim_indexed` returns it). The map, the geometry and
     /// the object size are held in locals for the loop, and the ring's lent count and
     /// `refused` are updated once after it: the caller's stores through the objects'
     /// addresses (a packet buffer's header) could alias any field of the ledger as far as the
@@ -276,7 +276,7 @@ where
         n: u32,
         ring: LentTo,
         mut desc: impl FnMut(u32) -> (u64, u32),
-        mut each: impl FnMut(H<P>, u32, u32, u32),
+        mut each: impl FnMut(u32, H<P>, u32, u32, u32),
     ) -> (u32, u32) {
         let (map, object_size) = (self.map, self.object_size);
         let geometry = self.pool.pool().geometry;
@@ -286,9 +286,9 @@ where
             let (addr, len) = desc(k);
             match take::<P::T>(&map, state, object_size, addr, len, ring) {
                 Ok((index, within)) => {
-                    good += 1;
                     let h = Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
-                    each(h, within, index, len);
+                    each(good, h, within, index, len);
+                    good += 1;
                 }
                 Err(_) => bad += 1,
             }
@@ -469,7 +469,10 @@ mod tests {
             descs.len() as u32,
             LentTo::Fill,
             |k| descs[k as usize],
-            |h, within, index, len| got.push((h, within, index, len)),
+            |i, h, within, index, len| {
+                assert_eq!(i as usize, got.len(), "the good ones counted in order");
+                got.push((h, within, index, len))
+            },
         );
         assert_eq!((good, bad), (3, 4));
         assert_eq!(ledger.refused(), 4);

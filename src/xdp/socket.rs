@@ -426,16 +426,16 @@ where
         // in registers.
         out.reserve(n as usize);
         let spare = &mut out.spare_capacity_mut()[..n as usize];
-        let (mut good, mut bytes) = (0usize, 0u64);
-        let rx = &self.rx;
-        let (_, bad) = self.ledger.reclaim_burst(
+        let mut bytes = 0u64;
+        let read = self.rx.desc_reader();
+        let (good, bad) = self.ledger.reclaim_burst(
             n,
             LentTo::Fill,
             |k| {
-                let d = rx.read_desc(idx.wrapping_add(k));
+                let d = read(idx.wrapping_add(k));
                 (d.addr, d.len)
             },
-            |handle, offset, index, len| {
+            |i, handle, offset, index, len| {
                 if <P::T as RxObject>::FRONT > 0 {
                     // A buffer with a header (a constant per type: no branch left for
                     // `Pod`): the ledger checked FRONT <= offset and offset + len within
@@ -453,23 +453,24 @@ where
                     unsafe { &mut *obj }.received_fitting(off, len, 0, Checked(()));
                 }
                 bytes += u64::from(len);
-                // good < n = spare.len(): always a slot (the ledger calls this at most
-                // once per descriptor). (`if let`, not an index: an index's panic path
-                // would put a call back into the loop.)
-                let slot = spare.get_mut(good);
-                debug_assert!(slot.is_some(), "good < n");
+                // i < n = spare.len(): always a slot (the i-th good descriptor of n). (`if
+                // let`, not an index: an index's panic path would put a call back into the
+                // loop.)
+                let slot = spare.get_mut(i as usize);
+                debug_assert!(slot.is_some(), "i < n");
                 if let Some(slot) = slot {
                     slot.write(Frame {
                         handle,
                         offset,
                         len,
                     });
-                    good += 1;
                 }
             },
         );
-        // SAFETY: the first `good` slots of the spare capacity were written above (each
-        // `write` is followed by `good += 1`), and `good <= n <=` the capacity reserved.
+        let good = good as usize;
+        // SAFETY: the first `good` slots of the spare capacity were written above (the i-th
+        // good descriptor wrote slot i, for i < good), and `good <= n <=` the capacity
+        // reserved.
         unsafe { out.set_len(out.len() + good) };
         self.stats.rx_bytes += bytes;
         self.stats.bad_descriptors += u64::from(bad);

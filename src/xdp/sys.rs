@@ -238,12 +238,19 @@ impl RawRing {
         unsafe { self.ring.cast::<XdpDesc>().add(slot).write_volatile(d) }
     }
 
-    /// Reads the descriptor at `idx` of a descriptor ring (RX).
+    /// The reader of a descriptor ring's slots (RX): `read(idx)` is the descriptor at `idx`.
+    /// The ring's address and mask are copied into the closure, so that a loop reading a
+    /// burst keeps them in registers (its stores through objects' addresses could alias the
+    /// ring's fields as far as the compiler can tell, which would reload them every time).
     #[inline(always)]
-    pub(crate) fn read_desc(&self, idx: u32) -> XdpDesc {
-        let slot = (idx & self.mask) as usize;
-        // SAFETY: as `read_addr`, for a descriptor ring.
-        unsafe { self.ring.cast::<XdpDesc>().add(slot).read_volatile() }
+    pub(crate) fn desc_reader(&self) -> impl Fn(u32) -> XdpDesc + Copy + '_ {
+        let (ring, mask) = (self.ring.cast::<XdpDesc>(), self.mask);
+        move |idx| {
+            let slot = (idx & mask) as usize;
+            // SAFETY: as `read_addr`, for a descriptor ring (the closure borrows the ring, so
+            // its mapping is alive).
+            unsafe { ring.add(slot).read_volatile() }
+        }
     }
 }
 
