@@ -9,6 +9,9 @@
 //! anywhere); a root-level name (`crate::LocalCache`, `crate::brand!`) counts as the module
 //! that defines it (lib.rs's `pub use`, or the file of the `macro_rules!`). Files named
 //! `tests.rs` are unit tests and are skipped.
+//!
+//! And where the `unsafe` is: the blocks of every top-level module outside the core and the
+//! FFI modules (DESIGN.md's ```unsafe block) match DESIGN.md's table, at most 5 in all.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -557,4 +560,95 @@ fn the_reader_sees_what_it_must() {
     let graph = import_graph();
     assert!(graph["pool"].contains("ring") && graph["pool"].contains("cache"));
     assert!(graph["builder"].contains("pool"));
+}
+
+/// DESIGN.md's ```unsafe block (the modules whose unsafe code is not counted: the core's and
+/// the FFI modules') and the rows of its table "Where the `unsafe` is" (module -> blocks).
+fn design_unsafe() -> (BTreeSet<String>, BTreeSet<String>, BTreeMap<String, usize>) {
+    let text = std::fs::read_to_string(root().join("DESIGN.md")).expect("DESIGN.md");
+    let block = text
+        .split("```unsafe\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("DESIGN.md has a ```unsafe block");
+    let (mut core, mut ffi) = (BTreeSet::new(), BTreeSet::new());
+    for line in block.lines() {
+        let Some((kind, mods)) = line.split_once(':') else {
+            continue;
+        };
+        let set = match kind.trim() {
+            "core" => &mut core,
+            "ffi" => &mut ffi,
+            other => panic!("DESIGN.md unsafe block: unknown kind {other:?}"),
+        };
+        set.extend(mods.split_whitespace().map(str::to_string));
+    }
+    let table = text
+        .split("| module | blocks | why it stays |\n")
+        .nth(1)
+        .expect("DESIGN.md has the table of the unsafe outside the core");
+    let mut rows = BTreeMap::new();
+    for line in table.lines().skip(1) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let module = cells[1].trim_matches('`').to_string();
+        let n: usize = cells[2].parse().expect("a count of blocks");
+        rows.insert(module, n);
+    }
+    (core, ffi, rows)
+}
+
+/// Lines holding `unsafe {` per top-level module (as `grep -c 'unsafe {'` counts them: doc
+/// examples and tests included).
+fn unsafe_blocks() -> BTreeMap<String, usize> {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut counts = BTreeMap::new();
+    for f in files {
+        let Some(top) = module_path(&src, &f).first().cloned() else {
+            continue; // lib.rs
+        };
+        let text = std::fs::read_to_string(&f).expect("read a source file");
+        *counts.entry(top).or_insert(0) += text.lines().filter(|l| l.contains("unsafe {")).count();
+    }
+    counts
+}
+
+#[test]
+fn the_unsafe_outside_the_core_is_what_design_md_lists() {
+    let (core, ffi, rows) = design_unsafe();
+    let counts = unsafe_blocks();
+    let mut wrong = Vec::new();
+    for (module, &n) in &counts {
+        if core.contains(module) {
+            continue;
+        }
+        let listed = rows.get(module).copied().unwrap_or(0);
+        if n != listed {
+            wrong.push(format!("{module}: {n} blocks, DESIGN.md says {listed}"));
+        }
+    }
+    for module in rows.keys() {
+        if !counts.contains_key(module) {
+            wrong.push(format!(
+                "{module}: in DESIGN.md's table, not a module of src/"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "DESIGN.md's unsafe table is out of date: {wrong:#?}"
+    );
+    let outside: usize = rows
+        .iter()
+        .filter(|(m, _)| !ffi.contains(*m) && !core.contains(*m))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        outside <= 5,
+        "{outside} unsafe blocks outside the core and the FFI modules (at most 5): {rows:?}"
+    );
 }
