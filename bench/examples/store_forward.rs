@@ -162,6 +162,85 @@ mod x86 {
         }
     }
 
+    /// The caller's-table protocol of `get_into` / `put_from` (the pool's table of
+    /// `Option<Handle>` slots, 0 = empty), for 16 entries: the get checks that the 16 slots
+    /// are empty (loads `CHK` bytes wide, ORed, one test), copies the cache's top 16 into
+    /// them (two 32-byte loads, stores `GST` bytes wide); then `16 / PUTN` puts of `PUTN`
+    /// entries each load their slots and test them (`PW` bytes wide, or the run if
+    /// narrower), store them on the cache and clear the slots (the same width). The lengths
+    /// go through memory as in the other rows. Which widths keep every load reading what one
+    /// store wrote decides the time.
+    ///
+    /// # Safety
+    /// AVX2 present; `CHK`, `GST`, `PW` each 16 or 32, `PUTN` 4 or 16; otherwise as [`zmm`],
+    /// and the table's 16 slots zero on entry (else it aborts).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn table<const CHK: usize, const GST: usize, const PUTN: usize, const PW: usize>(
+        c: *mut u32,
+        lp: *mut usize,
+        t: *mut u32,
+        steps: usize,
+    ) {
+        for _ in 0..steps {
+            // SAFETY: the function's contract.
+            unsafe {
+                let l = lp.read_volatile();
+                // The get's check: the slots are empty.
+                let mut acc = _mm256_setzero_si256();
+                for i in 0..64 / CHK {
+                    let p = apart(t.add(i * CHK / 4));
+                    let v = if CHK == 32 {
+                        _mm256_loadu_si256(p.cast())
+                    } else {
+                        _mm256_castsi128_si256(_mm_loadu_si128(p.cast()))
+                    };
+                    acc = _mm256_or_si256(acc, v);
+                }
+                if _mm256_testz_si256(acc, acc) == 0 {
+                    std::process::abort();
+                }
+                // The get's copy.
+                let v0 = _mm256_loadu_si256(apart(c.add(l - 16)).cast());
+                let v1 = _mm256_loadu_si256(apart(c.add(l - 8)).cast());
+                bar();
+                if GST == 32 {
+                    _mm256_storeu_si256(apart(t).cast(), v0);
+                    _mm256_storeu_si256(apart(t.add(8)).cast(), v1);
+                } else {
+                    _mm_storeu_si128(apart(t).cast(), _mm256_castsi256_si128(v0));
+                    _mm_storeu_si128(apart(t.add(4)).cast(), _mm256_extracti128_si256(v0, 1));
+                    _mm_storeu_si128(apart(t.add(8)).cast(), _mm256_castsi256_si128(v1));
+                    _mm_storeu_si128(apart(t.add(12)).cast(), _mm256_extracti128_si256(v1, 1));
+                }
+                lp.write_volatile(l - 16);
+                // The puts.
+                let w = if PUTN * 4 < PW { PUTN * 4 } else { PW };
+                for k in 0..16 / PUTN {
+                    let l = lp.read_volatile();
+                    let mut any = 0;
+                    for j in 0..PUTN * 4 / w {
+                        let from = apart(t.add(k * PUTN + j * w / 4));
+                        let to = apart(c.add(l + j * w / 4));
+                        if w == 32 {
+                            let v = _mm256_loadu_si256(from.cast());
+                            any |= _mm256_testz_si256(v, v);
+                            _mm256_storeu_si256(to.cast(), v);
+                            _mm256_storeu_si256(from.cast(), _mm256_setzero_si256());
+                        } else {
+                            let v = _mm_loadu_si128(from.cast());
+                            any |= _mm_testz_si128(v, v);
+                            _mm_storeu_si128(to.cast(), v);
+                            _mm_storeu_si128(from.cast(), _mm_setzero_si128());
+                        }
+                    }
+                    // The pool branches on the test (never taken); a sink keeps it here.
+                    std::hint::black_box(any);
+                    lp.write_volatile(l + PUTN);
+                }
+            }
+        }
+    }
+
     /// `p`, which the compiler can no longer relate to another address (an empty `asm!`
     /// that returns its input): two 16-byte loads through such pointers stay two loads.
     #[inline(always)]
@@ -234,6 +313,13 @@ fn main() {
             "get xmm loads ymm stores, put 4 x xmm",
             x86::xmm_loads_get_xmm_put,
         ));
+        // The caller's table (`table::<CHK, GST, PUTN, PW>`).
+        widths.push(("table: check 32, get stores 32, put 4 x 16", x86::table::<32, 32, 4, 16>));
+        widths.push(("table: check 16, get stores 32, put 4 x 16", x86::table::<16, 32, 4, 16>));
+        widths.push(("table: check 16, get stores 16, put 4 x 16", x86::table::<16, 16, 4, 16>));
+        widths.push(("table: check 32, get stores 32, put 16 x 32", x86::table::<32, 32, 16, 32>));
+        widths.push(("table: check 16, get stores 32, put 16 x 32", x86::table::<16, 32, 16, 32>));
+        widths.push(("table: check 16, get stores 16, put 16 x 16", x86::table::<16, 16, 16, 16>));
     }
     println!("width        | cache top, table: bytes past a line | ns per get + put of 16 entries");
     for (name, f) in widths {
@@ -247,6 +333,12 @@ fn main() {
         ] {
             let mut best = f64::MAX;
             for _ in 0..5 {
+                // Entries nonzero, the table's slots empty (what `table` expects).
+                // SAFETY: both ranges lie inside the 16 Ki-entry buffer past `base`.
+                unsafe {
+                    std::slice::from_raw_parts_mut(base, 1024).fill(7);
+                    std::slice::from_raw_parts_mut(base.add(8192), 32).fill(0);
+                }
                 let mut len = 512 + c_off / 4;
                 // SAFETY: the cache top stays within 512 + 16 entries, the table at 8192
                 // entries + 16 (inside the 16 Ki-entry buffer); the width is present.
