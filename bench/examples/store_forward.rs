@@ -19,6 +19,10 @@
 //! then four puts of 4 entries (16-byte moves) each; and the same with the get's loads 16
 //! bytes wide (its stores still 32).
 //!
+//! Six rows model the caller's table of `get_into` / `put_from` (`table`): the get's check
+//! that the slots are empty, its copy into them, and the puts' loads and clears of their
+//! slots, each at a chosen width (BENCHMARKS.md 35).
+//!
 //! The widths the CPU lacks are skipped (runtime detection); other architectures print nothing.
 
 #[cfg(target_arch = "x86_64")]
@@ -314,12 +318,30 @@ fn main() {
             x86::xmm_loads_get_xmm_put,
         ));
         // The caller's table (`table::<CHK, GST, PUTN, PW>`).
-        widths.push(("table: check 32, get stores 32, put 4 x 16", x86::table::<32, 32, 4, 16>));
-        widths.push(("table: check 16, get stores 32, put 4 x 16", x86::table::<16, 32, 4, 16>));
-        widths.push(("table: check 16, get stores 16, put 4 x 16", x86::table::<16, 16, 4, 16>));
-        widths.push(("table: check 32, get stores 32, put 16 x 32", x86::table::<32, 32, 16, 32>));
-        widths.push(("table: check 16, get stores 32, put 16 x 32", x86::table::<16, 32, 16, 32>));
-        widths.push(("table: check 16, get stores 16, put 16 x 16", x86::table::<16, 16, 16, 16>));
+        widths.push((
+            "table: check 32, get stores 32, put 4 x 16",
+            x86::table::<32, 32, 4, 16>,
+        ));
+        widths.push((
+            "table: check 16, get stores 32, put 4 x 16",
+            x86::table::<16, 32, 4, 16>,
+        ));
+        widths.push((
+            "table: check 16, get stores 16, put 4 x 16",
+            x86::table::<16, 16, 4, 16>,
+        ));
+        widths.push((
+            "table: check 32, get stores 32, put 16 x 32",
+            x86::table::<32, 32, 16, 32>,
+        ));
+        widths.push((
+            "table: check 16, get stores 32, put 16 x 32",
+            x86::table::<16, 32, 16, 32>,
+        ));
+        widths.push((
+            "table: check 16, get stores 16, put 16 x 16",
+            x86::table::<16, 16, 16, 16>,
+        ));
     }
     println!("width        | cache top, table: bytes past a line | ns per get + put of 16 entries");
     for (name, f) in widths {
