@@ -20,27 +20,35 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// DESIGN.md's lists: (core, features).
-fn design_layers() -> (BTreeSet<String>, BTreeSet<String>) {
+/// A fenced block of DESIGN.md (```name): each line `kind: module module ...`, as a map from
+/// kind to modules; every kind must be one of `kinds`.
+fn design_block(name: &str, kinds: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     let text = std::fs::read_to_string(root().join("DESIGN.md")).expect("DESIGN.md");
     let block = text
-        .split("```layers\n")
+        .split(&format!("```{name}\n"))
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("DESIGN.md has a ```layers block");
-    let (mut core, mut features) = (BTreeSet::new(), BTreeSet::new());
+        .unwrap_or_else(|| panic!("DESIGN.md has a ```{name} block"));
+    let mut sets: BTreeMap<String, BTreeSet<String>> = kinds
+        .iter()
+        .map(|k| (k.to_string(), BTreeSet::new()))
+        .collect();
     for line in block.lines() {
         let Some((kind, mods)) = line.split_once(':') else {
             continue;
         };
-        let set = match kind.trim() {
-            "core" => &mut core,
-            "features" => &mut features,
-            other => panic!("DESIGN.md layers: unknown kind {other:?}"),
-        };
+        let set = sets
+            .get_mut(kind.trim())
+            .unwrap_or_else(|| panic!("DESIGN.md {name} block: unknown kind {kind:?}"));
         set.extend(mods.split_whitespace().map(str::to_string));
     }
-    (core, features)
+    sets
+}
+
+/// DESIGN.md's lists: (core, features).
+fn design_layers() -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut b = design_block("layers", &["core", "features"]);
+    (b.remove("core").unwrap(), b.remove("features").unwrap())
 }
 
 /// Removes comments, string and char literals (replaced by spaces, keeping line structure).
@@ -565,24 +573,9 @@ fn the_reader_sees_what_it_must() {
 /// DESIGN.md's ```unsafe block (the modules whose unsafe code is not counted: the core's and
 /// the FFI modules') and the rows of its table "Where the `unsafe` is" (module -> blocks).
 fn design_unsafe() -> (BTreeSet<String>, BTreeSet<String>, BTreeMap<String, usize>) {
+    let mut b = design_block("unsafe", &["core", "ffi"]);
+    let (core, ffi) = (b.remove("core").unwrap(), b.remove("ffi").unwrap());
     let text = std::fs::read_to_string(root().join("DESIGN.md")).expect("DESIGN.md");
-    let block = text
-        .split("```unsafe\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("DESIGN.md has a ```unsafe block");
-    let (mut core, mut ffi) = (BTreeSet::new(), BTreeSet::new());
-    for line in block.lines() {
-        let Some((kind, mods)) = line.split_once(':') else {
-            continue;
-        };
-        let set = match kind.trim() {
-            "core" => &mut core,
-            "ffi" => &mut ffi,
-            other => panic!("DESIGN.md unsafe block: unknown kind {other:?}"),
-        };
-        set.extend(mods.split_whitespace().map(str::to_string));
-    }
     let table = text
         .split("| module | blocks | why it stays |\n")
         .nth(1)
