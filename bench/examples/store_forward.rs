@@ -318,30 +318,32 @@ fn main() {
             x86::xmm_loads_get_xmm_put,
         ));
         // The caller's table (`table::<CHK, GST, PUTN, PW>`).
-        widths.push((
-            "table: check 32, get stores 32, put 4 x 16",
-            x86::table::<32, 32, 4, 16>,
-        ));
-        widths.push((
-            "table: check 16, get stores 32, put 4 x 16",
-            x86::table::<16, 32, 4, 16>,
-        ));
-        widths.push((
-            "table: check 16, get stores 16, put 4 x 16",
-            x86::table::<16, 16, 4, 16>,
-        ));
-        widths.push((
-            "table: check 32, get stores 32, put 16 x 32",
-            x86::table::<32, 32, 16, 32>,
-        ));
-        widths.push((
-            "table: check 16, get stores 32, put 16 x 32",
-            x86::table::<16, 32, 16, 32>,
-        ));
-        widths.push((
-            "table: check 16, get stores 16, put 16 x 16",
-            x86::table::<16, 16, 16, 16>,
-        ));
+        widths.extend([
+            (
+                "table: check 32, get stores 32, put 4 x 16",
+                x86::table::<32, 32, 4, 16> as Step,
+            ),
+            (
+                "table: check 16, get stores 32, put 4 x 16",
+                x86::table::<16, 32, 4, 16>,
+            ),
+            (
+                "table: check 16, get stores 16, put 4 x 16",
+                x86::table::<16, 16, 4, 16>,
+            ),
+            (
+                "table: check 32, get stores 32, put 16 x 32",
+                x86::table::<32, 32, 16, 32>,
+            ),
+            (
+                "table: check 16, get stores 32, put 16 x 32",
+                x86::table::<16, 32, 16, 32>,
+            ),
+            (
+                "table: check 16, get stores 16, put 16 x 16",
+                x86::table::<16, 16, 16, 16>,
+            ),
+        ]);
     }
     println!("width        | cache top, table: bytes past a line | ns per get + put of 16 entries");
     for (name, f) in widths {

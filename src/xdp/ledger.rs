@@ -226,18 +226,6 @@ where
         len: u32,
         ring: LentTo,
     ) -> Result<(H<P>, u32), DescriptorFault> {
-        self.reclaim_indexed(addr, len, ring)
-            .map(|(h, within, _)| (h, within))
-    }
-
-    /// [`FrameLedger::reclaim_owned`] that also returns the frame's pool index.
-    #[inline(always)]
-    pub(crate) fn reclaim_indexed(
-        &mut self,
-        addr: u64,
-        len: u32,
-        ring: LentTo,
-    ) -> Result<(H<P>, u32, u32), DescriptorFault> {
         match take::<P::T>(
             &self.map,
             &mut self.state,
@@ -249,11 +237,8 @@ where
             Ok((index, within)) => {
                 self.lent[ring as usize - 1] -= 1;
                 let geometry = &self.pool.pool().geometry;
-                Ok((
-                    Handle::from_entry(<P::R as ReprImpl>::encode(geometry, index)),
-                    within,
-                    index,
-                ))
+                let h = Handle::from_entry(<P::R as ReprImpl>::encode(geometry, index));
+                Ok((h, within))
             }
             Err(fault) => {
                 self.refused += 1;
@@ -262,9 +247,9 @@ where
         }
     }
 
-    /// [`FrameLedger::reclaim_indexed`] over a burst of `n` descriptors of `ring`, `desc(k)`
+    /// [`FrameLedger::reclaim_owned`] over a burst of `n` descriptors of `ring`, `desc(k)`
     /// giving the `k`-th `(addr, len)`: `each(i, handle, within, index, len)` takes the `i`-th
-    /// good one (the frame's one handle, as `reclaim_indexed` returns it). The map, the geometry and
+    /// good one (the frame's one handle, as `reclaim_owned` returns it, and its pool index). The map, the geometry and
     /// the object size are held in locals for the loop, and the ring's lent count and
     /// `refused` are updated once after it: the caller's stores through the objects'
     /// addresses (a packet buffer's header) could alias any field of the ledger as far as the
