@@ -90,10 +90,16 @@ use crate::error::PoolError;
 use crate::handle::Handle;
 use crate::owned::PoolRef;
 use crate::pool::Pool;
-use crate::repr::Repr;
+use crate::repr::{Repr, ReprImpl};
 use crate::sync::{current_thread, fence, park, Ordering, Thread};
 
 type H<T, B, R> = Handle<T, B, R>;
+
+/// What a slot of the queue holds: the handle's bare entry. A handle carries its object
+/// type's auto traits; the bare entry does not, so the channel is `Send`/`Sync` when `P` is
+/// (`P: Send + Sync` already needs `T: Send`: `Pool<T>` is `Sync` only then), and its
+/// documented auto-trait bounds name `P` alone.
+type Slot<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 
 /// The bounded MPMC queue: crossbeam's `ArrayQueue`; under loom, a loom mutex around a
 /// `VecDeque` of the same capacity (crossbeam's atomics are not loom's), so that the models
@@ -181,7 +187,7 @@ struct Waiters {
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub struct HandleChannel<P: PoolRef> {
-    queue: Queue<H<P::T, P::B, P::R>>,
+    queue: Queue<Slot<P>>,
     senders: AtomicUsize,
     receivers: AtomicUsize,
     closed: AtomicBool,
@@ -437,8 +443,8 @@ impl<P: PoolRef> HandleChannel<P> {
 
     fn drain_to_pool(&self) {
         let mut v = Vec::new();
-        while let Some(h) = self.queue.pop() {
-            v.push(h);
+        while let Some(e) = self.queue.pop() {
+            v.push(Handle::<P::T, P::B, P::R>::from_entry(e));
         }
         if !v.is_empty() {
             // From a drop (the last receiver's, the channel's) or a send: a reset hook's panic
@@ -495,13 +501,17 @@ where
     }
 
     fn try_recv(&self) -> Result<H<T, B, R>, TryRecvError> {
-        if let Some(h) = self.queue.pop() {
-            return Ok(h);
+        if let Some(e) = self.queue.pop() {
+            return Ok(Handle::from_entry(e));
         }
         if self.is_disconnected() {
             // The last send happened before the disconnect this load saw: one more pop
             // finds it.
-            return self.queue.pop().ok_or(TryRecvError::Disconnected);
+            return self
+                .queue
+                .pop()
+                .map(Handle::from_entry)
+                .ok_or(TryRecvError::Disconnected);
         }
         Err(TryRecvError::Empty)
     }
@@ -588,8 +598,8 @@ where
         if c.is_closed() {
             return Err(SendError::Disconnected(h));
         }
-        if let Err(h) = c.queue.push(h) {
-            return Err(SendError::Full(h));
+        if let Err(e) = c.queue.push(h.into_entry()) {
+            return Err(SendError::Full(Handle::from_entry(e)));
         }
         fence(Ordering::SeqCst);
         c.drain_if_abandoned();
@@ -615,9 +625,9 @@ where
         for h in hs.drain(..) {
             if full {
                 rest.push(h);
-            } else if let Err(h) = c.queue.push(h) {
+            } else if let Err(e) = c.queue.push(h.into_entry()) {
                 full = true;
-                rest.push(h);
+                rest.push(Handle::from_entry(e));
             }
         }
         fence(Ordering::SeqCst);
@@ -765,7 +775,7 @@ where
         let mut k = 0;
         while k < n {
             match self.chan.queue.pop() {
-                Some(h) => out.push(h),
+                Some(e) => out.push(Handle::from_entry(e)),
                 None => break,
             }
             k += 1;

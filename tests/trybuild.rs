@@ -3,7 +3,8 @@
 //! from `get_mut` cannot outlive the handle's borrow or the pool, nor coexist with a second
 //! borrow; a handle of one pool is rejected by a pool of another brand (named brands, nested
 //! and sibling scoped pools, local caches); scoped handles and pools cannot escape their
-//! closure; a `LocalCache` cannot outlive its pool and is not `Sync`. Run-time pools:
+//! closure; a `LocalCache` cannot outlive its pool and is not `Sync`; a channel's halves do not
+//! cross threads when the pool's objects are not `Send`. Run-time pools:
 //! a `DynHandle` is not `Clone`; a `DynLocalCache` is not `Sync`; references from its `&self`
 //! `get_mut` cannot outlive the cache nor alias (twice, or across a `put` of the handle);
 //! `DynResolver` references and `DynPooled` guards cannot outlive the pool.
