@@ -55,13 +55,15 @@ Per cell: packets/s, the receiving thread's CPU ns per packet (user, system), th
 CPU ns per packet (sender included), drops, heap allocations per packet (receiving thread).
 
 usage: xdp_rx [--quick] [--secs S] [--reps N] [--size B] [--block] [--sleep-us U] [--mode M]
-              [--frame 2048|2112] [--buffers]
+              [--frame 2048|2112] [--buffers [--pair xdp|uring|fwd]]
        xdp_rx --only xdp|vec|uring|xdpbuf|uringbuf|fwd|fwdrec --packets N
               (one receiver, N packets: for callgrind)
   --buffers the packet-buffer cells instead: xdp, xdpbuf, xdp' (AF_XDP over Pool<PacketBuf>,
             the header written from each descriptor), uring, uringbuf, uring' (the same for
             io_uring), fwd, fwdrec, fwd' (a reflector over Pool<PacketBuf>: every packet sent
             back out; TX completions through the cache, or recycled to the fill ring)
+  --pair    with --buffers: only one baseline, its variant and its A/A (xdp|uring|fwd),
+            three cells a round, so that more rounds fit
   --quick   1 round of 0.3 s cells: about 3 s in all
   --secs    measured seconds per cell (default 0.5)
   --reps    rounds, each running every receiver once; medians reported (default 7: ~25 s)
@@ -640,6 +642,15 @@ fn run(rx: Rx, ifname: &str, secs: f64, sent: &AtomicU64) -> Result<Cell, String
     })
 }
 
+/// The packet-buffer cell `--buffers` measures against baseline `base`.
+fn variant_of(base: &str) -> &'static str {
+    match base {
+        "xdp" => "xdpbuf",
+        "uring" => "uringbuf",
+        _ => "fwdrec",
+    }
+}
+
 /// `--buffers`' ratios: each variant against its baseline, with the baseline's A/A, as
 /// medians of per-round ratios (the receiving thread's CPU, user + system).
 fn report_buffers(rounds: &[std::collections::HashMap<&str, Cell>], uring_ok: bool) {
@@ -651,6 +662,9 @@ fn report_buffers(rounds: &[std::collections::HashMap<&str, Cell>], uring_ok: bo
     }
     println!();
     for (v, base, aa) in pairs {
+        if !rounds.first().is_some_and(|r| r.contains_key(v)) {
+            continue; // `--pair` ran another triple
+        }
         println!(
             "{v}/{base}: receiving-thread CPU per packet {:.3} (A/A {base}'/{base} {:.3}; \
              {base}'s median of both: {:.3})",
@@ -684,6 +698,7 @@ fn main() {
     let (mut secs, mut reps, mut size) = (0.5f64, 7usize, 64usize);
     let mut only: Option<Rx> = None;
     let mut buffers = false;
+    let mut pair: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |what: &str| -> f64 {
@@ -720,6 +735,13 @@ fn main() {
                 })
             }
             "--buffers" => buffers = true,
+            "--pair" => match it.next().map(String::as_str) {
+                Some(b @ ("xdp" | "uring" | "fwd")) => pair = Some(b.to_string()),
+                other => {
+                    eprintln!("--pair xdp|uring|fwd, not {other:?}");
+                    std::process::exit(2);
+                }
+            },
             "--packets" => CAP.store(num("--packets") as u64, Ordering::Relaxed),
             "--sleep-us" => SLEEP_US.store(num("--sleep-us") as u64, Ordering::Relaxed),
             "--frame" => match it.next().map(String::as_str) {
@@ -837,6 +859,15 @@ fn main() {
     };
     if !uring_ok {
         order.retain(|(_, r)| !matches!(*r, Rx::Uring | Rx::UringBuf));
+    }
+    if let (true, Some(base)) = (buffers, &pair) {
+        // One baseline, its variant and its A/A: three cells a round, so more rounds fit.
+        let keep = [
+            base.clone(),
+            format!("{base}'"),
+            variant_of(base).to_string(),
+        ];
+        order.retain(|(n, _)| keep.iter().any(|k| k == n));
     }
     let names: Vec<&str> = order.iter().map(|(n, _)| *n).collect();
     let mut rounds: Vec<std::collections::HashMap<&str, Cell>> = Vec::new();

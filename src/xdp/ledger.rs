@@ -248,20 +248,20 @@ where
     }
 
     /// [`FrameLedger::reclaim_owned`] over a burst of `n` descriptors of `ring`, `desc(k)`
-    /// giving the `k`-th `(addr, len)`: `each(i, handle, within, index, len)` takes the `i`-th
-    /// good one (the frame's one handle, as `reclaim_owned` returns it, and its pool index). The map, the geometry and
+    /// giving the `k`-th `(addr, len)`: `each(i, handle, within, len)` takes the `i`-th good
+    /// one (the frame's one handle, as `reclaim_owned` returns it). The map, the geometry and
     /// the object size are held in locals for the loop, and the ring's lent count and
-    /// `refused` are updated once after it: the caller's stores through the objects'
-    /// addresses (a packet buffer's header) could alias any field of the ledger as far as the
-    /// compiler can tell, so fields read inside the loop would be reloaded, and counts stored,
-    /// at every descriptor. Returns `(good, refused)`.
+    /// `refused` are updated once after it: the caller's stores (its frames, written into a
+    /// `Vec`'s spare capacity) could alias any field of the ledger as far as the compiler can
+    /// tell, so fields read inside the loop would be reloaded, and counts stored, at every
+    /// descriptor. Returns `(good, refused)`.
     #[inline(always)]
     pub(crate) fn reclaim_burst(
         &mut self,
         n: u32,
         ring: LentTo,
         mut desc: impl FnMut(u32) -> (u64, u32),
-        mut each: impl FnMut(u32, H<P>, u32, u32, u32),
+        mut each: impl FnMut(u32, H<P>, u32, u32),
     ) -> (u32, u32) {
         let (map, object_size) = (self.map, self.object_size);
         let geometry = self.pool.pool().geometry;
@@ -272,7 +272,7 @@ where
             match take::<P::T>(&map, state, object_size, addr, len, ring) {
                 Ok((index, within)) => {
                     let h = Handle::from_entry(<P::R as ReprImpl>::encode(&geometry, index));
-                    each(good, h, within, index, len);
+                    each(good, h, within, len);
                     good += 1;
                 }
                 Err(_) => bad += 1,
@@ -454,16 +454,19 @@ mod tests {
             descs.len() as u32,
             LentTo::Fill,
             |k| descs[k as usize],
-            |i, h, within, index, len| {
+            |i, h, within, len| {
                 assert_eq!(i as usize, got.len(), "the good ones counted in order");
-                got.push((h, within, index, len))
+                got.push((h, within, len))
             },
         );
         assert_eq!((good, bad), (3, 4));
         assert_eq!(ledger.refused(), 4);
         assert_eq!(ledger.lent(LentTo::Fill), 1, "frame 1 still lent");
         assert_eq!(ledger.lent(LentTo::Tx), 1);
-        let seen: Vec<(u32, u32, u32)> = got.iter().map(|&(_, w, i, l)| (w, i, l)).collect();
+        let seen: Vec<(u32, u32, u32)> = got
+            .iter()
+            .map(|(h, w, l)| (*w, pool.index_of(h), *l))
+            .collect();
         let frame = |a: u64| (a / 2048) as u32;
         assert_eq!(
             seen,
@@ -474,8 +477,7 @@ mod tests {
             ]
         );
         ledger.add_kernel_lent(-(good as isize));
-        for (h, _, index, _) in got {
-            assert_eq!(pool.index_of(&h), index, "the handle names its frame");
+        for (h, _, _) in got {
             pool.put(h);
         }
         for (addr, ring) in [(addrs[1], LentTo::Fill), (tx, LentTo::Tx)] {

@@ -12,6 +12,7 @@ use crate::local::LocalCache;
 use crate::owned::PoolRef;
 use crate::packet::PacketBuf;
 use crate::pool::Pool;
+use crate::repr::ReprImpl;
 use crate::xdp::config::{
     check_layout, kernel, Frame, KernelXdpStats, XdpConfig, XdpMode, XdpStats,
 };
@@ -419,8 +420,8 @@ where
             return 0;
         }
         let (idx, n) = self.rx.peek(self.burst);
-        let (base, stride) = (self.pool().base().as_ptr(), self.pool().stride());
         let object_size = self.object_size as usize;
+        let start = out.len();
         // The frames are written into the spare capacity and the statistics summed in locals:
         // no call (a `Vec` growth) and no store to `self` inside the loop, so its values stay
         // in registers.
@@ -435,23 +436,7 @@ where
                 let d = read(idx.wrapping_add(k));
                 (d.addr, d.len)
             },
-            |i, handle, offset, index, len| {
-                if <P::T as RxObject>::FRONT > 0 {
-                    // A buffer with a header (a constant per type: no branch left for
-                    // `Pod`): the ledger checked FRONT <= offset and offset + len within
-                    // the object, so the window fits the room past the header.
-                    let off = offset - <P::T as RxObject>::FRONT;
-                    let obj = <P::T as Element>::from_addr(
-                        base.wrapping_add(index as usize * stride),
-                        object_size,
-                    );
-                    // SAFETY: `index` is a frame of the UMEM (the ledger checked it below
-                    // its capacity), so `obj` is that object of the pool's region, of the
-                    // pool's object size; the ledger just gave back its one handle
-                    // (`handle`, not used meanwhile), so this is the only reference to it,
-                    // and it ends here.
-                    unsafe { &mut *obj }.received_fitting(off, len, 0, Checked(()));
-                }
+            |i, handle, offset, len| {
                 bytes += u64::from(len);
                 // i < n = spare.len(): always a slot (the i-th good descriptor of n). (`if
                 // let`, not an index: an index's panic path would put a call back into the
@@ -472,6 +457,29 @@ where
         // good descriptor wrote slot i, for i < good), and `good <= n <=` the capacity
         // reserved.
         unsafe { out.set_len(out.len() + good) };
+        if <P::T as RxObject>::FRONT > 0 {
+            // A buffer with a header (a constant per type: no loop for `Pod`), written in a
+            // pass of its own over the frames just appended, where the loop has registers to
+            // spare: the ledger checked FRONT <= offset and offset + len within the object,
+            // so the window fits the room past the header.
+            let geometry = self.pool().geometry;
+            for f in &out[start..] {
+                let obj = <P::T as Element>::from_addr(
+                    <P::R as ReprImpl>::ptr(&geometry, f.handle.entry()),
+                    object_size,
+                );
+                // SAFETY: `f.handle` is the one handle of a frame the ledger just gave back
+                // (checked below the UMEM's capacity: an object of the pool's region, of the
+                // pool's object size), not yet seen by the caller, so this is the only
+                // reference to its object, and it ends here.
+                unsafe { &mut *obj }.received_fitting(
+                    f.offset - <P::T as RxObject>::FRONT,
+                    f.len,
+                    0,
+                    Checked(()),
+                );
+            }
+        }
         self.stats.rx_bytes += bytes;
         self.stats.bad_descriptors += u64::from(bad);
         if n > 0 {
