@@ -45,7 +45,7 @@ for rx in "${rxs[@]}"; do
       NF >= 3 {
         all[$2] += $1
         if ($3 == "[.]") user[$2] += $1
-        if ($0 ~ /::rx_burst|receiver_/) { mine[$2] += $1; tid = (tid == "" ? $2 : tid) }
+        if ($0 ~ /::rx_burst|receiver_/ && tid == "") tid = $2
         if ($0 ~ /::rx_burst/) burst[$2] += $1
       }
       END {
