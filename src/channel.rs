@@ -374,13 +374,20 @@ impl<P: PoolRef> HandleChannel<P> {
         ws.list.iter().any(|(k, _)| *k == id)
     }
 
-    /// Removes waiter `id` if a wake-up has not already.
+    /// Removes waiter `id` if a wake-up has not already. Its waker is dropped after the lock:
+    /// the drop is user code, which may use this channel again (drop the last sender, close
+    /// it) and so take the lock (tests/channel_edges.rs).
     fn deregister(&self, id: u64) {
-        let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = ws.list.iter().position(|(k, _)| *k == id) {
-            ws.list.swap_remove(i);
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
+        let gone = {
+            let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            let i = ws.list.iter().position(|(k, _)| *k == id);
+            let gone = i.map(|i| ws.list.swap_remove(i));
+            if gone.is_some() {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+            gone
+        };
+        drop(gone);
     }
 
     /// After a push (or a disconnect) and its SeqCst fence: wakes every waiter, if any.

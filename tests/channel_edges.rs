@@ -309,3 +309,88 @@ fn a_queue_that_cannot_be_allocated_is_a_typed_error_not_an_abort() {
         }
     );
 }
+
+/// A waker whose drop is user code that reaches the channel again: it owns the last sender
+/// (whose drop wakes the waiters), or closes the channel. The channel drops a waiter's waker
+/// after its lock, as the pool's waiting get does (wait.rs): never under it, where the
+/// re-entry would wait for ever on a lock its own thread holds. Both routes: the future's
+/// drop, and a second poll with another waker. Each runs on a thread of its own, and a hang
+/// fails the test instead of hanging the run.
+#[test]
+fn a_waker_whose_drop_uses_the_channel_does_not_deadlock() {
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+    let _serial = serial();
+
+    /// Runs `f` on a thread; true when it returns within a minute.
+    fn finishes(f: impl FnOnce() + Send + 'static) -> bool {
+        let (done, wait) = mpsc::channel();
+        thread::spawn(move || {
+            f();
+            let _ = done.send(());
+        });
+        wait.recv_timeout(std::time::Duration::from_secs(60))
+            .is_ok()
+    }
+    /// A waker that runs `on_drop` when its last clone goes.
+    struct OnDrop(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+    impl Wake for OnDrop {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+                f();
+            }
+        }
+    }
+    struct Nop;
+    impl Wake for Nop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    // The future's drop drops the channel's clone of a waker that owns the last sender.
+    let p = pool(4);
+    let pp = p.clone();
+    assert!(
+        finishes(move || {
+            let (tx, rx) = HandleChannel::new(pp).unwrap();
+            let waker = Waker::from(Arc::new(OnDrop(Mutex::new(Some(Box::new(move || {
+                drop(tx)
+            }))))));
+            let mut fut = Box::pin(rx.recv_async());
+            assert!(fut
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            drop(waker);
+            drop(fut);
+            assert!(matches!(
+                rx.try_recv(),
+                Err(idxpool::channel::TryRecvError::Disconnected)
+            ));
+        }),
+        "the future's drop deadlocked"
+    );
+    assert_eq!(p.in_use(), 0);
+
+    // A second poll, with another waker, drops the first one, which closes the channel.
+    let pp = p.clone();
+    assert!(
+        finishes(move || {
+            let (_tx, rx) = HandleChannel::new(pp).unwrap();
+            let rx2 = rx.clone();
+            let a = Waker::from(Arc::new(OnDrop(Mutex::new(Some(Box::new(move || {
+                rx2.close()
+            }))))));
+            let b = Waker::from(Arc::new(Nop));
+            let mut fut = Box::pin(rx.recv_async());
+            assert!(fut.as_mut().poll(&mut Context::from_waker(&a)).is_pending());
+            drop(a);
+            let second = fut.as_mut().poll(&mut Context::from_waker(&b));
+            assert!(matches!(second, std::task::Poll::Ready(Err(_))), "closed");
+        }),
+        "the second poll deadlocked"
+    );
+    assert_eq!(p.in_use(), 0);
+}
