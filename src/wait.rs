@@ -22,8 +22,10 @@
 //! * **Who is woken.** From the front, waiters not yet woken until their requests add up to
 //!   the entries in the ring. A woken waiter retries from the ring only (a refill of its own
 //!   cache would hoard what the others are owed); one that fails or leaves while entries
-//!   remain passes the wake-up on. FIFO, but gets that do not wait may barge, and a large
-//!   bulk request may be overtaken by smaller ones.
+//!   remain passes the wake-up on. A woken waiter that has not retried by the second put
+//!   after its wake-up (an abandoned or forgotten future) stops holding back the ones behind
+//!   it. FIFO, but gets that do not wait may barge, and a large bulk request may be
+//!   overtaken by smaller ones.
 //! * **What a waiter may rely on.** It is woken when objects reach the common ring (an
 //!   uncached put, any flush, a thread's exit). Objects idle in other threads' caches stay
 //!   there (DPDK's answer): up to `threads x fill limit` of them.
@@ -62,12 +64,17 @@ struct Entry {
     n: usize,
     /// Woken and not yet retried: a put skips it.
     notified: bool,
+    /// The round ([`Inner::round`]) of its wake-up, while `notified`.
+    round: u64,
     wake: Wake,
 }
 
 #[derive(Default)]
 struct Inner {
     next_id: u64,
+    /// Calls of [`WaitQueue::wake`] so far: a woken waiter is owed its objects in the round
+    /// after its wake-up only.
+    round: u64,
     entries: VecDeque<Entry>,
 }
 
@@ -163,6 +170,7 @@ impl WaitQueue {
             key: crate::fork::thread_key(),
             n,
             notified: false,
+            round: 0,
             wake,
         });
         // Nothing is allocated or freed with the lock held: a global allocator may use this
@@ -238,6 +246,14 @@ impl WaitQueue {
     /// Wakes waiters for the entries in the ring now, less those owed to waiters already woken
     /// (not yet retried): from the front (or, with `behind`, from after that waiter), those not
     /// already woken, until their requests add up to that count. Wakers run after the lock.
+    ///
+    /// A woken waiter is owed its objects in the next call only (the next put that reaches the
+    /// ring): one that has not retried by the call after that (a future abandoned or forgotten
+    /// after its wake-up; rarely, a thread descheduled that long) no longer holds back the
+    /// waiters behind it, which are woken for those objects instead. It keeps its wake-up (it
+    /// is not woken again) and retries whenever it runs; the cost of a wrong guess is one
+    /// waiter woken for nothing, who waits again (tests/wait.rs,
+    /// `a_woken_future_never_polled_again_holds_back_no_later_waiter`).
     #[cold]
     #[inline(never)]
     pub(crate) fn wake<E: Copy>(&self, ring: &Ring<E>, behind: Option<u64>) {
@@ -251,9 +267,17 @@ impl WaitQueue {
                 let mut q = self.lock();
                 if first {
                     first = false;
-                    let owed: usize = q.entries.iter().filter(|e| e.notified).map(|e| e.n).sum();
+                    q.round += 1;
+                    let last = q.round - 1;
+                    let owed: usize = q
+                        .entries
+                        .iter()
+                        .filter(|e| e.notified && e.round == last)
+                        .map(|e| e.n)
+                        .sum();
                     budget = budget.saturating_sub(owed);
                 }
+                let round = q.round;
                 let start = match behind {
                     Some(id) => match q.entries.iter().position(|e| e.id == id) {
                         Some(p) => p + 1,
@@ -269,6 +293,7 @@ impl WaitQueue {
                         continue;
                     }
                     e.notified = true;
+                    e.round = round;
                     budget = budget.saturating_sub(e.n.max(1));
                     out[k] = match &mut e.wake {
                         Wake::Thread(t) => Some(Wakeup::Thread(t.clone())),

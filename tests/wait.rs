@@ -401,3 +401,40 @@ fn single_producer_ring_wakes_waiters_too() {
     pool.put_bulk(&mut held);
     assert!(pool.is_full());
 }
+
+/// A future that was woken and is never polled again (abandoned in a task, or passed to
+/// `mem::forget`) holds its wake-up: the waiters behind it wait for the next puts. It must
+/// not hold them back for good: a put counts the objects owed to a woken waiter only until
+/// the put after the one that follows its wake-up (a waiter that retries at all does so by
+/// then), so later puts wake the waiters behind it.
+#[test]
+fn a_woken_future_never_polled_again_holds_back_no_later_waiter() {
+    let pool = pool(1, 0);
+    let h = pool.get().unwrap();
+    let (_ca, wa) = counting();
+    let (cb, wb) = counting();
+    let mut abandoned = Box::pin(pool.get_async());
+    assert!(abandoned
+        .as_mut()
+        .poll(&mut Context::from_waker(&wa))
+        .is_pending());
+    let mut behind = pool.get_async();
+    assert!(poll(&mut behind, &wb).is_pending());
+    pool.put(h); // wakes the first waiter, which never retries
+    assert_eq!(woken(&cb), 0, "FIFO: the first waiter is woken first");
+    // Gets that do not wait take the object and put it back: each put reaches the ring.
+    let mut puts = 1;
+    while woken(&cb) == 0 && puts < 10 {
+        let h = pool.get().unwrap();
+        pool.put(h);
+        puts += 1;
+    }
+    assert_eq!(woken(&cb), 1, "the waiter behind is woken by a later put");
+    assert!(puts <= 3, "within two puts after the first ({puts} puts)");
+    let Poll::Ready(Ok(h)) = poll(&mut behind, &wb) else {
+        panic!("the waiter behind is not served")
+    };
+    pool.put(h);
+    std::mem::forget(abandoned);
+    assert!(pool.is_full());
+}
