@@ -24,8 +24,9 @@
 //!   cache would hoard what the others are owed); one that fails or leaves while entries
 //!   remain passes the wake-up on. A woken waiter that has not retried by the second put
 //!   after its wake-up (an abandoned or forgotten future) stops holding back the ones behind
-//!   it. FIFO, but gets that do not wait may barge, and a large bulk request may be
-//!   overtaken by smaller ones.
+//!   it, and a blocked thread retries from the ring every [`RECHECK`] unwoken, so it is
+//!   served even when no later put comes. FIFO, but gets that do not wait may barge, and a
+//!   large bulk request may be overtaken by smaller ones.
 //! * **What a waiter may rely on.** It is woken when objects reach the common ring (an
 //!   uncached put, any flush, a thread's exit). Objects idle in other threads' caches stay
 //!   there (DPDK's answer): up to `threads x fill limit` of them.
@@ -108,6 +109,11 @@ impl Wakeup {
         }
     }
 }
+
+/// The longest a blocked waiter sleeps before it retries from the ring unwoken (as after a
+/// spurious wake-up): the bound on its wait behind a woken future that never retries (module
+/// docs), at the cost of a retry ten times a second while it waits.
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// Wake-ups taken per round of the lock: a fixed array, so that nothing is allocated with the
 /// lock held (a global allocator may use the pool).
@@ -414,7 +420,9 @@ pub(crate) fn wait_blocking<X, E: Copy>(
             Some(d) => Some(d - now),
             None => None,
         };
-        crate::sync::park(left);
+        // At most RECHECK at a time: a retry that finds the objects a woken waiter that never
+        // retries (an abandoned future) was owed serves this one even when no later put comes.
+        crate::sync::park(Some(left.map_or(RECHECK, |l| l.min(RECHECK))));
     }
 }
 

@@ -438,3 +438,35 @@ fn a_woken_future_never_polled_again_holds_back_no_later_waiter() {
     std::mem::forget(abandoned);
     assert!(pool.is_full());
 }
+
+/// The same abandoned future in front of a blocking waiter, and only one put: no later put
+/// comes to age its wake-up, and the blocking waiter must still be served (a parked waiter
+/// retries from the ring now and then, as a spurious wake-up would make it). Before, this
+/// `get_wait(Duration::MAX)` slept for ever beside a free object in the ring. A hang fails
+/// the test (the waiter runs on a thread of its own) instead of hanging the run.
+#[test]
+fn a_blocking_waiter_behind_an_abandoned_woken_future_is_served() {
+    let pool = Arc::new(pool(1, 0));
+    let h = pool.get().unwrap();
+    let (_c, w) = counting();
+    let mut abandoned = Box::pin(pool.get_async());
+    assert!(abandoned
+        .as_mut()
+        .poll(&mut Context::from_waker(&w))
+        .is_pending());
+    let (done, wait) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    std::thread::spawn(move || {
+        let r = p.get_wait(Duration::MAX).map(|h| p.put(h));
+        let _ = done.send(r.is_ok());
+    });
+    std::thread::sleep(Duration::from_millis(50)); // likely registered behind it by now
+    pool.put(h); // wakes the abandoned future only
+    assert_eq!(
+        wait.recv_timeout(LONG),
+        Ok(true),
+        "the blocking waiter is served"
+    );
+    std::mem::forget(abandoned);
+    assert!(pool.is_full());
+}
