@@ -176,7 +176,7 @@ mod x86 {
     /// store wrote decides the time.
     ///
     /// # Safety
-    /// AVX2 present; `CHK`, `GST`, `PW` each 16 or 32, `PUTN` 4 or 16; otherwise as [`zmm`],
+    /// AVX2 present; `CHK`, `GST`, `PW` each 16 or 32, `PUTN` 4, 8 or 16; otherwise as [`zmm`],
     /// and the table's 16 slots zero on entry (else it aborts).
     #[target_feature(enable = "avx2")]
     pub unsafe fn table<const CHK: usize, const GST: usize, const PUTN: usize, const PW: usize>(
@@ -330,6 +330,14 @@ fn main() {
             (
                 "table: check 16, get stores 16, put 4 x 16",
                 x86::table::<16, 16, 4, 16>,
+            ),
+            (
+                "table: check 32, get stores 32, put 2 x (2 x 16)",
+                x86::table::<32, 32, 8, 16>,
+            ),
+            (
+                "table: check 32, get stores 32, put 2 x 32",
+                x86::table::<32, 32, 8, 32>,
             ),
             (
                 "table: check 32, get stores 32, put 16 x 32",
