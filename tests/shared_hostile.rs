@@ -396,3 +396,19 @@ fn detach_and_reattach_keep_one_holder_per_object() {
         a.put_bulk(&mut all);
     }
 }
+
+/// A peer writes an owner word whose holder byte is 0 (no process slot: neither free, nor in
+/// a channel, nor a slot's): `audit` still completes, in debug builds too (the holder's cache
+/// number was computed in a `u8` that overflowed), and does not count the object as held by a
+/// cache it is not in.
+#[test]
+fn audit_of_an_owner_word_naming_no_slot_completes() {
+    let names = Names(vec![name("audit-no-slot")]);
+    let p = SharedPool::<Obj>::create(&names.0[0], 8, fp(), cached(0)).unwrap();
+    let h = p.get().unwrap();
+    let peer = Peer::open(p.path());
+    peer.owner(1).store(0x100, Ordering::SeqCst);
+    let a = catch_unwind(AssertUnwindSafe(|| p.audit())).expect("audit panicked");
+    assert_eq!(a.held_and_cached, 0, "{a}");
+    p.put(h);
+}

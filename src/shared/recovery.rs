@@ -543,10 +543,15 @@ impl<T> SharedPool<T> {
                     } else {
                         a.held_attached += 1;
                     }
-                    let own_cache = split_holder(w).0 as u8 + 1;
+                    // The cache number of the holder's slot (slot + 1), if the word names
+                    // one: a peer may write a holder byte of 0, which names none.
+                    let own_cache = split_holder(w)
+                        .0
+                        .checked_add(1)
+                        .and_then(|n| u8::try_from(n).ok());
                     match (f, c) {
                         (0, 0) => {}
-                        (1, 0) if cache_slot[i] == own_cache => a.held_and_cached += 1,
+                        (1, 0) if Some(cache_slot[i]) == own_cache => a.held_and_cached += 1,
                         _ => a.duplicates.push(idx),
                     }
                 }
