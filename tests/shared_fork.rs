@@ -3,8 +3,8 @@
 //! this process" must hold in the child too, whatever the parent does with the object the copy
 //! names (here: the honest parent puts it back, and the child's new attachment gets it).
 //!
-//! Its own test binary (no other test's threads at the fork). Not under Miri (no `fork`, no
-//! file mappings).
+//! Its own test binary, its tests one at a time ([`serial`]: no other test's thread is inside
+//! the crate at a fork). Not under Miri (no `fork`, no file mappings).
 
 #![cfg(all(target_os = "linux", not(miri)))]
 
@@ -21,6 +21,12 @@ const CHILD_FAILED: i32 = 5;
 /// A hung child is killed by its alarm (SIGALRM), which the parent reports. No timing asserted.
 const CHILD_ALARM_SECS: u32 = 20;
 
+/// Runs the tests of this binary one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Names(String);
 impl Drop for Names {
     fn drop(&mut self) {
@@ -35,6 +41,7 @@ impl Drop for Names {
 /// both (two live `&mut T` to X in the child, one through each attachment).
 #[test]
 fn a_forked_child_never_holds_two_live_references_to_one_object() {
+    let _serial = serial();
     let n = format!("idxpool-fork-{}-copy", std::process::id());
     let _names = Names(n.clone());
     let fp = fingerprint("shared_fork::Obj v1");
@@ -52,8 +59,8 @@ fn a_forked_child_never_holds_two_live_references_to_one_object() {
     assert_eq!(unsafe { libc::pipe(to_child.as_mut_ptr()) }, 0);
     // SAFETY: as above.
     assert_eq!(unsafe { libc::pipe(to_parent.as_mut_ptr()) }, 0);
-    // SAFETY: the child runs the pool's own code and leaves with `_exit`; the test binary has
-    // one test, so no other test's thread is inside the crate at the fork.
+    // SAFETY: the child runs the pool's own code and leaves with `_exit`; the tests of this
+    // binary run one at a time, so no other test's thread is inside the crate at the fork.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
@@ -117,4 +124,79 @@ fn a_forked_child_never_holds_two_live_references_to_one_object() {
          its own attachment"
     );
     assert_eq!(code, CHILD_OK, "child exit code");
+}
+
+/// A forked child that only drops its copies of the parent's attachments (leaving a scope
+/// runs their `Drop`; the child never calls the pool) must leave the parent's state alone.
+/// Before, the copy's drop flushed and freed the parent's process slot, dropped the parent's
+/// liveness lock (the child shares the parent's open file description) and, for the
+/// creator's copy, removed the region's name: a later attachment claimed the parent's slot,
+/// took the object the parent held as an orphan, and wrote through it while the parent held
+/// `&mut` to it.
+#[test]
+fn a_forked_childs_drop_of_its_copies_leaves_the_parent_attached() {
+    let _serial = serial();
+    let n = format!("idxpool-fork-{}-drop", std::process::id());
+    let _names = Names(n.clone());
+    let fp = fingerprint("shared_fork::Obj v1");
+    let opts = SharedOptions {
+        cache_size: Some(0),
+        max_processes: 4,
+        ..SharedOptions::default()
+    };
+    let c = SharedPool::<Obj>::create(&n, 8, fp, opts).unwrap();
+    let a = SharedPool::<Obj>::attach(&n, fp).unwrap();
+    let mut held = a.get().unwrap();
+    a.get_mut(&mut held)[0] = 111;
+    // SAFETY: the child drops two values and leaves with `_exit`; the tests of this binary run
+    // one at a time, so no other test's thread is inside the crate at the fork.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: alarm and _exit are async-signal-safe.
+        unsafe { libc::alarm(CHILD_ALARM_SECS) };
+        let code = catch_unwind(AssertUnwindSafe(|| {
+            std::mem::forget(held);
+            drop(a);
+            drop(c);
+            CHILD_OK
+        }))
+        .unwrap_or(CHILD_FAILED);
+        // SAFETY: leaves the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: pid is our child; status is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == CHILD_OK);
+    let slots: Vec<_> = a.processes().iter().map(|p| p.slot).collect();
+    assert!(
+        slots.contains(&a.slot()),
+        "the parent's slot {} is still claimed: {slots:?}",
+        a.slot()
+    );
+    assert!(
+        a.processes().iter().all(|p| p.alive),
+        "the parent's slots stay alive"
+    );
+    let b = SharedPool::<Obj>::attach(&n, fp).expect("the region's name is still there");
+    assert!(b.slot() != a.slot() && b.slot() != c.slot());
+    assert_eq!(
+        b.reclaim_in_use_of_dead(),
+        0,
+        "nothing of the parent is orphaned"
+    );
+    let mut got = Vec::new();
+    while let Ok(mut h) = b.get() {
+        assert_ne!(
+            b.get_mut(&mut h)[0],
+            111,
+            "the parent's object handed out again"
+        );
+        got.push(h);
+    }
+    assert_eq!(got.len(), 7);
+    b.put_bulk(&mut got);
+    assert_eq!(a.get_mut(&mut held)[0], 111);
+    a.put(held);
 }

@@ -807,6 +807,15 @@ impl<T> SharedPool<T> {
 
 impl<T> Drop for SharedPool<T> {
     fn drop(&mut self) {
+        // A forked child's copy of an attachment (dropped when the child leaves a scope) is
+        // not the attachment: the process slot, its cache, the liveness lock (an open file
+        // description the child shares with the parent) and the region's name are the
+        // parent's, which still uses them. The copy only closes its descriptor and unmaps its
+        // mapping (the fields' drops); the region is left exactly as the parent has it
+        // (tests/shared_fork.rs).
+        if self.ident.pid != std::process::id() {
+            return;
+        }
         if self.slot != u32::MAX {
             self.flush();
             // Objects still held by this attachment become orphans (reclaim_in_use_of_dead).
