@@ -156,7 +156,6 @@ fn a_forked_childs_drop_of_its_copies_leaves_the_parent_attached() {
         // SAFETY: alarm and _exit are async-signal-safe.
         unsafe { libc::alarm(CHILD_ALARM_SECS) };
         let code = catch_unwind(AssertUnwindSafe(|| {
-            std::mem::forget(held);
             drop(a);
             drop(c);
             CHILD_OK
