@@ -199,3 +199,79 @@ fn a_forked_childs_drop_of_its_copies_leaves_the_parent_attached() {
     assert_eq!(a.get_mut(&mut held)[0], 111);
     a.put(held);
 }
+
+/// A process attached to the region forks a child that never touches the pool (a worker, a
+/// daemon's helper), then dies. Its slot's liveness lock belongs to an open file description
+/// the child inherited: while the idle child lived, the dead process's slot read as alive, and
+/// a ring lock it died holding was never taken over (every other process's get spun until the
+/// idle child exited). The fork handler points the child's copy of the descriptor elsewhere,
+/// so the lock dies with the process that took it.
+#[test]
+fn an_idle_forked_child_does_not_keep_a_dead_attachment_alive() {
+    let _serial = serial();
+    let n = format!("idxpool-fork-{}-idle", std::process::id());
+    let _names = Names(n.clone());
+    let fp = fingerprint("shared_fork::Obj v1");
+    let opts = SharedOptions {
+        cache_size: Some(0),
+        max_processes: 4,
+        ..SharedOptions::default()
+    };
+    let c = SharedPool::<Obj>::create(&n, 8, fp, opts).unwrap();
+    let mut pipe = [0i32; 2];
+    // SAFETY: a fresh pipe; checked.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: the child attaches, forks an idle grandchild and leaves with `_exit`; the tests
+    // of this binary run one at a time.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: alarm and _exit are async-signal-safe.
+        unsafe { libc::alarm(CHILD_ALARM_SECS) };
+        let Ok(a) = SharedPool::<Obj>::attach(&n, fp) else {
+            // SAFETY: leaves at once.
+            unsafe { libc::_exit(CHILD_FAILED) };
+        };
+        // SAFETY: the grandchild writes its pid, sleeps (until killed, or its alarm) and
+        // leaves.
+        let g = unsafe { libc::fork() };
+        if g == 0 {
+            // SAFETY: async-signal-safe calls only; a valid descriptor and a 4-byte buffer.
+            // The pid it writes tells the test that the fork (and its handlers) is over here.
+            unsafe {
+                libc::alarm(CHILD_ALARM_SECS);
+                let me = libc::getpid();
+                libc::write(pipe[1], (&me as *const i32).cast(), 4);
+                libc::pause();
+                libc::_exit(0);
+            }
+        }
+        // Dies attached, as a killed process would.
+        std::mem::forget(a);
+        // SAFETY: leaves at once.
+        unsafe { libc::_exit(CHILD_OK) };
+    }
+    let mut g = 0i32;
+    // SAFETY: a valid descriptor and a 4-byte buffer.
+    assert_eq!(
+        unsafe { libc::read(pipe[0], (&mut g as *mut i32).cast(), 4) },
+        4
+    );
+    let mut status = 0;
+    // SAFETY: pid is our child; status is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let others: Vec<_> = c
+        .processes()
+        .into_iter()
+        .filter(|p| p.slot != c.slot())
+        .collect();
+    // SAFETY: g is the idle grandchild (not ours to reap: it is re-parented when its parent
+    // exits); a signal to it ends it.
+    unsafe { libc::kill(g, libc::SIGKILL) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == CHILD_OK);
+    assert_eq!(others.len(), 1, "the dead attachment's slot: {others:?}");
+    assert!(
+        !others[0].alive,
+        "a dead attachment reads as alive while its idle forked child lives: {others:?}"
+    );
+}

@@ -639,6 +639,78 @@ pub(crate) fn lock_slot(file: &File, s: u32) -> io::Result<bool> {
     }
 }
 
+/// An attachment that holds a slot's liveness lock, as the fork handlers see it. A forked
+/// child inherits the attachment's descriptor and its mapping of the region, and both keep the
+/// parent's open file description, and so its `F_OFD_SETLK` slot lock, alive (a mapping holds
+/// a reference to the file too): while a child that never touches the pool lived (a worker, a
+/// helper process), a dead parent's slot read as alive and a ring lock the parent died holding
+/// was never taken over (tests/shared_fork.rs). So in the child the descriptor is pointed at
+/// `/dev/null` and the mapping replaced, at the same addresses, by private zero pages: the
+/// child's copy of the attachment, which must not be used there (DESIGN.md, "Limits"), then
+/// reaches nothing of the region, and its drop closes `/dev/null` and unmaps those pages.
+#[cfg(not(any(miri, loom)))]
+struct ForkedAttachment {
+    fd: libc::c_int,
+    addr: usize,
+    len: usize,
+}
+
+#[cfg(not(any(miri, loom)))]
+impl crate::fork::Participant for ForkedAttachment {
+    fn fork_child(&self) {
+        // SAFETY: raw system calls only (open, dup3, close, mmap: no lock, no allocation, as
+        // the child of a multithreaded fork requires); the path is a NUL-terminated literal;
+        // dup3 replaces descriptor `fd` and MAP_FIXED the mapping [addr, addr + len), both
+        // owned by this process's copy of the attachment, which is never used in the child.
+        unsafe {
+            let nul = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+            if nul >= 0 {
+                libc::dup3(nul, self.fd, libc::O_CLOEXEC);
+                libc::close(nul);
+            }
+            libc::mmap(
+                self.addr as *mut libc::c_void,
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            );
+        }
+    }
+}
+
+/// Lists an attachment (its descriptor `file` and its mapping `[addr, addr + len)`; it holds a
+/// slot lock) with the fork handlers ([`ForkedAttachment`]); returns the key for
+/// [`unlist_for_fork`], 0 when nothing is listed.
+pub(crate) fn list_for_fork(file: &File, addr: *const u8, len: usize) -> usize {
+    #[cfg(not(any(miri, loom)))]
+    {
+        let part = Box::new(ForkedAttachment {
+            fd: file.as_raw_fd(),
+            addr: addr as usize,
+            len,
+        });
+        let key = (&*part as *const ForkedAttachment).cast::<()>();
+        // SAFETY: the part is owned by the list until unlisted with `key`; it holds numbers,
+        // no pointer it dereferences.
+        unsafe { crate::fork::register_owned(key, part) };
+        key as usize
+    }
+    #[cfg(any(miri, loom))]
+    {
+        let _ = (file, addr, len);
+        0
+    }
+}
+
+/// Unlists what [`list_for_fork`] listed (nothing for key 0).
+pub(crate) fn unlist_for_fork(key: usize) {
+    if key != 0 {
+        crate::fork::unregister(key as *const ());
+    }
+}
+
 /// Releases the lock of slot `s` taken with [`lock_slot`].
 pub(crate) fn unlock_slot(file: &File, s: u32) {
     let fl = slot_flock(s, libc::F_UNLCK as libc::c_short);

@@ -427,6 +427,7 @@ impl<T: Pod> SharedPool<T> {
             ident,
             serial: next_serial()?,
             ofd_locked: false,
+            fork_key: 0,
             held: (0..params.capacity.div_ceil(64))
                 .map(|_| Cell::new(0))
                 .collect(),
@@ -470,6 +471,10 @@ impl<T: Pod> SharedPool<T> {
                     ps.len.store(0, Ordering::Release);
                     ps.rec_state.store(REC_IDLE, Ordering::Release);
                     self.ofd_locked = locked;
+                    if locked {
+                        self.fork_key =
+                            file::list_for_fork(&self.file, self.map.as_ptr(), self.map.len());
+                    }
                     self.slot = s as u32;
                     self.me = holder_id(s as u32, gen);
                     self.stats().attaches.fetch_add(1, Ordering::Relaxed);

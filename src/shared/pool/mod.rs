@@ -83,6 +83,8 @@ pub struct SharedPool<T> {
     pub(crate) serial: u32,
     /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
     ofd_locked: bool,
+    /// Its descriptor's key with the fork handlers (`file::list_for_fork`; 0: not listed).
+    fork_key: usize,
     /// What this attachment holds, by its own account: one bit per object, set and cleared
     /// with the process-wide record (`region`) at each claim and release. It says which
     /// attachment holds an object, for the handle checks and for the release of what an
@@ -813,6 +815,7 @@ impl<T> Drop for SharedPool<T> {
         // parent's, which still uses them. The copy only closes its descriptor and unmaps its
         // mapping (the fields' drops); the region is left exactly as the parent has it
         // (tests/shared_fork.rs).
+        file::unlist_for_fork(self.fork_key);
         if self.ident.pid != std::process::id() {
             return;
         }
