@@ -29,7 +29,9 @@
 //!   large bulk request may be overtaken by smaller ones.
 //! * **What a waiter may rely on.** It is woken when objects reach the common ring (an
 //!   uncached put, any flush, a thread's exit). Objects idle in other threads' caches stay
-//!   there (DPDK's answer): up to `threads x fill limit` of them.
+//!   there (DPDK's answer): up to `threads x fill limit` of them. A future's own thread puts
+//!   through to the ring while a waiter is left (its cache pinned, `Pool::pin_thread_cache`),
+//!   so another task of that thread can serve it.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -666,6 +668,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Future for GetWait<'_, T, B, R> {
                 id
             }
         };
+        // This thread's puts from now on reach the ring, which wakes us: another task of this
+        // thread may put the object back (a single-threaded runtime).
+        pool.pin_thread_cache();
         match pool.get_from_ring() {
             Err(PoolError::Exhausted { .. }) => {
                 if ring.count() > 0 {

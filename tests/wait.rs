@@ -470,3 +470,38 @@ fn a_blocking_waiter_behind_an_abandoned_woken_future_is_served() {
     std::mem::forget(abandoned);
     assert!(pool.is_full());
 }
+
+/// A waiting future and the task that puts the object back, on one thread (a single-threaded
+/// runtime), with the default cache: the put lands in that thread's cache, and only puts that
+/// reach the common ring wake waiters. Before, the future was never woken (the object sat in
+/// the cache of the very thread that waited for it). Now a thread whose future waits puts
+/// through to the ring (its cache is bypassed) until no waiter is left. A hang fails the test
+/// instead of hanging the run.
+#[test]
+fn a_future_is_woken_by_a_put_from_its_own_thread() {
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let pool = PoolBuilder::<u64>::with_default(1024).build().unwrap();
+        assert!(pool.cache_size() > 0);
+        let mut all = Vec::new();
+        pool.get_bulk(&mut all, 1024).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let waiter = async { pool.get_async().await.unwrap() };
+            let putter = async {
+                tokio::task::yield_now().await;
+                pool.put(all.pop().unwrap());
+            };
+            let (h, ()) = tokio::join!(waiter, putter);
+            pool.put(h);
+        });
+        // Once nobody waits, the thread's cache serves again.
+        let h = pool.get().unwrap();
+        pool.put(h);
+        pool.put_bulk(&mut all);
+        let _ = done.send(pool.is_full() || pool.available() == 1024);
+    });
+    assert_eq!(wait.recv_timeout(LONG), Ok(true), "the future is served");
+}

@@ -267,8 +267,10 @@ pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
     len: AtomicU32,
     size: u32,
-    /// Most entries the cache may hold (the flush threshold).
-    fill_limit: u32,
+    /// Most entries the cache may hold (the flush threshold); 0 while the cache is pinned
+    /// ([`Cache::pin`]). Written by the owner only; an atomic because the tokens and the
+    /// counts read it through `&Cache` (a relaxed load: one plain load).
+    fill_limit: AtomicU32,
     /// Largest put that goes through the cache; larger ones go straight to the ring.
     max_put: u32,
     /// Largest get that refills the cache; larger ones go straight to the ring.
@@ -323,7 +325,7 @@ impl<E: Copy> Cache<E> {
         Cache {
             len: AtomicU32::new(0),
             size,
-            fill_limit: plan.fill_limit,
+            fill_limit: AtomicU32::new(plan.fill_limit),
             max_put: plan.max_put,
             max_get: plan.max_get,
             policy,
@@ -341,19 +343,51 @@ impl<E: Copy> Cache<E> {
         self.len.load(Ordering::Relaxed) as usize
     }
 
-    /// Flush threshold.
+    /// Flush threshold (0 while pinned).
+    #[inline(always)]
     pub(crate) fn fill_limit(&self) -> u32 {
-        self.fill_limit
+        self.fill_limit.load(Ordering::Relaxed)
     }
 
-    /// The decisions of the cache algorithm for this cache.
+    /// Whether the cache is pinned ([`Cache::pin`]).
+    fn pinned(&self) -> bool {
+        self.size > 0 && self.fill_limit() == 0
+    }
+
+    /// Pins the cache: from now on every get and put through it bypasses it (the ring, as a
+    /// zero-size cache does), until [`Cache::unpin_if_idle`] finds nobody waiting. A thread
+    /// whose future waits for an object pins its own cache, so that a put from another task
+    /// of the same thread reaches the ring, which wakes the waiter, instead of staying in
+    /// this cache (wait.rs).
+    ///
+    /// The owner only, with the cache empty (flushed just before): `len <= fill_limit` holds.
+    pub(crate) fn pin(&self) {
+        debug_assert_eq!(self.len(), 0);
+        if self.size > 0 {
+            self.fill_limit.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The owner, after a slow-path operation: unpins a pinned cache once no waiter is left
+    /// (`waiting`, the ring's count of waiters), for the next operation's token.
+    #[inline]
+    pub(crate) fn unpin_if_idle(&self, waiting: &AtomicU32) {
+        if self.pinned() && waiting.load(Ordering::Relaxed) == 0 {
+            let plan = CachePlan::new(self.size, self.policy);
+            self.fill_limit.store(plan.fill_limit, Ordering::Relaxed);
+        }
+    }
+
+    /// The decisions of the cache algorithm for this cache: every get and put bypasses it
+    /// while it is pinned.
     #[inline]
     fn plan(&self) -> CachePlan {
+        let pinned = self.pinned();
         CachePlan {
             size: self.size,
-            fill_limit: self.fill_limit,
-            max_put: self.max_put,
-            max_get: self.max_get,
+            fill_limit: self.fill_limit(),
+            max_put: if pinned { 0 } else { self.max_put },
+            max_get: if pinned { 0 } else { self.max_get },
             policy: self.policy,
         }
     }

@@ -54,7 +54,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
             cache,
             ring,
             objs: c.objs(),
-            fill_limit: c.fill_limit as usize,
+            fill_limit: c.fill_limit() as usize,
             _owner: PhantomData,
         }
     }
@@ -199,7 +199,9 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     #[inline(never)]
     fn get_slow(&mut self, dst: &mut [MaybeUninit<E>], behavior: Behavior) -> Result<usize, usize> {
         let plan = self.cache().plan();
-        get_miss(self, &plan, dst, behavior)
+        let r = get_miss(self, &plan, dst, behavior);
+        self.cache().unpin_if_idle(self.ring().waiting());
+        r
     }
 
     /// The one put ([`put`] with this token's mechanics): returns the entries of `src` (free
@@ -298,7 +300,8 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     #[inline(never)]
     fn put_slow(&mut self, src: &[E]) {
         let plan = self.cache().plan();
-        put_overflow(self, &plan, src)
+        put_overflow(self, &plan, src);
+        self.cache().unpin_if_idle(self.ring().waiting());
     }
 
     /// Returns every held entry to the ring (rte_mempool_cache_flush).

@@ -659,6 +659,18 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
     }
 
+    /// Flushes the calling thread's cache, if it has one, and pins it (`Cache::pin`): until
+    /// no waiter is left, this thread's gets and puts bypass it, so that a put from another
+    /// task of this thread reaches the ring and wakes a future of this thread that waits
+    /// (wait.rs; tests/wait.rs, `a_future_is_woken_by_a_put_from_its_own_thread`).
+    #[cold]
+    pub(crate) fn pin_thread_cache(&self) {
+        if let Some(c) = self.core.registry.current(self.id) {
+            self.flush();
+            c.pin();
+        }
+    }
+
     #[cold]
     fn thread_cache_slow(&self) -> &Cache<R::Entry> {
         if self.core.cache_size == 0 {
