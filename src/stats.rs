@@ -43,7 +43,8 @@ pub struct Stats {
     pub get_success_bulk: u64,
     /// Objects handed out by successful gets.
     pub get_success_objs: u64,
-    /// Failed get calls.
+    /// Failed get calls. A waiting get counts its first try when that found too few objects;
+    /// the objects it takes after its wait count in `get_success_*` and `get_common_pool_*`.
     pub get_fail_bulk: u64,
     /// Objects requested by failed gets.
     pub get_fail_objs: u64,

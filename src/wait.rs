@@ -561,6 +561,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let n = dst.len();
         let t = self.core.ring.dequeue(dst, crate::ring::Behavior::Bulk);
         if t.n == n {
+            self.count_ring_get(n);
             Ok(n)
         } else {
             Err(t.remaining)

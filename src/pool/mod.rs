@@ -671,6 +671,23 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
     }
 
+    /// Counts a get of `n` objects taken straight from the ring, without a cache token (a
+    /// waiting get's retry, wait.rs), in the calling thread's counters (its cache's, whose
+    /// owner it is, or the pool's shared ones), as a cache's bypass get is counted.
+    #[cold]
+    pub(crate) fn count_ring_get(&self, n: usize) {
+        use crate::stats::Counter;
+        let c = self
+            .core
+            .registry
+            .current(self.id)
+            .unwrap_or(&self.core.uncached);
+        c.counters.add(Counter::GetCommonBulk, 1);
+        c.counters.add(Counter::GetCommonObjs, n);
+        c.counters.add(Counter::GetSuccessBulk, 1);
+        c.counters.add(Counter::GetSuccessObjs, n);
+    }
+
     #[cold]
     fn thread_cache_slow(&self) -> &Cache<R::Entry> {
         if self.core.cache_size == 0 {
