@@ -541,3 +541,72 @@ fn objects_served_after_a_wait_are_counted() {
         );
     }
 }
+
+/// The pin of a waiting future's thread cache meets a waker (user code) that puts on that
+/// thread while the pin flushes the cache: the flush wakes waiters, and the waker's put went
+/// into the cache after it was emptied and before the pin, which then pinned a cache holding
+/// an object (a fill limit of 0 under a length of 1: later one-slot puts appended past the
+/// cache's array). The cache is emptied, pinned, and only then are the waiters woken; the
+/// audit sees every cache within its threshold.
+#[test]
+fn a_waker_that_puts_during_the_pin_leaves_the_cache_within_its_limit() {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    struct PutOnWake(
+        Arc<Pool<u64>>,
+        std::sync::Mutex<Option<idxpool::Handle<u64>>>,
+    );
+    impl Wake for PutOnWake {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref()
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            if let Some(h) = self.1.lock().unwrap().take() {
+                self.0.put(h)
+            }
+        }
+    }
+    let cap = 64u32;
+    let mut pool = Arc::new(pool(cap, 4));
+    let mut held = Vec::new();
+    pool.get_bulk(&mut held, cap as usize).unwrap();
+    let mut fut = Box::pin(pool.get_async());
+    // The first poll on another thread: it registers (and pins that thread's cache).
+    fut = std::thread::scope(|s| {
+        s.spawn(move || {
+            let w = Waker::from(Arc::new(Noop));
+            assert!(fut.as_mut().poll(&mut Context::from_waker(&w)).is_pending());
+            fut
+        })
+        .join()
+        .unwrap()
+    });
+    pool.put(held.pop().unwrap()); // this thread's cache holds one object
+    let w = Waker::from(Arc::new(PutOnWake(
+        pool.clone(),
+        std::sync::Mutex::new(held.pop()),
+    )));
+    // The second poll here: the pin's flush wakes the future, whose waker puts here.
+    let h = match fut.as_mut().poll(&mut Context::from_waker(&w)) {
+        Poll::Ready(Ok(h)) => h,
+        other => panic!("not served: {other:?}"),
+    };
+    drop((fut, w));
+    held.push(h);
+    for _ in 0..20 {
+        let mut t = [held.pop()];
+        pool.put_from(&mut t).unwrap();
+    }
+    Arc::get_mut(&mut pool)
+        .unwrap()
+        .audit()
+        .expect("every cache within its threshold");
+    for h in held.drain(..) {
+        let mut t = [Some(h)];
+        pool.put_from(&mut t).unwrap();
+    }
+    assert_eq!(pool.in_use(), 0);
+    Arc::get_mut(&mut pool).unwrap().audit().unwrap();
+}

@@ -360,10 +360,11 @@ impl<E: Copy> Cache<E> {
     /// of the same thread reaches the ring, which wakes the waiter, instead of staying in
     /// this cache (wait.rs).
     ///
-    /// The owner only, with the cache empty (flushed just before): `len <= fill_limit` holds.
+    /// The owner only, the cache flushed just before with no user code run since. A cache
+    /// that holds entries anyway is left as it is (`len <= fill_limit` must hold: the puts'
+    /// room check subtracts the length from the limit).
     pub(crate) fn pin(&self) {
-        debug_assert_eq!(self.len(), 0);
-        if self.size > 0 {
+        if self.size > 0 && self.len() == 0 {
             self.fill_limit.store(0, Ordering::Relaxed);
         }
     }

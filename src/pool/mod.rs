@@ -663,11 +663,19 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// no waiter is left, this thread's gets and puts bypass it, so that a put from another
     /// task of this thread reaches the ring and wakes a future of this thread that waits
     /// (wait.rs; tests/wait.rs, `a_future_is_woken_by_a_put_from_its_own_thread`).
+    ///
+    /// The order matters: the cache is emptied, then pinned, and only then are waiters woken
+    /// (`after_put`): a waker is user code, which may put on this thread, and a put between
+    /// the flush and the pin went into the cache and left a pinned cache holding objects
+    /// (`tests/wait.rs`, `a_waker_that_puts_during_the_pin_leaves_the_cache_within_its_limit`).
     #[cold]
     pub(crate) fn pin_thread_cache(&self) {
         if let Some(c) = self.core.registry.current(self.id) {
-            self.flush();
+            // SAFETY: the calling thread's own cache; no other token of it is live (no token
+            // is live across a poll, and nothing below runs user code until after_put).
+            unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }.flush();
             c.pin();
+            self.core.after_put();
         }
     }
 
