@@ -274,12 +274,19 @@ impl<E: Copy + Send + 'static> Registry<E> {
         self.explicit_list().push(CachePtr(c));
     }
 
-    /// Unregisters a user-owned cache before it is freed: false when `c` was not registered.
-    pub(crate) fn remove_explicit(&self, c: NonNull<Cache<E>>) -> bool {
+    /// Unregisters a user-owned cache before it is freed, calling `last` with it before the
+    /// registry's lock is released (the cache's last use as registered: its counters go to
+    /// the pool's totals there, so that [`Registry::with_all_locked`] sees them in one place
+    /// or the other); false, without calling `last`, when `c` was not registered.
+    pub(crate) fn remove_explicit(&self, c: NonNull<Cache<E>>, last: impl FnOnce()) -> bool {
         let mut list = self.explicit_list();
         let before = list.len();
         list.retain(|p| p.0 != c);
-        list.len() != before
+        let removed = list.len() != before;
+        if removed {
+            last();
+        }
+        removed
     }
 
     fn explicit_list(&self) -> LockGuard<'_, Vec<CachePtr<E>>> {
@@ -346,11 +353,16 @@ impl<E: Copy + Send + 'static> Registry<E> {
     }
 
     /// Takes every thread slot lock (in slot order, as the pool's drop does) and then the
-    /// registry lock, and calls `f` with a visitor of every live cache. While they are held no
-    /// exit flush can move entries between a cache and the ring (an exit flush holds its slot's
-    /// lock from taking the cache out until its entries are in the ring), so with `&mut` on the
-    /// pool (no other user) `f` sees one consistent snapshot. Lock order: slot locks before the
-    /// registry; an exit flush takes only its own slot lock, so no cycle.
+    /// registry lock, and calls `f` with a visitor of every live cache.
+    /// While they are held no cache can go away: an exit flush holds its slot's lock from
+    /// taking the cache out until its entries are in the ring and its counters in the pool's
+    /// totals, and a `LocalCache`'s drop holds the registry lock for both. So with `&mut` on
+    /// the pool (no other user) `f` sees one consistent snapshot of the entries, and at any
+    /// time one of the counters (each cache's counters counted once: live, or in the totals,
+    /// which `f` may read under their lock). Every slot, even one empty at a first look: an
+    /// exit flush empties its slot before it moves the counters. Lock order: slot locks, the
+    /// registry, the totals; an exit flush takes its own slot lock and then the totals', so
+    /// no cycle.
     pub(crate) fn with_all_locked<X>(
         &self,
         f: impl FnOnce(&mut dyn FnMut(&mut dyn FnMut(String, &Cache<E>))) -> X,

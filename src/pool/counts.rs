@@ -79,12 +79,21 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     /// The counters since the pool was built ([`Pool::stats`] without the reset's baseline:
     /// never decreasing, as the metrics export needs).
+    ///
+    /// One snapshot with every cache's lock held (`Registry::with_all_locked`) and the totals
+    /// read under them: a cache that goes away moves its counters into the totals under its
+    /// lock, so each operation is counted once, in its cache or in the totals (read one lock
+    /// at a time, a thread that exited in between was counted twice or not at all).
     pub(crate) fn stats_total(&self) -> Stats {
+        if !Stats::COUNTING {
+            return Stats::default();
+        }
         let core = &*self.core;
         let mut s = core.uncached.counters.snapshot();
-        core.registry
-            .for_each_cache(|_, c| s += c.counters.snapshot());
-        s += *core.retired.lock();
+        core.registry.with_all_locked(|visit| {
+            visit(&mut |_, c| s += c.counters.snapshot());
+            s += *core.retired.lock();
+        });
         s
     }
 

@@ -114,12 +114,16 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
     /// it first), adding its counters to the pool's totals; nothing when `cache` is not one
     /// registered here.
     pub(crate) fn release_explicit_cache(&self, cache: NonNull<Cache<E>>) {
-        if self.registry.remove_explicit(cache) {
+        let retire = || {
+            // SAFETY: called only when `cache` was registered (remove_explicit), so allocated
+            // by Box in explicit_cache and not yet freed.
+            self.retire_counters(unsafe { cache.as_ref() });
+        };
+        if self.registry.remove_explicit(cache, retire) {
             // SAFETY: registered, so allocated by Box in explicit_cache and not yet freed;
             // unregistered now, so no reader remains but its token, which its contract forbids
             // to be used again.
-            let cache = unsafe { Box::from_raw(cache.as_ptr()) };
-            self.retire_counters(&cache);
+            drop(unsafe { Box::from_raw(cache.as_ptr()) });
         }
     }
 
