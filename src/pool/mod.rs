@@ -674,11 +674,20 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// (`tests/wait.rs`, `a_waker_that_puts_during_the_pin_leaves_the_cache_within_its_limit`).
     #[cold]
     pub(crate) fn pin_thread_cache(&self) {
+        self.flush_thread_cache(true);
+    }
+
+    /// Empties the calling thread's cache into the ring, pins it when `pin`, and only then
+    /// wakes waiters (the one sequence of [`Pool::flush`] and [`Pool::pin_thread_cache`]).
+    fn flush_thread_cache(&self, pin: bool) {
         if let Some(c) = self.core.registry.current(self.id) {
             // SAFETY: the calling thread's own cache; no other token of it is live (no token
-            // is live across a poll, and nothing below runs user code until after_put).
+            // is live across a poll or a call into the pool, and nothing below runs user code
+            // until after_put).
             unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }.flush();
-            c.pin();
+            if pin {
+                c.pin();
+            }
             self.core.after_put();
         }
     }
@@ -689,6 +698,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[cold]
     pub(crate) fn count_ring_get(&self, n: usize) {
         use crate::stats::Counter;
+        if !Stats::COUNTING {
+            return; // no registry lookup for counters that count nothing
+        }
         let c = self
             .core
             .registry
@@ -788,11 +800,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Flushes the calling thread's cache into the ring (rte_mempool_cache_flush). Other
     /// threads' caches are theirs to flush.
     pub fn flush(&self) {
-        if let Some(c) = self.core.registry.current(self.id) {
-            // SAFETY: the calling thread's own cache.
-            unsafe { CacheMut::new(NonNull::from(c), &self.core.ring) }.flush();
-            self.core.after_put();
-        }
+        self.flush_thread_cache(false);
     }
 }
 
