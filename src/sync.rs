@@ -2,9 +2,9 @@
 //! ring and the cache registry can be model-checked with `RUSTFLAGS="--cfg loom"`.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 // The waiter queue of the common ring (wait.rs): its lock under loom (otherwise a
 // `fork::Lock`, which the fork handlers can hold) and the parking of blocked threads.

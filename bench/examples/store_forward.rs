@@ -23,7 +23,12 @@
 //! that the slots are empty, its copy into them, and the puts' loads and clears of their
 //! slots, each at a chosen width (BENCHMARKS.md 35).
 //!
-//! The widths the CPU lacks are skipped (runtime detection); other architectures print nothing.
+//! The widths the CPU lacks are skipped (runtime detection); other architectures print only
+//! the length rows.
+//!
+//! Last, two rows on the cache's length (BENCHMARKS.md 39): 32 gets of one entry into a table
+//! and 32 puts of one back (the constant 1/1 keep-32 cell), the length an atomic in memory that
+//! each operation loads and stores (as `Cache::len`), 4 or 8 bytes wide: ns per object.
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -382,7 +387,85 @@ fn main() {
             println!("{name} | {c_off:2}, {t_off:2} | {best:.2}");
         }
     }
+    length_rows();
+}
+
+/// The cache's length in memory: loaded and stored (relaxed) by every operation.
+trait Len {
+    fn at(v: usize) -> Self;
+    fn get(&self) -> usize;
+    fn set(&self, v: usize);
+}
+
+impl Len for std::sync::atomic::AtomicU32 {
+    fn at(v: usize) -> Self {
+        Self::new(v as u32)
+    }
+    #[inline(always)]
+    fn get(&self) -> usize {
+        self.load(std::sync::atomic::Ordering::Relaxed) as usize
+    }
+    #[inline(always)]
+    fn set(&self, v: usize) {
+        self.store(v as u32, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Len for std::sync::atomic::AtomicU64 {
+    fn at(v: usize) -> Self {
+        Self::new(v as u64)
+    }
+    #[inline(always)]
+    fn get(&self) -> usize {
+        self.load(std::sync::atomic::Ordering::Relaxed) as usize
+    }
+    #[inline(always)]
+    fn set(&self, v: usize) {
+        self.store(v as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `rounds` x (32 gets of one entry from the top of `objs` into `table`, then 32 puts of one
+/// back), the length in `len`; ns per object (one get and one put).
+#[inline(never)]
+fn lifo_one_by_one<L: Len>(objs: &mut [u32], rounds: usize) -> f64 {
+    // In a heap block that the compiler must assume others see (as a cache's length is), so
+    // that it keeps every load and store.
+    let home = Box::new(L::at(objs.len() / 2));
+    let len: &L = std::hint::black_box(&*home);
+    let mut table = [0u32; 32];
+    let t0 = cpu();
+    for _ in 0..rounds {
+        for s in table.iter_mut() {
+            let l = len.get();
+            *s = objs[l - 1];
+            len.set(l - 1);
+        }
+        for s in table.iter() {
+            let l = len.get();
+            objs[l] = *s;
+            len.set(l + 1);
+        }
+        std::hint::black_box(&mut table);
+    }
+    (cpu() - t0).as_secs_f64() * 1e9 / (rounds * table.len()) as f64
+}
+
+/// The length rows: best of 5 runs of each width.
+fn length_rows() {
+    let mut objs = vec![7u32; 1024];
+    let rounds = 2_000_000;
+    let best = |f: fn(&mut [u32], usize) -> f64, objs: &mut [u32]| {
+        (0..5).map(|_| f(objs, rounds)).fold(f64::MAX, f64::min)
+    };
+    let narrow = best(lifo_one_by_one::<std::sync::atomic::AtomicU32>, &mut objs);
+    let wide = best(lifo_one_by_one::<std::sync::atomic::AtomicU64>, &mut objs);
+    println!("length | ns per object (a get of 1 and a put of 1, keep 32)");
+    println!("length: 4-byte atomic in memory | {narrow:.2}");
+    println!("length: 8-byte atomic in memory | {wide:.2}");
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn main() {}
+fn main() {
+    length_rows();
+}

@@ -33,7 +33,7 @@ use std::mem::MaybeUninit;
 
 use crate::ring::Behavior;
 use crate::stats::{Counter, Counters};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 
 /// Cache line size assumed for layout (x86-64, most arm64): the alignment of the region and
 /// of each cache, and the unit of `StrideMode::Auto`.
@@ -265,7 +265,11 @@ pub(crate) fn flush_all<E: Copy, M: CacheOps<E>>(m: &mut M) {
 #[repr(align(128))]
 pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
-    len: AtomicU32,
+    /// A full word although it never exceeds `2 x CACHE_MAX_SIZE`: every operation loads
+    /// the length the operation before stored, and on Intel cores (Rocket Lake measured)
+    /// a 64-bit store forwards to its reload about twice as fast as a 32-bit one does
+    /// (BENCHMARKS.md 39).
+    len: AtomicUsize,
     size: u32,
     /// Most entries the cache may hold (the flush threshold); 0 while the cache is pinned
     /// ([`Cache::pin`]). Written by the owner only; an atomic because the tokens and the
@@ -323,7 +327,7 @@ impl<E: Copy> Cache<E> {
         };
         let plan = CachePlan::new(size, policy);
         Cache {
-            len: AtomicU32::new(0),
+            len: AtomicUsize::new(0),
             size,
             fill_limit: AtomicU32::new(plan.fill_limit),
             max_put: plan.max_put,
@@ -340,7 +344,7 @@ impl<E: Copy> Cache<E> {
     /// Entries held now.
     #[inline(always)]
     pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed) as usize
+        self.len.load(Ordering::Relaxed)
     }
 
     /// Flush threshold (0 while pinned).

@@ -87,7 +87,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     #[inline(always)]
     fn set_len(&mut self, len: usize) {
         debug_assert!(len <= self.cache().capacity());
-        self.cache().len.store(len as u32, Ordering::Relaxed);
+        self.cache().len.store(len, Ordering::Relaxed);
     }
 
     /// Counts a get of `n` objects that failed before the cache algorithm ran (a bulk larger
