@@ -12,13 +12,22 @@ pub(crate) fn resolve<T: ?Sized + Element, B: Brand, R: Repr>(
     g: &Geometry,
     e: R::Entry,
 ) -> NonNull<T> {
-    check_owned::<B, R>(g, e);
+    let addr = if B::CHECKED {
+        // The check's rank is also the address's index (`ReprImpl::ptr_ranked`).
+        let r = R::rank_wide(g, e);
+        if r >= g.span as usize {
+            foreign_panic_rank(g, r)
+        }
+        R::ptr_ranked(g, e, r)
+    } else {
+        R::ptr(g, e)
+    };
     debug::check_access::<R>(g, e);
     // SAFETY: the entry is this pool's: for brands, handles of brand B are only minted by this
-    // pool (or rebuilt under from_raw's contract); for run-time pools, check_owned just proved
-    // it lies in this pool's range of the handle space, whose entries only this pool mints.
-    // So it names one of the pool's objects, inside the region: never null.
-    unsafe { NonNull::new_unchecked(T::from_addr(R::ptr(g, e), g.elem_len)) }
+    // pool (or rebuilt under from_raw's contract); for run-time pools, the rank just checked
+    // proves it lies in this pool's range of the handle space, whose entries only this pool
+    // mints. So it names one of the pool's objects, inside the region: never null.
+    unsafe { NonNull::new_unchecked(T::from_addr(addr, g.elem_len)) }
 }
 
 /// The identity check of a run-time pool ([`Brand::CHECKED`]): panics, naming both pools, when
@@ -112,8 +121,15 @@ pub(super) fn foreign_panic_any<R: Repr>(g: &Geometry, es: &[R::Entry]) -> ! {
 #[cold]
 #[inline(never)]
 pub(crate) fn foreign_error<R: Repr>(g: &Geometry, e: R::Entry) -> PoolError {
+    foreign_error_raw(g, R::raw(e))
+}
+
+/// [`foreign_error`] of the handle whose raw value (`entry - 1`) is `raw`.
+#[cold]
+#[inline(never)]
+fn foreign_error_raw(g: &Geometry, raw: u32) -> PoolError {
     PoolError::ForeignHandle {
-        handle_pool: crate::space::describe(R::raw(e)),
+        handle_pool: crate::space::describe(raw),
         pool: crate::space::name_of(crate::space::Range {
             lo: g.lo,
             span: g.span,
@@ -126,4 +142,14 @@ pub(crate) fn foreign_error<R: Repr>(g: &Geometry, e: R::Entry) -> PoolError {
 #[track_caller]
 pub(super) fn foreign_panic<R: Repr>(g: &Geometry, e: R::Entry) -> ! {
     panic!("idxpool: {}", foreign_error::<R>(g, e))
+}
+
+/// [`foreign_panic`] of the 4-byte entry of rank `r` (`entry = r ^ e0`): the access's check
+/// passes the rank, so that the entry is dead once the rank is computed.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn foreign_panic_rank(g: &Geometry, r: usize) -> ! {
+    let raw = (r as u32 ^ g.e0).wrapping_sub(1);
+    panic!("idxpool: {}", foreign_error_raw(g, raw))
 }

@@ -98,7 +98,8 @@ mod hidden {
     ///   table is viewed as entries: `table.rs`, `assert_slot_is_entry`);
     /// * for 4-byte entries, `rank(g, e) < g.span` exactly when `e` lies in the pool's block
     ///   of the handle space, and the OR of ranks is below `span` only when every rank is
-    ///   (the run-time identity check, one entry or a burst);
+    ///   (the run-time identity check, one entry or a burst), and then
+    ///   `ptr_ranked(g, e, rank(g, e)) == ptr(g, e)`;
     /// * `entry_from_raw` returns an entry only for a raw value in that block.
     pub unsafe trait ReprImpl: 'static + Sized {
         /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
@@ -110,6 +111,22 @@ mod hidden {
         fn index(g: &Geometry, e: Self::Entry) -> u32;
         /// Object address of an entry.
         fn ptr(g: &Geometry, e: Self::Entry) -> *mut u8;
+        /// [`ReprImpl::ptr`] of an entry of a run-time pool whose rank `r = rank(g, e)` the
+        /// identity check has just computed and found below `span`: for 4-byte entries
+        /// `base + r x scale` (the rank is the entry's distance from `e0`, as the block is
+        /// aligned to its span), so the check's result is also the address's index and the
+        /// access costs one xor and one compare more than a branded pool's.
+        #[inline(always)]
+        fn ptr_ranked(g: &Geometry, e: Self::Entry, r: usize) -> *mut u8 {
+            let _ = r;
+            Self::ptr(g, e)
+        }
+        /// [`ReprImpl::rank`] as a word, computed as one (`entry as usize ^ e0 as usize`: no
+        /// zero extension between the check and the address that uses it).
+        #[inline(always)]
+        fn rank_wide(g: &Geometry, e: Self::Entry) -> usize {
+            Self::rank(g, e) as usize
+        }
         /// Strides this representation can name are multiples of this (1: any stride).
         /// [`crate::StrideMode::Auto`] rounds up to it; other stride modes must already satisfy it.
         const STRIDE_MULTIPLE: usize = 1;
@@ -413,6 +430,16 @@ unsafe impl ReprImpl for Offset {
     fn ptr(g: &Geometry, e: NonZeroU32) -> *mut u8 {
         g.obase0.wrapping_add((e.get() as usize) << OFFSET_SHIFT)
     }
+    #[inline(always)]
+    fn ptr_ranked(g: &Geometry, _e: NonZeroU32, r: usize) -> *mut u8 {
+        // e = e0 + r (the block is aligned to its span and r < span), and
+        // obase0 + e0 x 8 = base.
+        g.base.as_ptr().wrapping_add(r << OFFSET_SHIFT)
+    }
+    #[inline(always)]
+    fn rank_wide(g: &Geometry, e: NonZeroU32) -> usize {
+        e.get() as usize ^ g.e0 as usize
+    }
     fn entry_from_raw(_g: &Geometry, raw: u32) -> Option<NonZeroU32> {
         NonZeroU32::new(raw.wrapping_add(1))
     }
@@ -490,6 +517,15 @@ unsafe impl ReprImpl for Index {
     #[inline(always)]
     fn ptr(g: &Geometry, e: NonZeroU32) -> *mut u8 {
         g.base0.wrapping_add(e.get() as usize * g.stride)
+    }
+    #[inline(always)]
+    fn ptr_ranked(g: &Geometry, _e: NonZeroU32, r: usize) -> *mut u8 {
+        // e = e0 + r, and base0 + e0 x stride = base: r is the object's index.
+        g.base.as_ptr().wrapping_add(r * g.stride)
+    }
+    #[inline(always)]
+    fn rank_wide(g: &Geometry, e: NonZeroU32) -> usize {
+        e.get() as usize ^ g.e0 as usize
     }
     fn entry_from_raw(_g: &Geometry, raw: u32) -> Option<NonZeroU32> {
         NonZeroU32::new(raw.wrapping_add(1))

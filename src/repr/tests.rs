@@ -71,6 +71,46 @@ fn bytemuck_bytes(v: &mut [u64]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), v.len() * 8) }
 }
 
+/// A run-time pool's access addresses the object from the rank its identity check computed
+/// (`ptr_ranked`): for every entry of a block of the handle space (aligned to its span, as
+/// `space::claim` gives), that address is the entry's own, and the rank names the entry back
+/// (the foreign-handle panic rebuilds the entry from it).
+#[test]
+fn a_checked_access_addresses_from_the_rank() {
+    fn each<R: Repr>(g: &Geometry, i: u32) {
+        let e = R::encode(g, i);
+        let r = R::rank_wide(g, e);
+        assert!(
+            r < g.span as usize,
+            "{} rank {r} of index {i} in the span",
+            R::NAME
+        );
+        assert_eq!(r as u32, R::rank(g, e));
+        assert_eq!(
+            R::ptr_ranked(g, e, r),
+            R::ptr(g, e),
+            "{} index {i}",
+            R::NAME
+        );
+        assert_eq!(R::ptr_ranked(g, e, r), g.ptr_of_index(i));
+        assert_eq!((r as u32 ^ g.e0).wrapping_sub(1), R::raw(e));
+    }
+    let mut buf = vec![0u64; 64];
+    for (stride, cap) in [(8usize, 1u32), (64, 1000), (2112, 4096), (4096, 3)] {
+        let need = (cap as u64 * stride as u64 / 8).max(cap as u64);
+        let span = need.next_power_of_two() as u32;
+        for block in [1u32, 2, 7] {
+            let lo = block * span - 1;
+            let base = NonNull::new(bytemuck_bytes(&mut buf).as_mut_ptr()).unwrap();
+            let g = Geometry::with_range(base, stride, cap, lo, span);
+            for i in [0, 1, cap / 2, cap - 1].into_iter().filter(|&i| i < cap) {
+                each::<Offset>(&g, i);
+                each::<Index>(&g, i);
+            }
+        }
+    }
+}
+
 #[test]
 fn offset_entries_address_through_base_minus_8() {
     let mut buf = vec![0u64; 64];
