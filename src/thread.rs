@@ -274,10 +274,11 @@ impl<E: Copy + Send + 'static> Registry<E> {
         self.explicit_list().push(CachePtr(c));
     }
 
-    /// Unregisters a user-owned cache before it is freed, calling `last` with it before the
-    /// registry's lock is released (the cache's last use as registered: its counters go to
-    /// the pool's totals there, so that [`Registry::with_all_locked`] sees them in one place
-    /// or the other); false, without calling `last`, when `c` was not registered.
+    /// Unregisters a user-owned cache before it is freed, calling `last` (no argument: the
+    /// caller's closure holds what it moves) while the registry's lock is still held: the
+    /// cache's last use as registered, where its counters go to the pool's totals, so that
+    /// [`Registry::with_all_locked`] sees them in one place or the other. False, without
+    /// calling `last`, when `c` was not registered.
     pub(crate) fn remove_explicit(&self, c: NonNull<Cache<E>>, last: impl FnOnce()) -> bool {
         let mut list = self.explicit_list();
         let before = list.len();
@@ -356,7 +357,8 @@ impl<E: Copy + Send + 'static> Registry<E> {
     /// registry lock, and calls `f` with a visitor of every live cache.
     /// While they are held no cache can go away: an exit flush holds its slot's lock from
     /// taking the cache out until its entries are in the ring and its counters in the pool's
-    /// totals, and a `LocalCache`'s drop holds the registry lock for both. So with `&mut` on
+    /// totals, and a `LocalCache`'s drop moves its counters to the totals under the registry
+    /// lock (its entries went to the ring before, through its own token). So with `&mut` on
     /// the pool (no other user) `f` sees one consistent snapshot of the entries, and at any
     /// time one of the counters (each cache's counters counted once: live, or in the totals,
     /// which `f` may read under their lock). Every slot, even one empty at a first look: an
