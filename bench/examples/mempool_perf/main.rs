@@ -197,6 +197,14 @@ struct Args {
     /// vector moves, a table off a line splits each move over two lines.
     #[arg(long, value_parser = parse_table_offset)]
     table_offset: Option<usize>,
+    /// Place each thread's table at a different offset in a 4 KiB page in each repetition (the
+    /// same offsets, in the same order, for every contender: rep `r` at `(r x 1040 + 336) mod
+    /// 4096`), so that a cell's median is taken over data placements. A table that shares its
+    /// page offsets with the top of the pool's cache array runs up to 3x slower (4K aliasing,
+    /// BENCHMARKS.md 40); by default the allocator puts every run's table at one address, and
+    /// a contender wins or loses that draw for the whole run. Excludes --table-offset.
+    #[arg(long, conflicts_with = "table_offset")]
+    spread_tables: bool,
     /// Also run each cell through a run-time pool (`idxpool::Pool<Obj, Runtime, R>`: no brand,
     /// one range check per put entry and per access; the same representation as the 4-byte
     /// pool), interleaved with the others: the runtime/index column and the summary line give
@@ -373,6 +381,7 @@ fn run_group<B1: Brand, B2: Brand, RA: Repr>(
             if interrupted() {
                 return Ok(());
             }
+            workload::set_table_rep(rep);
             if rep % 2 == 0 {
                 a.push(run_cell(&mut ic, cell, run, clock, &pin)?);
                 b.push(run_cell(&mut pc, cell, run, clock, &pin)?);
@@ -587,6 +596,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     if let Some(off) = args.table_offset {
         workload::TABLE_OFFSET.store(off, std::sync::atomic::Ordering::Relaxed);
     }
+    workload::TABLE_SPREAD.store(args.spread_tables, std::sync::atomic::Ordering::Relaxed);
     // --prefetch applies to the cells that write through their handles.
     let cells: Vec<Cell> = cells
         .into_iter()

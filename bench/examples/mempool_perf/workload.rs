@@ -3,7 +3,7 @@
 //! runs the same loops on a bare thread-local LIFO array of entries ([`Lifo`]): what the copies
 //! alone cost, with no pool around them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::Duration;
 
@@ -72,20 +72,42 @@ type H<B, R> = Handle<Obj, B, R>;
 /// (`usize::MAX`, the default: wherever the allocator puts it).
 pub static TABLE_OFFSET: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// `--spread-tables`: each repetition places the tables at its own offset in a page.
+pub static TABLE_SPREAD: AtomicBool = AtomicBool::new(false);
+
+/// The page offset of the tables of the current repetition (`--spread-tables`).
+static TABLE_PAGE_AT: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of the page whose offsets `--spread-tables` walks (the address bits that 4K aliasing
+/// compares).
+const PAGE: usize = 4096;
+
+/// `--spread-tables`: the tables of repetition `rep` start `(rep x 1040 + 336) mod 4096` bytes
+/// into a page (a stride of 65 x 16 bytes: successive repetitions land far apart, on 16-byte
+/// boundaries, and 256 repetitions visit every one).
+pub fn set_table_rep(rep: usize) {
+    TABLE_PAGE_AT.store((rep * 1040 + 336) % PAGE, Ordering::Relaxed);
+}
+
 /// The caller's table: `keep` slots, slot `i` = `f(i)`, starting [`TABLE_OFFSET`] bytes past a
-/// 64-byte line (a multiple of the slot size below 64), or where the allocator puts it. Returns
-/// the buffer and the index of slot 0 in it (the slots are `buf[at..at + keep]`).
+/// 64-byte line (a multiple of the slot size below 64), or (`--spread-tables`) at the current
+/// repetition's offset in a page, or where the allocator puts it. Returns the buffer and the
+/// index of slot 0 in it (the slots are `buf[at..at + keep]`).
 fn placed_table<E>(keep: usize, f: impl Fn(usize) -> E) -> (Vec<E>, usize) {
-    let off = TABLE_OFFSET.load(Ordering::Relaxed);
+    let size = std::mem::size_of::<E>();
+    let (off, line) = if TABLE_SPREAD.load(Ordering::Relaxed) {
+        (TABLE_PAGE_AT.load(Ordering::Relaxed), PAGE)
+    } else {
+        (TABLE_OFFSET.load(Ordering::Relaxed), 64)
+    };
     if off == usize::MAX {
         return ((0..keep).map(f).collect(), 0);
     }
-    let size = std::mem::size_of::<E>();
-    let pad = 64 / size;
+    let pad = line / size;
     let mut buf = Vec::with_capacity(keep + pad);
     let base = buf.as_ptr() as usize;
     let at = (0..pad)
-        .find(|i| (base + i * size) % 64 == off)
+        .find(|i| (base + i * size) % line == off)
         .unwrap_or_else(|| panic!("--table-offset {off}: not a multiple of the slot size {size}"));
     buf.extend((0..keep + pad).map(|j| f(j.saturating_sub(at).min(keep - 1))));
     debug_assert_eq!(buf.as_ptr() as usize, base, "no reallocation");
@@ -839,6 +861,25 @@ mod tests {
         let mut dst = vec![0u32; 64];
         super::copy_entries(&mut dst, &src);
         assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn spread_tables_start_at_each_repetitions_page_offset() {
+        TABLE_SPREAD.store(true, Ordering::Relaxed);
+        let mut seen = std::collections::HashSet::new();
+        for rep in 0..8 {
+            set_table_rep(rep);
+            let (buf, at) = placed_table(32, |i| i as u32);
+            let start = buf[at..].as_ptr() as usize;
+            assert_eq!(start % PAGE, (rep * 1040 + 336) % PAGE);
+            assert!(
+                buf[at..at + 32].iter().copied().eq(0..32u32),
+                "the slots, in order"
+            );
+            seen.insert(start % PAGE);
+        }
+        TABLE_SPREAD.store(false, Ordering::Relaxed);
+        assert_eq!(seen.len(), 8, "every repetition at its own offset");
     }
 
     #[test]
