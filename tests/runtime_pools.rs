@@ -839,6 +839,28 @@ fn index_of_rejects_a_foreign_handle() {
     a.put(h);
 }
 
+/// `check_raw` of another run-time pool's raw value says `ForeignHandle`, naming both
+/// pools, as every other path does (found by attack: it said `IndexOutOfRange` with an index
+/// the value does not have).
+#[test]
+fn check_raw_names_another_pools_raw_value_foreign() {
+    let a = pool("raw-a", 8, 0);
+    let b = pool("raw-b", 8, 0);
+    let h = a.get().unwrap();
+    let raw = h.into_raw();
+    assert!(a.check_raw(raw).is_ok());
+    match b.check_raw(raw) {
+        Err(PoolError::ForeignHandle { handle_pool, pool }) => {
+            assert!(handle_pool.contains("raw-a"), "{handle_pool}");
+            assert!(pool.contains("raw-b"), "{pool}");
+        }
+        other => panic!("expected ForeignHandle, got {other:?}"),
+    }
+    // SAFETY: `raw` came from `into_raw` of a handle of `a`, rebuilt once.
+    a.put(unsafe { idxpool::Handle::from_raw(raw) });
+    assert_eq!(a.in_use(), 0);
+}
+
 #[test]
 fn byte_buffer_pools_refuse_impossible_layouts() {
     for (len, align) in [(0usize, 8usize), (64, 3), (64, 0)] {

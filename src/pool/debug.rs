@@ -137,11 +137,17 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// in-use part is checked only with debug checks on ([`DEBUG_CHECKS`]).
     ///
     /// # Errors
-    /// [`PoolError::IndexOutOfRange`] (naming the index the value would have, or the value
-    /// itself when it names no entry) or [`PoolError::DoubleFree`] (the object is free).
+    /// [`PoolError::ForeignHandle`] (run-time pools: the value lies in another pool's range of
+    /// the handle space), [`PoolError::IndexOutOfRange`] (naming the index the value would
+    /// have, or the value itself when it names no entry) or [`PoolError::DoubleFree`] (the
+    /// object is free).
     pub fn check_raw(&self, raw: u32) -> Result<(), PoolError> {
         match R::entry_from_raw(&self.geometry, raw) {
             // Below the live capacity: objects beyond it (reserved for growth) are not made.
+            // Another run-time pool's value: the error every other path gives it.
+            Some(e) if B::CHECKED && !R::owns(&self.geometry, e) => {
+                Err(super::foreign_error::<R>(&self.geometry, e))
+            }
             Some(e) => {
                 let i = index_in_range::<R>(&self.geometry, e)?;
                 let capacity = self.capacity();

@@ -100,7 +100,8 @@ mod hidden {
     ///   of the handle space, and the OR of ranks is below `span` only when every rank is
     ///   (the run-time identity check, one entry or a burst), and then
     ///   `ptr_ranked(g, e, rank(g, e)) == ptr(g, e)`;
-    /// * `entry_from_raw` returns an entry only for a raw value in that block.
+    /// * `entry_from_raw` returns the entry `into_raw` made that raw value from (None only for a
+    ///   value no entry has); whether it is in the pool's block is `rank`'s to say.
     pub unsafe trait ReprImpl: 'static + Sized {
         /// The stored value: 4 bytes for [`Index`], 8 for [`Pointer`]. Has a niche, so that
         /// `Option<Handle>` is as small as the handle.
