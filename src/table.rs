@@ -39,7 +39,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     #[inline]
     pub fn get_into(&self, table: &mut [Option<H<T, B, R>>]) -> Result<(), PoolError> {
-        self.get_into_via(|| self.thread_cache_mut(), table)
+        Self::get_into_via(|| self, || self.thread_cache_mut(), table)
     }
 
     /// Returns the handle of every slot of `table` through the calling thread's cache and
@@ -93,7 +93,8 @@ impl<P: PoolRef> crate::LocalCache<P> {
     /// ```
     #[inline(always)]
     pub fn get_into(&mut self, table: &mut [LocalSlot<P>]) -> Result<(), PoolError> {
-        self.pool.pool().get_into_via(|| &mut self.cm, table)
+        let (pool, cm) = (&self.pool, &mut self.cm);
+        Pool::get_into_via(|| pool.pool(), || cm, table)
     }
 
     /// Returns the handle of every slot of `table` through this cache and empties the slots,

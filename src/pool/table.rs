@@ -92,27 +92,24 @@ pub(crate) fn clear<T: ?Sized, B, R: Repr>(table: &mut [Slot<T, B, R>]) {
     unsafe { Dyn::none(table.as_mut_ptr(), table.len()) }
 }
 
-/// A `get_into` waiting for its shape: the pool, the token closure and the table
+/// A `get_into` waiting for its shape: the pool's closure, the token's and the table
 /// ([`by_shape`] calls `run` with the shape of the table's length).
-struct GetOp<'p, 't, T: ?Sized + Element, B, R: Repr, F>(
-    &'p Pool<T, B, R>,
-    F,
-    &'t mut [Slot<T, B, R>],
-);
+struct GetOp<'t, T: ?Sized + Element, B, R: Repr, P, F>(P, F, &'t mut [Slot<T, B, R>]);
 
-impl<'c, T, B, R, C, F> ByShape for GetOp<'_, '_, T, B, R, F>
+impl<'p, 'c, T, B, R, C, P, F> ByShape for GetOp<'_, T, B, R, P, F>
 where
-    T: ?Sized + Element,
-    B: Brand,
+    T: ?Sized + Element + 'p,
+    B: Brand + 'p,
     R: Repr,
     C: Token<'c, R::Entry>,
+    P: Fn() -> &'p Pool<T, B, R>,
     F: FnOnce() -> C,
 {
     type Out = Result<(), PoolError>;
     #[inline(always)]
     fn run<S: Shape>(self, _n: usize) -> Result<(), PoolError> {
         let GetOp(pool, token, table) = self;
-        pool.get_into_with::<S, C>(token, table)
+        Pool::get_into_with::<S, C>(pool, token, table)
     }
 }
 
@@ -174,22 +171,32 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// function); after it, the copy from the cache (or the cache's slow path, which copies
     /// from the ring), then the debug hook, as `get_vec_via`. With a constant length the
     /// dispatch folds away.
+    ///
+    /// `pool` gives the pool, called only off the hit (a cold path, or the debug and reset
+    /// hooks of the got handles): a `LocalCache` passes a closure over its field, so that a
+    /// get that hits loads no pool pointer.
     #[inline(always)]
-    pub(crate) fn get_into_via<'c, C: Token<'c, R::Entry>>(
-        &self,
+    pub(crate) fn get_into_via<'p, 'c, C: Token<'c, R::Entry>>(
+        pool: impl Fn() -> &'p Self,
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
-    ) -> Result<(), PoolError> {
-        by_shape(table.len(), GetOp(self, token, table))
+    ) -> Result<(), PoolError>
+    where
+        Self: 'p,
+    {
+        by_shape(table.len(), GetOp(pool, token, table))
     }
 
     /// [`Pool::get_into_via`] in the shape `S` (which covers `table.len()`).
     #[inline(always)]
-    fn get_into_with<'c, S: Shape, C: Token<'c, R::Entry>>(
-        &self,
+    fn get_into_with<'p, 'c, S: Shape, C: Token<'c, R::Entry>>(
+        pool: impl Fn() -> &'p Self,
         token: impl FnOnce() -> C,
         table: &mut [Slot<T, B, R>],
-    ) -> Result<(), PoolError> {
+    ) -> Result<(), PoolError>
+    where
+        Self: 'p,
+    {
         assert_slot_is_entry::<T, B, R>();
         if any_occupied::<S, T, B, R>(table) {
             return Err(occupied_error(table));
@@ -207,18 +214,18 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         let mut t = token();
         let cm = t.cm();
         if cm.take_top_with::<S>(dst) {
-            self.got_into(table);
+            pool().got_into(table);
             return Ok(());
         }
         match cm.get_miss(dst, Behavior::Bulk) {
             Ok(_) => {
-                self.got_into(table);
+                pool().got_into(table);
                 Ok(())
             }
             Err(available) => {
                 // After the token (wait.rs): a failed get gives its refill back to the ring.
                 drop(t);
-                Err(self.get_into_failed(table, available))
+                Err(pool().get_into_failed(table, available))
             }
         }
     }
