@@ -90,7 +90,6 @@ mod space;
 pub mod stats;
 mod sync;
 mod table;
-mod thread;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;
 mod wait;

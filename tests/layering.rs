@@ -337,8 +337,8 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module path of a file: src/pool/mod.rs -> [pool], src/pool/adapters.rs ->
-/// [pool, adapters], src/lib.rs -> [].
+/// The module path of a file: src/pool/mod.rs -> [pool], src/pool/table.rs ->
+/// [pool, table], src/lib.rs -> [].
 fn module_path(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).expect("under src");
     let mut parts: Vec<String> = rel

@@ -28,10 +28,14 @@
 //! cache).
 
 use std::cell::UnsafeCell;
+use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
-use crate::ring::Behavior;
+use crate::error::PoolError;
+use crate::repr::{copy_entries, Dyn, Shape};
+use crate::ring::{Behavior, Ring};
 use crate::stats::{Counter, Counters};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 
@@ -42,12 +46,205 @@ pub const CACHE_LINE: usize = 64;
 /// DPDK's `RTE_MEMPOOL_CACHE_MAX_SIZE`: the largest cache size accepted.
 pub const CACHE_MAX_SIZE: u32 = 512;
 
-mod policy;
-mod token;
+// The flush and refill policies: when a cache flushes to the common ring and how much it
+// refills from it (`FlushPolicy`), and the decisions each makes (`CachePlan`).
 
-pub use policy::FlushPolicy;
-pub(crate) use policy::{CachePlan, GetMiss, PutOverflow};
-pub(crate) use token::CacheMut;
+/// When a cache flushes to the common ring and how much it refills from it.
+///
+/// ```
+/// use idxpool::{FlushPolicy, PoolBuilder};
+/// let pool = PoolBuilder::<u64>::with_default(1024)
+///     .cache_size(64)
+///     .policy(FlushPolicy::Classic)
+///     .build()?;
+/// assert_eq!(pool.policy(), FlushPolicy::Classic);
+/// assert_eq!(FlushPolicy::Classic.fill_limit(64), 96); // flushes above 1.5 x size
+/// assert!(FlushPolicy::Classic.validate(512, 600).is_err()); // 768 > 600 objects
+/// assert_eq!(FlushPolicy::from_name("aligned"), Some(FlushPolicy::SizeAligned));
+/// # Ok::<(), idxpool::PoolError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushPolicy {
+    /// DPDK 1.3 .. 26.03 (`rte_mempool_do_generic_put/get`): flush threshold `1.5 x size`; a put
+    /// that would cross it first flushes the whole cache to the ring; a get that finds too few
+    /// refills `size + remaining` from the ring. Gets of `>= size` objects bypass the cache.
+    /// Creation fails when `1.5 x size > capacity`, so one cache cannot hoard the pool.
+    Classic,
+    /// DPDK 26.07: a full cache flushes its coldest `size / 2` objects (the bottom of the LIFO);
+    /// an empty one refills `size / 2`; requests above `size / 2` bypass the cache. The cache
+    /// never holds more than `size` objects. Creation needs `size <= capacity`.
+    Dpdk2607,
+    /// RFC "CPU cache aligning mempool driver accesses" (2023): threshold `2 x size`, and every
+    /// transfer between cache and ring is exactly `size` objects (the coldest on flush), so
+    /// copies have a constant length. Requests above `size` bypass the cache. Creation needs
+    /// `size <= capacity`.
+    SizeAligned,
+}
+
+impl FlushPolicy {
+    /// Every policy, for sweeps.
+    pub const ALL: [FlushPolicy; 3] = [
+        FlushPolicy::Classic,
+        FlushPolicy::Dpdk2607,
+        FlushPolicy::SizeAligned,
+    ];
+
+    /// The default, chosen by measurement (see BENCHMARKS.md, "Policy comparison").
+    pub const DEFAULT: FlushPolicy = FlushPolicy::Dpdk2607;
+
+    /// Short name: `classic`, `dpdk2607`, `aligned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushPolicy::Classic => "classic",
+            FlushPolicy::Dpdk2607 => "dpdk2607",
+            FlushPolicy::SizeAligned => "aligned",
+        }
+    }
+
+    /// Parses [`FlushPolicy::name`].
+    pub fn from_name(s: &str) -> Option<FlushPolicy> {
+        FlushPolicy::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// Most objects a cache of `size` may hold under this policy (its flush threshold).
+    pub fn fill_limit(self, size: u32) -> u32 {
+        match self {
+            FlushPolicy::Classic => size * 3 / 2,
+            FlushPolicy::Dpdk2607 => size,
+            FlushPolicy::SizeAligned => 2 * size,
+        }
+    }
+
+    /// Checks `cache_size` against DPDK's limits for a pool of `capacity` objects.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidConfig`] when `cache_size > 512` or too large for `capacity`.
+    pub fn validate(self, cache_size: u32, capacity: u32) -> Result<(), PoolError> {
+        if cache_size > CACHE_MAX_SIZE {
+            return Err(PoolError::config(format!(
+                "cache size {cache_size} exceeds the maximum {CACHE_MAX_SIZE}"
+            )));
+        }
+        let (need, rule) = match self {
+            FlushPolicy::Classic => (cache_size as u64 * 3 / 2, "1.5 x cache size"),
+            FlushPolicy::Dpdk2607 | FlushPolicy::SizeAligned => (cache_size as u64, "cache size"),
+        };
+        if need > capacity as u64 {
+            return Err(PoolError::config(format!(
+                "cache size {cache_size} too large for capacity {capacity} under policy {}: \
+                 {rule} ({need}) must not exceed the capacity",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for FlushPolicy {
+    fn default() -> Self {
+        FlushPolicy::DEFAULT
+    }
+}
+
+impl fmt::Display for FlushPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The decisions of the cache algorithm for one cache size under one [`FlushPolicy`]: what a
+/// get that misses and a put that overflows do. Pure arithmetic, shared by every cache
+/// (the core's [`CacheMut`] and the shared pool's in-region cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CachePlan {
+    /// Cache size (0 = uncached: every get and put bypasses).
+    pub(crate) size: u32,
+    /// Most entries the cache may hold (the flush threshold).
+    pub(crate) fill_limit: u32,
+    /// Largest put that goes through the cache; larger ones go straight to the ring.
+    pub(crate) max_put: u32,
+    /// Largest get that refills the cache; larger ones go straight to the ring.
+    pub(crate) max_get: u32,
+    pub(crate) policy: FlushPolicy,
+}
+
+/// What a get of `n` that the cache cannot serve does ([`CachePlan::on_get_miss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GetMiss {
+    /// Refill up to `want` entries from the ring onto the cache's top (`how`: all or
+    /// nothing, or as many as there are), then serve from the top.
+    Refill { want: usize, how: Behavior },
+    /// Take the request straight from the ring, all or nothing.
+    Bypass,
+}
+
+/// What a put of `n` that does not fit under the flush threshold does
+/// ([`CachePlan::on_put_overflow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PutOverflow {
+    /// Send the coldest `k` entries (the bottom of the LIFO) to the ring, then append.
+    Flush(usize),
+    /// Send the put straight to the ring.
+    Bypass,
+}
+
+impl CachePlan {
+    /// The plan of a cache of `size` (0..=512) under `policy`.
+    pub(crate) fn new(size: u32, policy: FlushPolicy) -> Self {
+        let (max_put, max_get) = match policy {
+            FlushPolicy::Classic => (policy.fill_limit(size), size.saturating_sub(1)),
+            FlushPolicy::Dpdk2607 => (size / 2, size / 2),
+            FlushPolicy::SizeAligned => (size, size),
+        };
+        CachePlan {
+            size,
+            fill_limit: policy.fill_limit(size),
+            max_put,
+            max_get,
+            policy,
+        }
+    }
+
+    /// Entries a cache array needs: a refill may overshoot the fill limit transiently
+    /// (Classic refills `size + n - len` before serving `n`), never beyond `2 x size`.
+    pub(crate) fn capacity(&self) -> usize {
+        2 * self.size as usize
+    }
+
+    /// A get of `n` found `len < n` entries in the cache: refill (how many, how) or bypass.
+    #[inline]
+    pub(crate) fn on_get_miss(&self, n: usize, len: usize) -> GetMiss {
+        debug_assert!(len < n);
+        if n > self.max_get as usize {
+            return GetMiss::Bypass;
+        }
+        let (want, how) = match self.policy {
+            FlushPolicy::Classic => (self.size as usize + n - len, Behavior::Bulk),
+            FlushPolicy::Dpdk2607 => ((self.size / 2) as usize, Behavior::Burst),
+            FlushPolicy::SizeAligned => (self.size as usize, Behavior::Bulk),
+        };
+        debug_assert!(len + want <= self.capacity());
+        GetMiss::Refill { want, how }
+    }
+
+    /// A put of `n` found `len` entries, too many to append under the fill limit: flush the
+    /// coldest `k <= len` (Classic: all; the others: the policy's transfer size), or bypass.
+    #[inline]
+    pub(crate) fn on_put_overflow(&self, n: usize, len: usize) -> PutOverflow {
+        if n > self.max_put as usize {
+            return PutOverflow::Bypass;
+        }
+        let k = match self.policy {
+            FlushPolicy::Classic => len,
+            FlushPolicy::Dpdk2607 => (self.size / 2) as usize,
+            FlushPolicy::SizeAligned => self.size as usize,
+        };
+        // A put that crosses the limit finds at least `k` entries, and after the flush
+        // `len - k + n <= fill_limit` (policy arithmetic).
+        debug_assert!(k <= len && len - k + n <= self.fill_limit as usize);
+        PutOverflow::Flush(k)
+    }
+}
 
 /// The mechanics of one cache and the ring behind it: how entries move, with no decision of
 /// their own. The cache algorithm ([`take_top`], [`append`], [`get_miss`], [`put_overflow`],
@@ -430,225 +627,420 @@ pub(crate) enum Put {
     Foreign,
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::ring::{Ring, RingFlags};
-    use std::ptr::NonNull;
+// The owner token: `CacheMut`, through which every get and put of the core pool runs.
 
-    /// A cache and its ring owned by one test thread: the owner contract holds trivially.
-    struct Owned {
-        r: Ring<u32>,
-        c: Cache<u32>,
-    }
+/// Exclusive access to one cache and the common ring behind it: the owner token through which
+/// every get and put of the core pool runs (DPDK's `rte_mempool_do_generic_get` /
+/// `rte_mempool_do_generic_put`, with the cache argument). It is neither `Send`, `Sync` nor
+/// `Clone`, and only its `unsafe` constructor can make one, so holding one proves that nobody
+/// else mutates the cache.
+///
+/// It keeps the cache's entry array and flush threshold by value, so that an owner that keeps
+/// the token (a [`crate::LocalCache`]) may keep them in registers across a loop of gets and
+/// puts. The length has one home, the cache's `len`: each operation reads it once and stores
+/// it once (a relaxed store, for counts by other threads), as DPDK's `cache->len`; a second
+/// copy in the token cost a store per operation.
+pub(crate) struct CacheMut<'a, E> {
+    cache: NonNull<Cache<E>>,
+    /// The ring, as a raw pointer (valid for `'a`): a token kept inside a companion that owns
+    /// its pool through an `Arc` must hold no reference into that pool, since a reference
+    /// field of a value passed by value is protected for the whole call under Stacked and
+    /// Tree Borrows (the companion may be the pool's last owner: `drop(cache)`).
+    ring: NonNull<Ring<E>>,
+    objs: *mut E,
+    fill_limit: usize,
+    /// Borrows the cache for 'a; `*mut ()` makes the token neither Send nor Sync.
+    _owner: PhantomData<(&'a Cache<E>, *mut ())>,
+}
 
-    impl Owned {
-        fn new(total: u32, size: u32, policy: FlushPolicy) -> Self {
-            let exact = RingFlags {
-                exact_size: true,
-                ..Default::default()
-            };
-            let r = Ring::new(total, exact).unwrap();
-            let all: Vec<u32> = (0..total).collect();
-            assert!(r.enqueue_bulk(&all));
-            Owned {
-                r,
-                c: Cache::new(size, policy),
-            }
-        }
-        fn cm(&self) -> CacheMut<'_, u32> {
-            // SAFETY: single-threaded owner; one token at a time (each helper makes its own).
-            unsafe { CacheMut::new(NonNull::from(&self.c), &self.r) }
-        }
-        fn get(&self, n: usize) -> Result<Vec<u32>, usize> {
-            let mut v = vec![MaybeUninit::uninit(); n];
-            self.cm().get(&mut v, Behavior::Bulk)?;
-            // SAFETY: a successful bulk get wrote all n.
-            Ok(v.into_iter().map(|e| unsafe { e.assume_init() }).collect())
-        }
-        fn put(&self, v: &[u32]) {
-            self.cm().put(v);
-        }
-        fn get_one(&self) -> Option<u32> {
-            self.get(1).ok().map(|v| v[0])
-        }
-        fn put_one(&self, e: u32) {
-            self.put(&[e])
-        }
-        fn flush(&self) {
-            self.cm().flush()
-        }
-    }
-
-    /// The run-time pool's put: the identity check fused into the fast path's copy,
-    /// and made before anything moves on the slow path. A failing entry changes nothing.
-    #[test]
-    fn put_checked_moves_nothing_when_an_entry_fails() {
-        let o = Owned::new(200, 8, FlushPolicy::Dpdk2607);
-        // rank = the entry itself, span 100: entries >= 100 are "foreign".
-        let rank = |e: u32| e;
-        let mut cm = o.cm();
-        for n in [1usize, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 100] {
-            let ring_before = o.r.count();
-            let len_before = cm.len();
-            let mut src: Vec<u32> = (0..n as u32).collect();
-            *src.last_mut().unwrap() = 150; // the last one is foreign
-            assert_eq!(cm.put_checked(&src, rank, 100), Put::Foreign, "n = {n}");
-            assert_eq!(
-                (cm.len(), o.r.count()),
-                (len_before, ring_before),
-                "n = {n}"
-            );
-        }
-        // A good put of each shape goes through (fast path, then the slow path's flush).
-        let mut got = vec![MaybeUninit::uninit(); 8];
-        cm.get(&mut got, Behavior::Bulk).unwrap();
-        // SAFETY: a successful bulk get wrote all 8.
-        let got: Vec<u32> = got
-            .into_iter()
-            .map(|e| unsafe { e.assume_init() })
-            .collect();
-        let (small, rest) = got.split_at(1);
-        assert_ne!(cm.put_checked(small, |e| e % 200, 200), Put::Foreign);
-        assert_ne!(cm.put_checked(rest, |e| e % 200, 200), Put::Foreign);
-        let _ = cm.len(); // the token published its length on every put
-        o.flush();
-        assert_eq!(o.r.count(), 200, "every entry home");
-    }
-
-    #[test]
-    fn caches_are_two_cache_lines_apart() {
-        // Each thread's cache (written on every operation) on its own line pair.
-        let pair = 2 * CACHE_LINE;
-        assert!(std::mem::align_of::<Cache<u32>>() >= pair);
-        let boxes: Vec<Box<Cache<u32>>> = (0..4)
-            .map(|_| Box::new(Cache::new(4, FlushPolicy::DEFAULT)))
-            .collect();
-        for b in &boxes {
-            assert_eq!(&**b as *const Cache<u32> as usize % pair, 0);
+impl<'a, E: Copy> CacheMut<'a, E> {
+    /// The owner token of `cache` in front of `ring`.
+    ///
+    /// # Safety
+    /// For `'a`, no other `CacheMut` of `cache` may be in use (the caller is its owner thread
+    /// or holds it exclusively) — unless `cache` has size 0: a zero-size cache holds no entry,
+    /// every operation on it goes to the ring, and what it writes of the cache (`len`, always
+    /// 0, and its shared counters) is atomic, so any number of tokens may use it at once.
+    /// `cache` must stay valid for `'a`.
+    #[inline(always)]
+    pub(crate) unsafe fn new(cache: NonNull<Cache<E>>, ring: &'a Ring<E>) -> Self {
+        let ring = NonNull::from(ring);
+        // SAFETY: valid for 'a (the caller's contract).
+        let c = unsafe { cache.as_ref() };
+        CacheMut {
+            cache,
+            ring,
+            objs: c.objs(),
+            fill_limit: c.fill_limit() as usize,
+            _owner: PhantomData,
         }
     }
 
-    #[test]
-    fn validation_follows_dpdk() {
-        assert!(FlushPolicy::Classic.validate(513, 10_000).is_err());
-        assert!(FlushPolicy::Classic.validate(512, 767).is_err());
-        assert!(FlushPolicy::Classic.validate(512, 768).is_ok());
-        assert!(FlushPolicy::Dpdk2607.validate(512, 511).is_err());
-        assert!(FlushPolicy::Dpdk2607.validate(512, 512).is_ok());
-        assert!(FlushPolicy::SizeAligned.validate(512, 512).is_ok());
-        for p in FlushPolicy::ALL {
-            assert_eq!(FlushPolicy::from_name(p.name()), Some(p));
+    /// The cache this token owns (for its owner's drop).
+    pub(crate) fn cache_ptr(&self) -> NonNull<Cache<E>> {
+        self.cache
+    }
+
+    /// The ring behind the cache.
+    #[inline(always)]
+    fn ring(&self) -> &'a Ring<E> {
+        // SAFETY: valid for 'a (constructor contract: made from a `&'a Ring`).
+        unsafe { self.ring.as_ref() }
+    }
+
+    #[inline(always)]
+    fn cache(&self) -> &'a Cache<E> {
+        // SAFETY: valid for 'a (constructor contract).
+        unsafe { self.cache.as_ref() }
+    }
+
+    /// Entries held now.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.cache().len()
+    }
+
+    /// Sets the length (the owner's relaxed store: other threads only count it).
+    #[inline(always)]
+    fn set_len(&mut self, len: usize) {
+        debug_assert!(len <= self.cache().capacity());
+        self.cache().len.store(len, Ordering::Relaxed);
+    }
+
+    /// Counts a get of `n` objects that failed before the cache algorithm ran (a bulk larger
+    /// than the pool, refused by the pool's adapter), as [`get_miss`] counts its own failures.
+    #[cold]
+    pub(crate) fn count_failed_get(&self, n: usize) {
+        self.count(Counter::GetFailBulk, 1);
+        self.count(Counter::GetFailObjs, n);
+    }
+
+    /// What a get could reach now: this cache plus the ring (a snapshot).
+    pub(crate) fn reachable(&self) -> usize {
+        self.len() + self.ring().count()
+    }
+
+    /// The one get ([`get`] with this token's mechanics): fills `dst` with entries of free
+    /// objects, the hottest first; `Ok(n)` or `Err(reachable)` as [`get`] says.
+    ///
+    /// Fast path: the cache holds `dst.len()`: copy from its top. Else (cold) [`get_miss`].
+    #[inline(always)]
+    pub(crate) fn get(
+        &mut self,
+        dst: &mut [MaybeUninit<E>],
+        behavior: Behavior,
+    ) -> Result<usize, usize> {
+        if self.take_top(dst) {
+            return Ok(dst.len());
         }
+        self.get_miss(dst, behavior)
     }
 
-    #[test]
-    fn lifo_order_single() {
-        let o = Owned::new(100, 16, FlushPolicy::Dpdk2607);
-        o.put_one(1000);
-        o.put_one(1001);
-        assert_eq!(o.get_one(), Some(1001));
-        assert_eq!(o.get_one(), Some(1000));
+    /// The get's slow path alone (out of line, see [`CacheMut::cold`]), for adapters that
+    /// tried [`CacheMut::take_top_with`] first.
+    #[inline(always)]
+    pub(crate) fn get_miss(
+        &mut self,
+        dst: &mut [MaybeUninit<E>],
+        behavior: Behavior,
+    ) -> Result<usize, usize> {
+        self.cold(|c| c.get_slow(dst, behavior))
     }
 
-    #[test]
-    fn every_policy_conserves_and_respects_its_limit() {
-        for policy in FlushPolicy::ALL {
-            for size in [0u32, 1, 2, 7, 32] {
-                let total = 200;
-                let o = Owned::new(total, size, policy);
-                let mut held: Vec<u32> = Vec::new();
-                let mut rng = 12345u64;
-                for _ in 0..2000 {
-                    rng = rng
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    let n = 1 + (rng >> 33) as usize % 40;
-                    if (rng >> 20) & 1 == 0 {
-                        match o.get(n) {
-                            Ok(v) => held.extend(v),
-                            Err(avail) => {
-                                assert!(avail < n, "{policy} size {size}: spurious failure")
-                            }
-                        }
-                    } else {
-                        let k = n.min(held.len());
-                        let src: Vec<u32> = held.split_off(held.len() - k);
-                        o.put(&src);
-                    }
-                    assert!(
-                        o.c.len() <= o.c.fill_limit() as usize,
-                        "{policy} size {size}"
-                    );
-                    assert_eq!(o.c.len() + o.r.count() + held.len(), total as usize);
-                }
-                o.flush();
-                let mut seen: Vec<u32> = held;
-                let mut all = vec![0u32; o.r.count()];
-                // SAFETY: `all` has room for every entry.
-                let got = unsafe {
-                    o.r.dequeue_raw(all.as_mut_ptr(), all.len(), Behavior::Bulk)
-                        .n
-                };
-                seen.extend(&all[..got]);
-                seen.sort_unstable();
-                assert_eq!(seen, (0..total).collect::<Vec<_>>(), "{policy} size {size}");
-            }
-        }
-    }
-
-    #[test]
-    fn get_never_fails_while_cache_and_ring_hold_enough() {
-        for policy in FlushPolicy::ALL {
-            let o = Owned::new(64, 32, policy);
-            let v = o.get(20).unwrap();
-            o.put(&v);
-            let all = o
-                .get(64)
-                .unwrap_or_else(|a| panic!("{policy}: failed, avail {a}"));
-            assert_eq!(all.len(), 64);
-            assert_eq!(o.get(1), Err(0));
-        }
-    }
-
-    #[test]
-    fn dpdk2607_flush_evicts_the_coldest_half() {
-        let o = Owned::new(100, 8, FlushPolicy::Dpdk2607);
-        let cold = o.get(4).unwrap();
-        let hot = o.get(4).unwrap();
-        o.flush();
-        o.put(&cold);
-        o.put(&hot);
-        assert_eq!(o.c.len(), 8);
-        let extra = o.r.count();
-        let one = o.get(1); // served from the cache: the hottest
-        assert_eq!(one, Ok(vec![hot[3]]));
-        o.put_one(hot[3]);
-        o.put_one(99); // 9th object: flushes the 4 coldest
-        assert_eq!(o.c.entries(), &[hot[0], hot[1], hot[2], hot[3], 99]);
-        assert_eq!(o.r.count(), extra + 4);
-    }
-
-    #[test]
-    fn classic_flushes_everything_when_crossing_the_threshold() {
-        let o = Owned::new(100, 8, FlushPolicy::Classic);
-        let v = o.get(12).unwrap();
-        o.flush();
-        o.put(&v); // 12 == 1.5 x 8: at the threshold, no flush
-        assert_eq!(o.c.len(), 12);
-        let before = o.r.count();
-        let w = o.get(1).unwrap();
-        o.put(&w);
-        assert_eq!(o.c.len(), 12);
-        // One more crosses the threshold: the whole cache goes, the new object stays.
-        let y = {
-            let mut v = vec![0u32; 1];
-            // SAFETY: owner; direct ring dequeue of one entry.
-            unsafe { o.r.dequeue_raw(v.as_mut_ptr(), 1, Behavior::Bulk) };
-            v
+    /// Runs a slow path on a copy of this token held in a local. The token's own memory
+    /// (inside a `LocalCache`, the caller's loop state) then never escapes to the out-of-line
+    /// call, so the caller's loop may keep the token's fields in registers instead of
+    /// reloading them after every operation.
+    /// The copy is the only token used until it is dropped: `self` stays mutably borrowed.
+    #[inline(always)]
+    fn cold<X>(&mut self, f: impl FnOnce(&mut CacheMut<'a, E>) -> X) -> X {
+        let mut local = CacheMut {
+            cache: self.cache,
+            ring: self.ring,
+            objs: self.objs,
+            fill_limit: self.fill_limit,
+            _owner: PhantomData,
         };
-        o.put(&y);
-        assert_eq!(o.c.len(), 1);
-        assert_eq!(o.r.count(), before - 1 + 12);
+        f(&mut local)
+    }
+
+    /// The get's fast path alone: fills `dst` from the top of the cache if it holds that many
+    /// (then true), else changes nothing (false). Adapters call it first, apart from
+    /// [`CacheMut::get`], so that a loop of hits keeps the cache state in registers.
+    ///
+    /// It does what the generic [`take_top`] does with this token's `pop_top`, written out:
+    /// routed through the generic function, LLVM allocated registers differently in 13 of
+    /// mempool_perf's 36 `worker_const` loops (an extra reload of the cache pointer per put in
+    /// some), while written out the workers compile to the instructions they had before the
+    /// algorithm was shared (BENCHMARKS.md, section 11).
+    #[inline(always)]
+    pub(crate) fn take_top(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
+        self.take_top_with::<Dyn>(dst)
+    }
+
+    /// [`CacheMut::take_top`] when the caller read the length (`len`, [`CacheMut::len`]) and
+    /// saw that it holds `dst.len()`: the length is read once per operation (an atomic read
+    /// is not merged with another by the compiler).
+    #[inline(always)]
+    pub(crate) fn take_top_of(&mut self, dst: &mut [MaybeUninit<E>], len: usize) {
+        let n = dst.len();
+        debug_assert!(len == self.len() && n <= len);
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len:
+        // the caller's check of the length it read, which only this token's owner writes);
+        // dst has room for n and does not overlap the cache's array (it is a &mut).
+        unsafe { copy_entries(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        self.set_len(len - n);
+        self.count(Counter::GetSuccessBulk, 1);
+        self.count(Counter::GetSuccessObjs, n);
+    }
+
+    /// [`CacheMut::take_top`] with the copy in the shape `S` (which covers `dst.len()`; the
+    /// caller dispatched on the length once for all its steps, `repr::by_shape`).
+    #[inline(always)]
+    pub(crate) fn take_top_with<S: Shape>(&mut self, dst: &mut [MaybeUninit<E>]) -> bool {
+        let n = dst.len();
+        let len = self.len();
+        if n > len {
+            return false;
+        }
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
+        // for n and does not overlap the cache's array (it is a &mut); S covers n (contract).
+        unsafe { S::copy(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        self.set_len(len - n);
+        self.count(Counter::GetSuccessBulk, 1);
+        self.count(Counter::GetSuccessObjs, n);
+        true
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_slow(&mut self, dst: &mut [MaybeUninit<E>], behavior: Behavior) -> Result<usize, usize> {
+        let plan = self.cache().plan();
+        let r = get_miss(self, &plan, dst, behavior);
+        self.cache().unpin_if_idle(self.ring().waiting());
+        r
+    }
+
+    /// The one put ([`put`] with this token's mechanics): returns the entries of `src` (free
+    /// objects of this pool, now owned by the cache); always succeeds.
+    ///
+    /// Fast path: they fit under the flush threshold: append them. Else (cold)
+    /// [`put_overflow`]. Returns true when the cold path ran (entries may have reached the
+    /// ring: the adapter then checks for waiters once the token is gone, wait.rs).
+    #[inline(always)]
+    pub(crate) fn put(&mut self, src: &[E]) -> bool {
+        self.put_with::<Dyn>(src)
+    }
+
+    /// [`CacheMut::put`] with the copy in the shape `S` (which covers `src.len()`).
+    #[inline(always)]
+    pub(crate) fn put_with<S: Shape>(&mut self, src: &[E]) -> bool {
+        if !self.append_with::<S>(src) {
+            self.cold(|c| c.put_slow(src));
+            return true;
+        }
+        false
+    }
+
+    /// The put's fast path alone: appends `src` if it fits under the flush threshold (then
+    /// true), else changes nothing (false). The generic [`append`] written out, as
+    /// [`CacheMut::take_top`] says why.
+    ///
+    /// The copy is in the shape `S` (which covers `src.len()`; [`Dyn`] dispatches on it).
+    #[inline(always)]
+    pub(crate) fn append_with<S: Shape>(&mut self, src: &[E]) -> bool {
+        let n = src.len();
+        let len = self.len();
+        // `len + n` cannot wrap: len <= 2 x CACHE_MAX_SIZE and a slice holds at most
+        // isize::MAX entries. The sum is the new length too (one add, one compare); for one
+        // entry the room's form (`fill_limit - len`, a compare of the two) compiles shorter.
+        let new_len = len + n;
+        let over = if S::ONE {
+            n > self.fill_limit - len
+        } else {
+            new_len > self.fill_limit
+        };
+        if over {
+            return false;
+        }
+        // SAFETY: len + n <= fill_limit <= capacity(); src does not overlap the cache; S
+        // covers n (contract).
+        unsafe { S::copy(src.as_ptr(), self.objs.add(len), n) };
+        self.set_len(new_len);
+        self.count(Counter::PutBulk, 1);
+        self.count(Counter::PutObjs, n);
+        true
+    }
+
+    /// The put of a run-time pool: as [`CacheMut::put`], after the identity check of every
+    /// entry (`rank(e) < span`: the OR of the ranks, one vector OR per few entries and one
+    /// compare). Returns [`Put::Foreign`], with nothing changed, when an entry fails the check;
+    /// the caller reports it after the token is gone.
+    #[inline(always)]
+    pub(crate) fn put_checked(&mut self, src: &[E], rank: impl Fn(E) -> u32, span: u32) -> Put {
+        // SAFETY: src is n valid entries (a slice of E), whatever the check says.
+        unsafe { self.put_checked_with::<Dyn, E>(src.as_ptr(), src.len(), |e| rank(*e), span) }
+    }
+
+    /// The checked put over a run of `n` values `X` that have an entry's layout (the caller's
+    /// table slots, `Option<Handle>`): the OR of `bad(x)` over the run is computed first (in
+    /// the shape `S`, which covers `n`); when it is `>= limit` nothing changes and the result
+    /// is [`Put::Foreign`] (the caller says why: an empty slot or a foreign handle); else the
+    /// run is put as entries ([`CacheMut::put_with`]).
+    ///
+    /// # Safety
+    /// `src` valid for `n` reads of `X`; `X` has `E`'s size and alignment; and when the OR of
+    /// `bad` over the run is below `limit`, the run's bits are `n` entries of free objects of
+    /// this pool whose ownership passes to the cache (the caller forgets them).
+    #[inline(always)]
+    pub(crate) unsafe fn put_checked_with<S: Shape, X>(
+        &mut self,
+        src: *const X,
+        n: usize,
+        bad: impl Fn(&X) -> u32,
+        limit: u32,
+    ) -> Put {
+        // SAFETY: src valid for n reads (contract); S covers n.
+        if unsafe { S::or(src, n, bad) } >= limit {
+            return Put::Foreign;
+        }
+        // SAFETY: the check passed: the run is n entries (contract).
+        let src = unsafe { std::slice::from_raw_parts(src.cast::<E>(), n) };
+        if self.put_with::<S>(src) {
+            Put::Ring
+        } else {
+            Put::Cached
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn put_slow(&mut self, src: &[E]) {
+        let plan = self.cache().plan();
+        put_overflow(self, &plan, src);
+        self.cache().unpin_if_idle(self.ring().waiting());
+    }
+
+    /// Returns every held entry to the ring (rte_mempool_cache_flush).
+    pub(crate) fn flush(&mut self) {
+        flush_all(self)
     }
 }
+
+/// The core's mechanics: the cache's array in plain memory (this token owns it) and the
+/// lock-free [`Ring`].
+impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.cache().len()
+    }
+
+    #[inline(always)]
+    fn fill_limit(&self) -> usize {
+        self.fill_limit
+    }
+
+    #[inline(always)]
+    fn pop_top(&mut self, dst: &mut [MaybeUninit<E>]) {
+        let n = dst.len();
+        let len = self.len();
+        debug_assert!(n <= len);
+        // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len);
+        // dst has room for n and does not overlap the cache's array (it is a &mut).
+        unsafe { copy_entries(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        self.set_len(len - n);
+    }
+
+    #[inline(always)]
+    fn push(&mut self, src: &[E]) {
+        let n = src.len();
+        let len = self.len();
+        // SAFETY: len + n fits the array (contract: the fast path checked the fill limit, the
+        // flush path flushed first); src does not overlap the cache.
+        unsafe { copy_entries(src.as_ptr(), self.objs.add(len), n) };
+        self.set_len(len + n);
+    }
+
+    #[inline]
+    fn refill(&mut self, want: usize, how: Behavior) -> usize {
+        let len = self.len();
+        debug_assert!(len + want <= self.cache().capacity());
+        // SAFETY: objs[len .. len + want] is inside the array (CachePlan::on_get_miss).
+        let got = unsafe { self.ring().dequeue_raw(self.objs.add(len), want, how).n };
+        self.set_len(len + got);
+        got
+    }
+
+    #[inline]
+    fn unrefill(&mut self, k: usize) {
+        let len = self.len() - k;
+        self.set_len(len);
+        // SAFETY: objs[len .. len + k] are the entries the refill brought (initialised).
+        unsafe { enqueue_all(self.ring(), self.objs.add(len), k) };
+    }
+
+    #[inline]
+    fn flush_bottom(&mut self, k: usize) {
+        let (objs, len) = (self.objs, self.len());
+        debug_assert!(k <= len);
+        // SAFETY: k <= len, objs[..len] initialised; the moved tail stays inside objs.
+        unsafe {
+            enqueue_all(self.ring(), objs, k);
+            std::ptr::copy(objs.add(k), objs, len - k);
+        }
+        self.set_len(len - k);
+    }
+
+    #[inline]
+    fn ring_get(&mut self, dst: &mut [MaybeUninit<E>], how: Behavior) -> usize {
+        // SAFETY: dst is valid for dst.len() writes.
+        unsafe {
+            self.ring()
+                .dequeue_raw(dst.as_mut_ptr().cast(), dst.len(), how)
+                .n
+        }
+    }
+
+    #[inline]
+    fn ring_put(&mut self, src: &[E]) {
+        // SAFETY: src is valid for src.len() reads.
+        unsafe { enqueue_all(self.ring(), src.as_ptr(), src.len()) };
+    }
+
+    fn ring_count(&self) -> usize {
+        self.ring().count()
+    }
+
+    /// Nothing: every step stores the length in the cache ([`CacheMut::set_len`]).
+    #[inline(always)]
+    fn publish(&self) {
+        debug_assert!(self.len() <= self.fill_limit);
+    }
+
+    #[inline(always)]
+    fn count(&self, which: Counter, n: usize) {
+        self.cache().counters.add(which, n);
+    }
+}
+
+/// Enqueues `n` entries that the ring must have room for.
+///
+/// # Safety
+/// `src` valid for `n` reads.
+#[inline]
+unsafe fn enqueue_all<E: Copy>(ring: &Ring<E>, src: *const E, n: usize) {
+    // SAFETY: the caller's contract.
+    let t = unsafe { ring.enqueue_raw(src, n, Behavior::Bulk) };
+    // The ring is sized for every object of the pool and each object is in one place only, so
+    // this cannot fail unless an `unsafe` contract (Handle::from_raw) was broken. Panicking is
+    // the only way not to lose objects silently then.
+    assert!(
+        t.n == n,
+        "idxpool: common ring overflow putting {n} entries (free {}): an entry was put twice \
+         (broken Handle::from_raw contract)",
+        t.remaining
+    );
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

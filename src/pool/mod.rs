@@ -1,8 +1,11 @@
-//! The pool: region + common ring + caches, generic over the entry representation. Every get
-//! and put is a short adapter (pool/adapters.rs, pool/table.rs): find the cache ([`Pool`]'s
-//! thread cache or a [`crate::LocalCache`]'s own), run the one cache algorithm (cache/mod.rs,
-//! through the token in cache/token.rs), convert entries to handles, and call the debug hook
-//! of that direction (pool/debug.rs).
+//! The pool: region + common ring + caches, generic over the entry representation, and the
+//! corridor every get and put runs: find the calling thread's cache (the memo, then the
+//! registry), run the one cache algorithm through its owner token (cache/mod.rs), convert
+//! entries to handles, and call the debug hook of that direction (compiled out unless
+//! `DEBUG_CHECKS`). The adapters below are shared with `LocalCache` (which brings its own
+//! token) and the caller's-table forms (pool/table.rs). The rest of the pool lives beside:
+//! its parts and their drops (parts.rs), settings and handle access (access.rs, resolver.rs),
+//! the registry of caches (registry.rs), counts, the identity check, the objects' making.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -19,114 +22,36 @@ use crate::region::{BackingReport, Region};
 use crate::repr::{Geometry, Repr};
 use crate::ring::{Behavior, Ring};
 use crate::stats::Stats;
-use crate::thread::{ExitFlush, Registry};
 
-mod adapters;
+mod access;
 mod counts;
 pub(crate) mod debug;
 mod identity;
 mod objects;
+mod parts;
+mod registry;
 mod resolver;
 mod table;
 
-pub(crate) use adapters::{entries_of, Token};
 use debug::ObjectStates;
 pub use debug::DEBUG_CHECKS;
 pub(crate) use identity::*;
 pub(crate) use objects::{drop_objects, Growth, InitFn, ObjectInit, UninitObject};
+pub(crate) use parts::{PoolCore, Waiters};
+use registry::{ExitFlush, Registry};
 pub use resolver::Resolver;
 pub(crate) use table::Lazy;
 
-/// The untyped part of a pool, which thread-exit destructors may outlive the pool with: the
-/// common ring, the registry of caches, and the zero-size cache of callers without one.
-pub(crate) struct PoolCore<E> {
-    pub(crate) ring: Ring<E>,
-    pub(crate) registry: Registry<E>,
-    /// The cache of callers that have none (cache size 0, threads beyond `max_threads`, code
-    /// running during thread exit): size 0, so every operation goes to the ring.
-    pub(crate) uncached: Cache<E>,
-    pub(crate) cache_size: u32,
-    pub(crate) policy: FlushPolicy,
-    /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
-    /// in when they go, so that `stats()` keeps counting their operations.
-    /// (Boxed, as `baseline`: the fork handlers reach their locks by raw pointers, `CoreLocks`.)
-    retired: Box<crate::fork::Lock<Stats>>,
-    /// What `stats_reset()` subtracts.
-    baseline: Box<crate::fork::Lock<Stats>>,
-    /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
-    /// `idxpool::uring`): neither free nor held by a handle. Written only by their lender.
-    pub(crate) kernel_lent: std::sync::atomic::AtomicUsize,
-    /// Getters waiting for objects, attached at build (wait.rs); their count is on the
-    /// ring's producer line. Reached only through [`PoolCore::after_put`] (and by the waiting
-    /// gets themselves).
-    pub(crate) waiters: Box<dyn Waiters<E>>,
+thread_local! {
+    /// (pool id, that pool's cache of this thread): the last pool this thread used, for a
+    /// one-compare hot path. Pool ids are never reused; written by the registry when it finds
+    /// or installs a cache, cleared at thread exit before the caches are freed.
+    static MEMO: std::cell::Cell<(u64, *const ())> =
+        const { std::cell::Cell::new((0, std::ptr::null())) };
 }
 
-/// The getters waiting for objects (wait.rs), as the core sees them: attached at build, woken
-/// by the operations whose token reached the ring. This is the seam of waiting, one per
-/// direction: such an operation calls [`PoolCore::after_put`] once, after its token is gone
-/// (out of line, cold), which tests the ring's count of waiters and only then calls in here.
-pub(crate) trait Waiters<E>: std::any::Any + Send + Sync {
-    /// Wakes waiters for the entries now in `ring`.
-    fn wake_for(&self, ring: &Ring<E>);
-    /// The fork's prepare handler: takes the waiters' lock (crate::fork, a leaf of its order).
-    #[cfg(all(unix, not(miri), not(loom)))]
-    fn fork_prepare(&self);
-    /// In the parent after the fork: releases it.
-    #[cfg(all(unix, not(miri), not(loom)))]
-    fn fork_parent(&self);
-    /// In the child after the fork (one thread, the lock still held): repairs the waiters,
-    /// sets `waiting` (the ring's count of waiters) to those left, releases the lock.
-    #[cfg(all(unix, not(miri), not(loom)))]
-    fn fork_child(&self, waiting: &crate::sync::AtomicU32);
-}
-
-impl<E> PoolCore<E> {
-    /// Adds the counters of a cache that is going away to the pool's totals.
-    pub(crate) fn retire_counters(&self, c: &Cache<E>) {
-        if Stats::COUNTING {
-            *self.retired.lock() += c.counters.snapshot();
-        }
-    }
-}
-
+/// The seam of waiting (the core's side): see [`Waiters`].
 impl<E: Copy + Send + 'static> PoolCore<E> {
-    /// A new user-owned cache (`LocalCache`) of the pool's cache size and flush policy,
-    /// registered (counts, stats and audits see it; its objects count as in use), and its
-    /// token. The token holds raw pointers only: its nominal `'static` lends nothing.
-    ///
-    /// # Safety
-    /// This core stays in place and alive while the token is used, and the token is not used
-    /// after [`PoolCore::release_explicit_cache`] freed its cache.
-    pub(crate) unsafe fn explicit_cache(&self) -> CacheMut<'static, E> {
-        let cache = NonNull::from(Box::leak(Box::new(Cache::new(
-            self.cache_size,
-            self.policy,
-        ))));
-        self.registry.add_explicit(cache);
-        // SAFETY: the cache was just allocated and is owned by the token alone until
-        // release_explicit_cache frees it (the registry only reads its atomic length); the
-        // ring lives as long as this core (the caller's contract).
-        unsafe { CacheMut::new(cache, &*(&self.ring as *const Ring<E>)) }
-    }
-
-    /// Unregisters and frees a cache made by [`PoolCore::explicit_cache`] (its token flushed
-    /// it first), adding its counters to the pool's totals; nothing when `cache` is not one
-    /// registered here.
-    pub(crate) fn release_explicit_cache(&self, cache: NonNull<Cache<E>>) {
-        let retire = || {
-            // SAFETY: called only when `cache` was registered (remove_explicit), so allocated
-            // by Box in explicit_cache and not yet freed.
-            self.retire_counters(unsafe { cache.as_ref() });
-        };
-        if self.registry.remove_explicit(cache, retire) {
-            // SAFETY: registered, so allocated by Box in explicit_cache and not yet freed;
-            // unregistered now, so no reader remains but its token, which its contract forbids
-            // to be used again.
-            drop(unsafe { Box::from_raw(cache.as_ptr()) });
-        }
-    }
-
     /// The check of an operation whose token reached the ring, after the token is gone: wakes
     /// waiters if the ring counts any ([`Waiters`]). Out of line and cold: it is reached only
     /// from the slow paths, and inlined there it changed the register allocation of the
@@ -137,133 +62,6 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
         if self.ring.has_waiters() {
             self.waiters.wake_for(&self.ring);
         }
-    }
-
-    /// # Errors
-    /// [`PoolError::SizeOverflow`] when the slot array of `max_threads` slots cannot be
-    /// allocated (fallible reserve: never an abort); the builder bounds `max_threads` first.
-    pub(crate) fn new(
-        ring: Ring<E>,
-        max_threads: usize,
-        cache_size: u32,
-        policy: FlushPolicy,
-        waiters: Box<dyn Waiters<E>>,
-    ) -> Result<Self, PoolError> {
-        Ok(PoolCore {
-            ring,
-            registry: Registry::new(max_threads)?,
-            uncached: Cache::uncached(policy),
-            cache_size,
-            policy,
-            retired: Box::new(crate::fork::Lock::new(Stats::default())),
-            baseline: Box::new(crate::fork::Lock::new(Stats::default())),
-            kernel_lent: std::sync::atomic::AtomicUsize::new(0),
-            waiters,
-        })
-    }
-}
-
-impl<E: Copy + Send + 'static> PoolCore<E> {
-    /// Gives the entries of forgotten `LocalCache`s (still registered although their owner is
-    /// gone) back to the ring and frees their caches; returns how many there were.
-    ///
-    /// # Safety
-    /// As [`Registry::reclaim_orphans`]: the caller holds `&mut` on the pool.
-    pub(crate) unsafe fn reclaim_forgotten_caches(&self) -> usize {
-        let reclaim = |c: NonNull<Cache<E>>| {
-            // SAFETY: the cache's owner is gone (the caller's contract): this is its only user.
-            unsafe { CacheMut::new(c, &self.ring) }.flush();
-            // SAFETY: still allocated (reclaim_orphans frees it after this call).
-            self.retire_counters(unsafe { c.as_ref() });
-        };
-        // SAFETY: forwarded from the caller.
-        unsafe { self.registry.reclaim_orphans(reclaim) }
-    }
-}
-
-impl<E: Copy + Send + 'static> ExitFlush for PoolCore<E> {
-    fn flush_exiting(&self, tid: usize) {
-        self.registry.take_exiting(tid, |cache| {
-            // SAFETY: the exiting thread owns its cache, just taken out of its slot.
-            unsafe { CacheMut::new(NonNull::from(cache), &self.ring) }.flush();
-            self.retire_counters(cache);
-        });
-        // After the token: the flushed objects may serve waiters.
-        self.after_put();
-    }
-}
-
-/// A pool's part in a fork (crate::fork): its locks in the fork's order (the registry's slot
-/// locks and `LocalCache` list, the stats totals, the waiter queue), and in the child the
-/// waiter queue's repair. Raw pointers into the core's heap parts only, never into the core:
-/// its last drop (`Arc`'s, then `Drop::drop`) holds `&mut` on the core while it unlists this
-/// part, which the handlers may be reading until then. Listed (owned by the fork's list) from
-/// `Pool::from_parts`, when the core is in its `Arc`, until the core's drop.
-#[cfg(all(unix, not(miri), not(loom)))]
-struct CoreLocks<E> {
-    registry: crate::thread::RegistryLocks<E>,
-    retired: *const crate::fork::RawLock,
-    baseline: *const crate::fork::RawLock,
-    waiters: *const dyn Waiters<E>,
-    waiting: *const crate::sync::AtomicU32,
-}
-
-#[cfg(all(unix, not(miri), not(loom)))]
-impl<E: Copy + Send + 'static> PoolCore<E> {
-    /// Lists the core's locks with the fork handlers (once it is in its `Arc`).
-    fn list_for_fork(&self) {
-        let part = CoreLocks {
-            registry: self.registry.fork_locks(),
-            retired: self.retired.raw(),
-            baseline: self.baseline.raw(),
-            waiters: &*self.waiters,
-            waiting: self.ring.waiting(),
-        };
-        // SAFETY: the parts pointed to (the registry's slot array and list box, the stats
-        // boxes, the waiters' box, the ring's state) are freed only after the core's drop
-        // unlists it (they are its fields, dropped after `Drop::drop`).
-        unsafe { crate::fork::register_owned((self as *const Self).cast(), Box::new(part)) };
-    }
-}
-
-#[cfg(all(unix, not(miri), not(loom)))]
-impl<E: Copy + Send + 'static> crate::fork::Participant for CoreLocks<E> {
-    fn fork_prepare(&self) {
-        // SAFETY: listed only while the core lives (see `list_for_fork`); so in the two below.
-        unsafe {
-            self.registry.fork_prepare();
-            (*self.retired).fork_take();
-            (*self.baseline).fork_take();
-            (*self.waiters).fork_prepare();
-        }
-    }
-
-    fn fork_parent(&self) {
-        // SAFETY: as above.
-        unsafe {
-            (*self.waiters).fork_parent();
-            (*self.baseline).fork_release();
-            (*self.retired).fork_release();
-            self.registry.fork_release();
-        }
-    }
-
-    fn fork_child(&self) {
-        // SAFETY: as above.
-        unsafe {
-            (*self.waiters).fork_child(&*self.waiting);
-            (*self.baseline).fork_release();
-            (*self.retired).fork_release();
-            self.registry.fork_release();
-        }
-    }
-}
-
-impl<E> Drop for PoolCore<E> {
-    fn drop(&mut self) {
-        // Before any field is dropped (a no-op for a core never listed). Only the address:
-        // the handlers read the core's heap parts, never the core (`CoreLocks`).
-        crate::fork::unregister((self as *const Self).cast());
     }
 }
 
@@ -429,238 +227,32 @@ impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
 /// Handle type of a pool.
 pub(crate) type H<T, B, R> = Handle<T, B, R>;
 
-impl<T: ?Sized + Element, B, R: Repr> Pool<T, B, R> {
-    /// Gives the entries of forgotten `LocalCache`s back to the ring (see
-    /// `PoolCore::reclaim_forgotten_caches`); returns how many caches there were.
-    pub(crate) fn reclaim_forgotten_caches(&mut self) -> usize {
-        // SAFETY: &mut self: no LocalCache of this pool is alive, so any still registered was
-        // forgotten (its owner is gone).
-        unsafe { self.core.reclaim_forgotten_caches() }
-    }
-}
-
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
-    #[allow(clippy::too_many_arguments)] // the parts of a pool, named once, by the builder
-    pub(crate) fn from_parts(
-        geometry: Geometry,
-        region: Region,
-        core: Arc<PoolCore<R::Entry>>,
-        name: String,
-        brand: Option<&'static BrandSlot>,
-        space: Option<crate::space::Range>,
-        states: ObjectStates,
-        growth: Growth,
-    ) -> Self {
-        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        #[cfg(all(unix, not(miri), not(loom)))]
-        core.list_for_fork();
-        Pool {
-            geometry,
-            core,
-            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            states,
-            name,
-            brand,
-            space,
-            growth,
-            region,
-            on_put: None,
-            _marker: PhantomData,
-        }
-    }
-
-    // ---- geometry and configuration -------------------------------------------------------
-
-    /// Number of objects: as built, plus what [`Pool::grow`] added (at most the
-    /// [`crate::PoolBuilder::max_capacity`]). While another thread grows the pool, a
-    /// snapshot: it changes after the new objects are in the ring.
-    #[inline]
-    pub fn capacity(&self) -> u32 {
-        self.growth.capacity()
-    }
-
-    /// Bytes of one object: `size_of::<T>()`, or the length a byte-buffer pool was built
-    /// with ([`crate::PoolBuilder::bytes`]).
-    pub fn object_size(&self) -> usize {
-        T::fixed_layout().map_or(self.geometry.elem_len, |l| l.size())
-    }
-
-    /// Bytes between consecutive objects.
-    #[inline]
-    pub fn stride(&self) -> usize {
-        self.geometry.stride
-    }
-
-    /// Address of object 0 (the region's base).
-    pub fn base(&self) -> NonNull<u8> {
-        self.geometry.base
-    }
-
-    /// The backing the region got, and why it fell back if it did.
-    pub fn backing(&self) -> &BackingReport {
-        self.region.report()
-    }
-
-    /// Per-cache size (0: no caching).
-    pub fn cache_size(&self) -> u32 {
-        self.core.cache_size
-    }
-
-    /// The caches' flush/refill policy.
-    pub fn policy(&self) -> FlushPolicy {
-        self.core.policy
-    }
-
-    /// The pool's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    // ---- handle access --------------------------------------------------------------------
-
-    /// Pointer to the object of `h` (valid while the pool lives).
-    ///
-    /// # Panics
-    /// Run-time pools ([`crate::Runtime`]): when `h` is another pool's (the message names both
-    /// pools); [`Pool::check`] tests first. Never for brands.
-    #[inline(always)]
-    #[track_caller]
-    pub fn as_ptr(&self, h: &H<T, B, R>) -> NonNull<T> {
-        resolve::<T, B, R>(&self.geometry, h.entry())
-    }
-
-    /// Shared access to the object of `h`: the entry's address (one addressing mode for offset
-    /// entries), no bounds check. Brands prove at compile time that the handle is this pool's;
-    /// a run-time pool checks it with one range compare.
-    ///
-    /// # Panics
-    /// As [`Pool::as_ptr`]; [`Pool::try_get_ref`] returns the error instead.
-    #[inline(always)]
-    #[track_caller]
-    pub fn get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> &'a T {
-        // SAFETY: h is this pool's (brand, or the range check in as_ptr) and owns its object;
-        // the object is initialised; the borrow of h prevents a &mut through the same handle,
-        // and no other handle names it.
-        unsafe { self.as_ptr(h).as_ref() }
-    }
-
-    /// Exclusive access to the object of `h`: the one place where an entry becomes an address
-    /// (`obase0 + entry x 8` for offsets: the store's addressing mode; no bounds check).
-    ///
-    /// # Panics
-    /// As [`Pool::as_ptr`]; [`Pool::try_get_mut`] returns the error instead.
-    #[inline(always)]
-    #[track_caller]
-    pub fn get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> &'a mut T {
-        // SAFETY: as get_ref; &mut h makes this the only borrow of the object.
-        unsafe { self.as_ptr(h).as_mut() }
-    }
-
-    /// True when `h` is this pool's: always for brands (the compiler proved it); for run-time
-    /// pools, when its entry lies in this pool's range of the handle space.
-    #[inline]
-    pub fn owns(&self, h: &H<T, B, R>) -> bool {
-        !B::CHECKED || R::owns(&self.geometry, h.entry())
-    }
-
-    /// `Ok` when `h` is this pool's ([`Pool::owns`]).
-    ///
-    /// # Errors
-    /// [`PoolError::ForeignHandle`] naming the pool that minted `h` (or that it was dropped)
-    /// and this one.
-    #[inline]
-    pub fn check(&self, h: &H<T, B, R>) -> Result<(), PoolError> {
-        try_check_owned_all::<B, R>(&self.geometry, std::slice::from_ref(&h.entry()))
-    }
-
-    /// [`Pool::get_ref`] that returns [`PoolError::ForeignHandle`] for another pool's
-    /// handle instead of panicking.
-    ///
-    /// # Errors
-    /// As [`Pool::check`].
-    #[inline]
-    pub fn try_get_ref<'a>(&'a self, h: &'a H<T, B, R>) -> Result<&'a T, PoolError> {
-        self.check(h)?;
-        Ok(self.get_ref(h))
-    }
-
-    /// [`Pool::get_mut`] that returns [`PoolError::ForeignHandle`] for another pool's
-    /// handle instead of panicking.
-    ///
-    /// # Errors
-    /// As [`Pool::check`].
-    #[inline]
-    pub fn try_get_mut<'a>(&'a self, h: &'a mut H<T, B, R>) -> Result<&'a mut T, PoolError> {
-        self.check(h)?;
-        Ok(self.get_mut(h))
-    }
-
-    /// A copyable handle-to-object converter for hot loops: it holds the base and stride by
-    /// value, so that after inlining they stay in registers across object writes (a write
-    /// through `&mut T` would otherwise force a reload from the pool). Borrows the pool, not a
-    /// cache, so it can live across `LocalCache` gets and puts.
-    ///
-    /// ```
-    /// idxpool::PoolBuilder::<u64>::with_default(64).scoped(|pool| {
-    ///     let mut cache = pool.local_cache();
-    ///     let objs = pool.resolver();
-    ///     let mut burst = Vec::new();
-    ///     cache.get_bulk(&mut burst, 32).unwrap();
-    ///     for (k, h) in burst.iter_mut().enumerate() {
-    ///         *objs.get_mut(h) = k as u64;
-    ///     }
-    ///     cache.put_bulk(&mut burst);
-    /// }).unwrap();
-    /// ```
-    #[inline(always)]
-    pub fn resolver(&self) -> Resolver<'_, T, B, R> {
-        Resolver {
-            geometry: self.geometry,
-            _pool: PhantomData,
-        }
-    }
-
-    /// Prefetches the first cache line of the object of `h` for writing (as
-    /// [`Resolver::prefetch`]: DPDK's `rte_prefetch0_write`, VPP's
-    /// `vlib_prefetch_buffer_header`). A hint only: nothing is read or written.
-    #[inline(always)]
-    pub fn prefetch(&self, h: &H<T, B, R>) {
-        self.resolver().prefetch(h)
-    }
-
-    /// 0-based index of the object of `h` (`0..capacity`).
-    ///
-    /// # Panics
-    /// Run-time pools: when `h` is another pool's (as [`Pool::get_ref`]).
-    #[inline]
-    #[track_caller]
-    pub fn index_of(&self, h: &H<T, B, R>) -> u32 {
-        check_owned::<B, R>(&self.geometry, h.entry());
-        R::index(&self.geometry, h.entry())
-    }
-
-    /// Visits every object with its index (DPDK's `rte_mempool_obj_iter`), e.g. to set up or
-    /// inspect objects. Takes `&mut self`, so no handle can be resolved meanwhile.
-    pub fn obj_iter(&mut self) -> impl Iterator<Item = (u32, &mut T)> + '_ {
-        let g = self.geometry;
-        (0..self.capacity()).map(move |i| {
-            let p = T::from_addr(g.ptr_of_index(i), g.elem_len);
-            // SAFETY: &mut self excludes every other access to the objects for the iterator's
-            // life; distinct indices are distinct, initialised, aligned objects.
-            (i, unsafe { &mut *p })
-        })
-    }
-
     // ---- get and put through the calling thread's cache ------------------------------------
 
     /// The calling thread's cache, allocating it on first use, or the pool's zero-size cache
     /// when the thread may not have one.
     #[inline(always)]
     fn thread_cache(&self) -> &Cache<R::Entry> {
-        match self.core.registry.current(self.id) {
+        match self.current_cache() {
             Some(c) => c,
             None => self.thread_cache_slow(),
         }
+    }
+
+    /// The calling thread's cache of this pool, if it has one: first the one-compare memo of
+    /// the last pool this thread used, then the registry's slot of the thread's tid.
+    #[inline(always)]
+    fn current_cache(&self) -> Option<&Cache<R::Entry>> {
+        if let Ok((id, p)) = MEMO.try_with(|m| m.get()) {
+            if id == self.id {
+                // SAFETY: the memo holds this thread's cache of the pool with this (never
+                // reused) id; the registry clears it at thread exit before the cache is freed,
+                // and the pool (hence the cache) lives for &self.
+                return Some(unsafe { &*p.cast::<Cache<R::Entry>>() });
+            }
+        }
+        self.core.registry.current(self.id)
     }
 
     /// Flushes the calling thread's cache, if it has one, and pins it (`Cache::pin`): until
@@ -680,7 +272,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// Empties the calling thread's cache into the ring, pins it when `pin`, and only then
     /// wakes waiters (the one sequence of [`Pool::flush`] and [`Pool::pin_thread_cache`]).
     fn flush_thread_cache(&self, pin: bool) {
-        if let Some(c) = self.core.registry.current(self.id) {
+        if let Some(c) = self.current_cache() {
             // SAFETY: the calling thread's own cache; no other token of it is live (no token
             // is live across a poll or a call into the pool, and nothing below runs user code
             // until after_put).
@@ -701,11 +293,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         if !Stats::COUNTING {
             return; // no registry lookup for counters that count nothing
         }
-        let c = self
-            .core
-            .registry
-            .current(self.id)
-            .unwrap_or(&self.core.uncached);
+        let c = self.current_cache().unwrap_or(&self.core.uncached);
         c.counters.add(Counter::GetCommonBulk, 1);
         c.counters.add(Counter::GetCommonObjs, n);
         c.counters.add(Counter::GetSuccessBulk, 1);
@@ -804,221 +392,339 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 }
 
-impl<T: ?Sized + Element, B, R: Repr> Drop for Pool<T, B, R> {
-    fn drop(&mut self) {
-        // Quiescent (we own the pool); exiting threads may still flush, under the slot locks.
-        self.reclaim_forgotten_caches();
-        let mut in_ring = 0;
-        let free = self.core.registry.held_by_threads_and(|| {
-            in_ring = self.core.ring.count();
-            in_ring
-        });
-        // The live capacity: &mut self, so no grow runs (it takes &self).
-        let capacity = self.growth.capacity();
-        let cap = capacity as usize;
-        // A panicking leak hook is caught and resumed at the end (leaks::rethrow).
-        let hook_panic = if free < cap {
-            let lent_to_kernel = self
-                .core
-                .kernel_lent
-                .load(std::sync::atomic::Ordering::Relaxed);
-            crate::leaks::report(crate::leaks::AuditReport {
-                pool: self.name.clone(),
-                capacity: cap,
-                in_ring,
-                in_caches: free - in_ring,
-                in_use: cap - free - lent_to_kernel.min(cap - free),
-                lent_to_kernel,
-                caches: Vec::new(),
-            })
-        } else {
-            None
+impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
+    // ---- the adapters: cache algorithm <-> handles (shared with LocalCache) ----------------
+    //
+    // No user code may run while a cache token is live: a global allocator, a panic
+    // hook or a `T::drop` could re-enter the pool on this thread and take the same cache's
+    // token, and the two would hand one entry out twice. So every adapter takes the token
+    // from a closure (`token`) that it calls only after its own preparation, which is where
+    // anything that can run user code happens: growing the caller's `Vec` (an allocation),
+    // and the identity and debug checks (a panic runs the panic hook). Between the call to
+    // `token` and the return, an adapter only copies entries between the cache and memory
+    // it already holds.
+
+    /// Gets `n` handles appended to `out` through the token `token` returns (bulk: all or
+    /// none; burst: up to `n`). A bulk request larger than the pool's maximum fails, and a
+    /// burst is clamped to it, before anything is allocated (the maximum: a constant, so the
+    /// fast path reads no atomic capacity; one above the capacity fails in the cache's slow
+    /// path, as any bulk larger than what is free).
+    ///
+    /// The hit (the cache holds `n`) returns on its own; the rest reaches the cache's
+    /// out-of-line slow path (see `CacheMut::cold`), so that a loop of hits keeps the cache's
+    /// state in registers. `reset` (a constant at every call site): run the object type's
+    /// reset (`reset_got`); false only for objects lent straight to the kernel, whose
+    /// receive writes what the reset writes (see `LocalCache::get_burst_for_kernel`).
+    #[inline(always)]
+    pub(crate) fn get_vec_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        token: impl FnOnce() -> C,
+        out: &mut Vec<H<T, B, R>>,
+        n: usize,
+        behavior: Behavior,
+        reset: bool,
+    ) -> Result<usize, PoolError> {
+        let cap = self.geometry.capacity as usize;
+        let n = match behavior {
+            Behavior::Bulk if n > cap => {
+                let mut t = token();
+                let cm = t.cm();
+                // Counted as every failed get is (it was missed before).
+                cm.count_failed_get(n);
+                return Err(PoolError::Exhausted {
+                    requested: n,
+                    available: cm.reachable().min(cap),
+                });
+            }
+            Behavior::Bulk => n,
+            Behavior::Burst => n.min(cap),
         };
-        if let Some(slot) = self.brand {
-            slot.release(free == cap);
+        // The allocation, before the token exists.
+        out.reserve(n);
+        let mut t = token();
+        let cm = t.cm();
+        let len = cm.len();
+        if n <= len {
+            return self.get_into_vec(out, n, reset, |dst| {
+                cm.take_top_of(dst, len);
+                Ok(n)
+            });
         }
-        if let Some(range) = self.space {
-            // Objects still out: their handles must never meet a later pool (quarantine).
-            crate::space::release(range, free == cap);
+        let r = self.get_into_vec(out, n, reset, |dst| cm.get(dst, behavior));
+        if r.is_err() {
+            // A failed get may have given its refill back to the ring: after the token, the
+            // check for waiters (wait.rs). A burst that came back short took the ring's
+            // entries (its own given-back refill included) down to none.
+            drop(t);
+            self.core.after_put();
         }
-        if T::needs_drop() {
-            // SAFETY: every object below the live capacity was initialised (at creation or
-            // by grow) and is dropped once here; no reference to it can outlive the pool (all
-            // borrow &self). Objects beyond it were never made.
-            unsafe { drop_objects::<T>(&self.geometry, 0, capacity) };
+        r
+    }
+
+    /// Appends the handles of the entries `get` writes into `n` spare slots of `out` (which
+    /// has room: the caller reserved it before taking its token): `get` returns how many it
+    /// wrote, or `Err(reachable)`. `reset`: as [`Pool::get_vec_via`]'s.
+    #[inline(always)]
+    pub(crate) fn get_into_vec(
+        &self,
+        out: &mut Vec<H<T, B, R>>,
+        n: usize,
+        reset: bool,
+        get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
+    ) -> Result<usize, PoolError> {
+        let len = out.len();
+        // Reserved by the only caller, get_vec_via, right before it took its token (never an
+        // allocation here, see above).
+        debug_assert!(
+            out.capacity() - len >= n,
+            "idxpool: room reserved before the token"
+        );
+        // SAFETY: get_vec_via reserved room for n entries after len (`out.reserve(n)`, and
+        // nothing since has shrunk `out`); H is repr(transparent) over R::Entry, so the spare
+        // handles are spare entries.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().add(len).cast::<MaybeUninit<R::Entry>>(),
+                n,
+            )
+        };
+        match get(dst) {
+            Ok(got) => {
+                // SAFETY: the first `got` spare slots were written with entries of free objects,
+                // now owned by the new handles.
+                unsafe { out.set_len(len + got) };
+                self.debug_got(&out[len..]);
+                if reset {
+                    self.reset_got(&out[len..]);
+                }
+                Ok(got)
+            }
+            Err(available) => Err(PoolError::Exhausted {
+                requested: n,
+                available,
+            }),
         }
-        crate::leaks::rethrow(hook_panic);
-        // The region unmaps after this (field drop order).
+    }
+
+    /// Gets exactly `N` handles through the token `token` returns, as an array (hit inlined,
+    /// as [`Pool::get_vec_via`]).
+    #[inline(always)]
+    pub(crate) fn get_array_via<'c, C: Token<'c, R::Entry>, const N: usize>(
+        &self,
+        token: impl FnOnce() -> C,
+    ) -> Result<[H<T, B, R>; N], PoolError> {
+        let mut t = token();
+        let cm = t.cm();
+        let len = cm.len();
+        if N <= len {
+            return self.get_into_array(|dst| {
+                cm.take_top_of(dst, len);
+                Ok(N)
+            });
+        }
+        let r = self.get_into_array(|dst| cm.get(dst, Behavior::Bulk));
+        if r.is_err() {
+            drop(t); // as get_vec_via
+            self.core.after_put();
+        }
+        r
+    }
+
+    /// The handles of the `N` entries `get` writes (all of them, or `Err(reachable)`).
+    #[inline(always)]
+    pub(crate) fn get_into_array<const N: usize>(
+        &self,
+        get: impl FnOnce(&mut [MaybeUninit<R::Entry>]) -> Result<usize, usize>,
+    ) -> Result<[H<T, B, R>; N], PoolError> {
+        let mut out = MaybeUninit::<[H<T, B, R>; N]>::uninit();
+        // SAFETY: an uninitialised [H; N] is N uninitialised entries (H is repr(transparent)
+        // over R::Entry).
+        let dst = unsafe { &mut *out.as_mut_ptr().cast::<[MaybeUninit<R::Entry>; N]>() };
+        match get(dst) {
+            Ok(_) => {
+                // SAFETY: a successful bulk get wrote all N entries.
+                let hs = unsafe { out.assume_init() };
+                self.debug_got(&hs);
+                self.reset_got(&hs);
+                Ok(hs)
+            }
+            Err(available) => Err(PoolError::Exhausted {
+                requested: N,
+                available,
+            }),
+        }
+    }
+
+    /// The object type's reset of the objects of `hs`, just handed out ([`Element::RESET_ON_GET`]:
+    /// packet buffers, whose put then runs no hook). For every other type the constant is false
+    /// and this compiles to nothing. Called by the three places where entries become handles
+    /// (here twice and `got_into` in table.rs), after the debug hook; it may run while the
+    /// token is live: the reset is crate code that neither panics nor re-enters the pool.
+    #[inline(always)]
+    pub(crate) fn reset_got(&self, hs: &[H<T, B, R>]) {
+        if T::RESET_ON_GET {
+            let g = &self.geometry;
+            for h in hs {
+                // SAFETY: `h` was just made from an entry the cache or the ring gave out, so it
+                // names an initialised object of this pool, now owned by `h` alone: no
+                // reference to it exists, and this `&mut` ends with the call.
+                T::reset_on_get(unsafe { &mut *T::from_addr(R::ptr(g, h.entry()), g.elem_len) });
+            }
+        }
+    }
+
+    /// Puts the handles of `hs` through the token `token` returns, after the identity check
+    /// of run-time pools (against `g`: the pool's geometry, or a cache's copy of it, which the
+    /// compiler keeps in registers across a loop) and the debug hook (which may panic: before the token exists).
+    /// Ownership of their objects passes to the cache: the caller forgets the handles (they
+    /// have no destructor). The fit (no flush) is inlined and returns on its own, as for gets.
+    #[inline(always)]
+    #[track_caller]
+    pub(crate) fn put_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        token: impl FnOnce() -> C,
+        hs: &[H<T, B, R>],
+    ) {
+        if !self.try_put_via(g, token, hs) {
+            foreign_panic_any::<R>(g, entries_of(hs))
+        }
+    }
+
+    /// [`Pool::put_via`] that returns false, with nothing moved and no hook run, when a handle
+    /// of `hs` is another pool's (for callers that consumed the handles and must give this
+    /// pool's back before they report it: `LocalCache::put_array`).
+    #[inline(always)]
+    pub(crate) fn try_put_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        token: impl FnOnce() -> C,
+        hs: &[H<T, B, R>],
+    ) -> bool {
+        if g.put_hook {
+            // The reset hook (user code, on_put.rs) after the checks, before the token.
+            if B::CHECKED && !all_owned::<R>(g, entries_of(hs)) {
+                return false;
+            }
+            self.debug_put(hs);
+            // SAFETY: checked above; the caller owns `hs` and they are put right below.
+            unsafe { self.run_on_put(hs, None) };
+        }
+        self.put_checked_via(g, token, hs, g.put_hook)
+    }
+
+    /// The put itself, one copy of the cache code for every path (a second inlined copy for
+    /// the hooked path raised the register pressure of the callers' loops). `prechecked`: the identity and debug checks already ran (the hooked path).
+    /// False, with nothing moved, when a handle is another pool's.
+    #[inline(always)]
+    fn put_checked_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        token: impl FnOnce() -> C,
+        hs: &[H<T, B, R>],
+        prechecked: bool,
+    ) -> bool {
+        let src = entries_of(hs);
+        if B::CHECKED {
+            if debug::DEBUG_CHECKS && !prechecked {
+                // The debug hook marks objects free: check first, so that a foreign handle
+                // is refused before any mark (the fused check below then passes).
+                if !all_owned::<R>(g, src) {
+                    return false;
+                }
+                self.debug_put(hs);
+            }
+            // The identity check fused into the cache's copy; a failure changes nothing and is
+            // reported by the caller, after the token is gone (a panic runs user code).
+            return match token().cm().put_checked(src, |e| R::rank(g, e), g.span) {
+                Put::Cached => true,
+                // After the token (wait.rs): entries may have reached the ring.
+                Put::Ring => {
+                    self.core.after_put();
+                    true
+                }
+                Put::Foreign => false,
+            };
+        }
+        if !prechecked {
+            self.debug_put(hs);
+        }
+        if token().cm().put(src) {
+            // After the token (wait.rs): entries may have reached the ring.
+            self.core.after_put();
+        }
+        true
+    }
+
+    /// Puts the last `n` handles of `v` (clamped to its length) through the token `token`
+    /// returns, and truncates `v`.
+    #[inline(always)]
+    #[track_caller]
+    pub(crate) fn put_vec_tail_via<'c, C: Token<'c, R::Entry>>(
+        &self,
+        g: &Geometry,
+        token: impl FnOnce() -> C,
+        v: &mut Vec<H<T, B, R>>,
+        n: usize,
+    ) {
+        let len = v.len();
+        let n = n.min(len);
+        // SAFETY: v[len - n .. len] are n initialised handles (n <= len). A raw slice, not
+        // `&v[start..]` plus `truncate`: their bounds checks are redundant here (n <= len).
+        let tail = unsafe { std::slice::from_raw_parts(v.as_ptr().add(len - n), n) };
+        let hooked = g.put_hook;
+        if hooked {
+            // The reset hook may unwind after its guard gave the burst back: `v` must not keep
+            // those handles, so it is truncated before the hook (a failed check panics first,
+            // leaving `v` whole: nothing moved).
+            check_owned_all::<B, R>(g, entries_of(tail));
+            self.debug_put(tail);
+            // SAFETY: the tail's handles move into the pool below (or in the hook's guard);
+            // shortening `v` leaves its buffer in place, unread and unwritten by `Vec`, and `v`
+            // stays borrowed by this call.
+            unsafe { v.set_len(len - n) };
+            // SAFETY: checked above; this call owns the tail, put right below.
+            unsafe { self.run_on_put(tail, None) };
+        }
+        if !self.put_checked_via(g, token, tail, hooked) {
+            // Nothing moved: `v` keeps every handle (the hooked path checked them all above).
+            foreign_panic_any::<R>(g, entries_of(tail))
+        }
+        if !hooked {
+            // SAFETY: the tail's handles were moved into the cache above (handles have no
+            // drop).
+            unsafe { v.set_len(len - n) };
+        }
     }
 }
 
-impl<T: ?Sized + Element, B: Brand, R: Repr> fmt::Debug for Pool<T, B, R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pool")
-            .field("name", &self.name)
-            .field("repr", &R::NAME)
-            .field("object_size", &self.object_size())
-            .field("stride", &self.stride())
-            .field("capacity", &self.capacity())
-            .field("backing", &self.backing().backing)
-            .field("cache_size", &self.cache_size())
-            .field("policy", &self.policy())
-            .field("ring_count", &self.core.ring.count())
-            .field("available", &self.available())
-            .finish()
+/// The entries of a slice of handles (`Handle` is `repr(transparent)` over the entry).
+#[inline(always)]
+pub(crate) fn entries_of<T: ?Sized, B, R: Repr>(hs: &[H<T, B, R>]) -> &[R::Entry] {
+    // SAFETY: H is repr(transparent) over R::Entry: same size, alignment and validity.
+    unsafe { &*(hs as *const [H<T, B, R>] as *const [R::Entry]) }
+}
+
+/// Where an adapter gets its cache token: an owned token made for one call (the implicit
+/// thread cache) or the long-lived one of a [`crate::LocalCache`], borrowed.
+pub(crate) trait Token<'c, E> {
+    /// The token.
+    fn cm(&mut self) -> &mut CacheMut<'c, E>;
+}
+
+impl<'c, E> Token<'c, E> for CacheMut<'c, E> {
+    #[inline(always)]
+    fn cm(&mut self) -> &mut CacheMut<'c, E> {
+        self
+    }
+}
+
+impl<'c, E> Token<'c, E> for &mut CacheMut<'c, E> {
+    #[inline(always)]
+    fn cm(&mut self) -> &mut CacheMut<'c, E> {
+        self
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Index, Offset, Pointer, PoolBuilder};
-
-    /// The prefetch / bulk-resolve API on a full pool of `R` entries.
-    fn bulk_api<R: Repr>() {
-        let cap = if cfg!(miri) { 16 } else { 256 };
-        PoolBuilder::<[u64; 9]>::zeroed(cap)
-            .cache_size(8)
-            .repr::<R>()
-            .scoped(|pool| {
-                let objs = pool.resolver();
-                let mut hs = Vec::new();
-                pool.get_bulk(&mut hs, cap as usize).unwrap();
-                // Prefetch of every object of a full pool: a hint, no fault.
-                objs.prefetch_all(&hs);
-                pool.resolver().prefetch_all(&hs);
-                for h in &hs {
-                    objs.prefetch(h);
-                    pool.prefetch(h);
-                }
-                // resolve_bulk: min(len) pointers, the same as as_ptr.
-                let mut out = vec![NonNull::<[u64; 9]>::dangling(); hs.len() + 3];
-                assert_eq!(objs.resolve_bulk(&hs, &mut out), hs.len());
-                for (h, p) in hs.iter().zip(&out) {
-                    assert_eq!(*p, pool.as_ptr(h));
-                    assert_eq!(*p, objs.as_ptr(h));
-                }
-                assert_eq!(out[hs.len()], NonNull::dangling(), "out[n..] untouched");
-                let mut short = vec![NonNull::<[u64; 9]>::dangling(); 5];
-                assert_eq!(pool.resolver().resolve_bulk(&hs, &mut short), 5);
-                assert_eq!(short[4], pool.as_ptr(&hs[4]));
-                assert_eq!(objs.resolve_bulk(&hs[..0], &mut short), 0);
-                // get_mut_all: one &mut per handle, in order; writes reach each object.
-                let it = objs.get_mut_all(&mut hs);
-                assert_eq!(it.len(), cap as usize);
-                for (k, o) in it.enumerate() {
-                    o[0] = k as u64 + 1;
-                    o[8] = pool.stride() as u64;
-                }
-                for (k, h) in hs.iter().enumerate() {
-                    assert_eq!(pool.get_ref(h)[0], k as u64 + 1);
-                    assert_eq!(pool.get_ref(h)[8], pool.stride() as u64);
-                }
-                // Held all at once, from both ends.
-                let mut refs: Vec<&mut [u64; 9]> =
-                    pool.resolver().get_mut_all(&mut hs).rev().collect();
-                refs[0][1] = 7; // the last handle's object
-                drop(refs);
-                assert_eq!(pool.get_ref(hs.last().unwrap())[1], 7);
-                {
-                    let mut it = pool.resolver().get_mut_all(&mut hs);
-                    it.next().unwrap()[2] = 1;
-                    it.next_back().unwrap()[2] = 2;
-                    assert_eq!(it.len(), cap as usize - 2);
-                }
-                assert_eq!(pool.get_ref(&hs[0])[2], 1);
-                assert_eq!(pool.get_ref(hs.last().unwrap())[2], 2);
-                // Through a LocalCache, which keeps allocating while the references live.
-                let mut cache = pool.local_cache();
-                let mut burst = Vec::new();
-                pool.put_bulk(&mut hs);
-                cache.get_bulk(&mut burst, 4).unwrap();
-                objs.prefetch_all(&burst);
-                objs.prefetch(&burst[0]);
-                let mut ptrs = [NonNull::dangling(); 4];
-                assert_eq!(objs.resolve_bulk(&burst, &mut ptrs), 4);
-                let refs: Vec<_> = objs.get_mut_all(&mut burst).collect();
-                let extra = cache.get().unwrap();
-                for (r, p) in refs.into_iter().zip(ptrs) {
-                    assert_eq!(NonNull::from(&mut *r), p);
-                    r[3] = 33;
-                }
-                cache.put(extra);
-                assert!(burst.iter().all(|h| objs.get_ref(h)[3] == 33));
-                cache.put_bulk(&mut burst);
-                drop(cache);
-                assert!(pool.is_full());
-            })
-            .unwrap();
-    }
-
-    #[test]
-    fn bulk_api_offset() {
-        bulk_api::<Offset>();
-    }
-
-    #[test]
-    fn bulk_api_index() {
-        bulk_api::<Index>();
-    }
-
-    #[test]
-    fn bulk_api_pointer() {
-        bulk_api::<Pointer>();
-    }
-
-    #[test]
-    fn get_mut_all_of_no_handles_is_empty() {
-        PoolBuilder::<u64>::with_default(4)
-            .scoped(|pool| {
-                let mut none: Vec<H<u64, _, _>> = Vec::new();
-                assert_eq!(pool.resolver().get_mut_all(&mut none).len(), 0);
-                assert!(pool.resolver().get_mut_all(&mut none).next().is_none());
-                pool.resolver().prefetch_all(&none);
-            })
-            .unwrap();
-    }
-
-    /// The object view an initialiser gets checks the element type: an initialiser for a
-    /// larger type panics before writing (nothing past the object is touched), and the
-    /// objects made before it are dropped by `init_objects`' guard.
-    #[test]
-    fn an_initialiser_for_a_larger_type_panics_before_writing() {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        static DROPS: AtomicUsize = AtomicUsize::new(0);
-        struct D(u64);
-        impl Drop for D {
-            fn drop(&mut self) {
-                assert_eq!(self.0, 7);
-                DROPS.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let mut buf = vec![0u64; 4]; // 4 objects of 8 bytes, 8-aligned
-        let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
-        let g = Geometry::new(base, 8, 4).with_elem_len(8);
-        let mut init = |i: u32, obj: UninitObject<'_>, written: &AtomicBool| {
-            if i < 2 {
-                obj.into_uninit::<D>().write(D(7));
-            } else {
-                obj.into_uninit::<[u64; 2]>().write([1, 1]);
-            }
-            written.store(true, Ordering::Relaxed);
-        };
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // SAFETY: objects 0..4 lie in `buf` (4 x 8 bytes, 8-aligned), hold no value that
-            // needs dropping, and nothing else uses `buf` during the call.
-            unsafe { objects::init_objects::<D>(&g, 0, 4, &mut init) }
-        }));
-        assert!(r.is_err(), "the mismatched view panics");
-        assert_eq!(
-            DROPS.load(Ordering::Relaxed),
-            2,
-            "the two objects made are dropped"
-        );
-        assert_eq!(
-            buf[2..],
-            [0, 0],
-            "nothing written by the mismatched initialiser"
-        );
-    }
-}
+mod tests;

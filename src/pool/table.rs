@@ -10,7 +10,7 @@
 //! a `NonZeroU32` or a `NonNull`, wrapped in `repr(transparent)` types: the null-pointer
 //! optimisation Rust guarantees, checked below at compile time), so the cache copies entries
 //! into and out of the slots as it does into its own array. The re-entrancy rule of
-//! pool/adapters.rs holds here too.
+//! the adapters (pool/mod.rs) holds here too.
 
 use std::mem::MaybeUninit;
 

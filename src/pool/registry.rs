@@ -1,4 +1,4 @@
-//! The registry of a pool's caches: implicit per-thread caches (thread ids, one slot per tid,
+//! The registry of a pool's caches (`Pool`'s, as DPDK's `local_cache` array is the mempool's): implicit per-thread caches (thread ids, one slot per tid,
 //! giving a thread's cached objects back to the ring when the thread exits) and the
 //! user-owned [`crate::LocalCache`]s, so that counts, audits and the pool's drop see every
 //! cache.
@@ -14,6 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
 use std::sync::Weak;
 
+use super::MEMO;
 use crate::cache::Cache;
 use crate::error::PoolError;
 use crate::fork::{GlobalLock, Lock, LockGuard, RawLock};
@@ -41,9 +42,6 @@ const NO_TID: usize = usize::MAX;
 thread_local! {
     /// This thread's tid, or NO_TID: a const TLS read on the hot path (no lazy init check).
     static TID: Cell<usize> = const { Cell::new(NO_TID) };
-    /// (pool id, that pool's cache of this thread): the last pool used, for a one-compare hot
-    /// path. Pool ids are never reused; cleared at thread exit before caches are freed.
-    static MEMO: Cell<(u64, *const ())> = const { Cell::new((0, std::ptr::null())) };
     /// Registered pools and the tid, released by Drop at thread exit.
     static GUARD: ExitGuard = const { ExitGuard { pools: RefCell::new(Vec::new()) } };
 }
@@ -65,15 +63,6 @@ impl Drop for ExitGuard {
             }
         }
         TIDS.lock().free.push(tid);
-    }
-}
-
-/// This thread's cache of pool `id` if it is the memoised one, else null.
-#[inline(always)]
-fn memo_lookup(id: u64) -> *const () {
-    match MEMO.try_with(|m| m.get()) {
-        Ok((k, p)) if k == id => p,
-        _ => std::ptr::null(),
     }
 }
 
@@ -194,17 +183,11 @@ impl<E: Copy + Send + 'static> Registry<E> {
         })
     }
 
-    /// The calling thread's cache of the pool with (never reused) id `pool_id`, if it has one:
-    /// first the one-compare memo of the last pool used, then the slot of the thread's tid.
+    /// The calling thread's cache of the pool with (never reused) id `pool_id`, if it has one,
+    /// from the slot of the thread's tid, memoised for the next call (the pool reads the memo
+    /// first: `Pool::thread_cache`).
     #[inline(always)]
     pub(crate) fn current(&self, pool_id: u64) -> Option<&Cache<E>> {
-        let p = memo_lookup(pool_id);
-        if !p.is_null() {
-            // SAFETY: the memo holds this thread's cache of the pool with this (never reused)
-            // id; it is cleared at thread exit before the cache is freed, and the pool (hence
-            // the cache) lives for &self.
-            return Some(unsafe { &*p.cast::<Cache<E>>() });
-        }
         let slot = self.slots.get(current_tid())?;
         let p = slot.cache.load(Ordering::Acquire);
         if p.is_null() {
