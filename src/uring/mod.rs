@@ -6,39 +6,29 @@
 //! [`UringRx`] owns an io_uring instance, a [`crate::LocalCache`] of the pool and one
 //! provided-buffer ring (`IORING_REGISTER_PBUF_RING`) per **buffer group**:
 //!
-//! * **Groups** ([`BidMap`]): group `k` holds indices `k x G .. (k + 1) x G`, `G` a power of
-//!   two of at most [`MAX_GROUP_SIZE`]. A group's ring holds every buffer of the group, so it
-//!   never overflows; one receive is armed per group on each socket.
-//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: one `get_burst` from its cache, one
-//!   ring entry per handle, one release store of each touched ring's tail. The handles are
-//!   given up, counted by [`crate::Pool::lent_to_kernel`] and recorded in a per-group bitmap.
-//! * **Completions are handles.** Group and bid give the index; the bitmap must say it is
-//!   lent (else [`RxStats::bad_completions`]: never a second handle); the handle comes back
-//!   as a [`Packet`]. Putting it back into the pool frees the buffer for a later re-arm.
-//! * **Nothing is lost.** A receive ended by `ENOBUFS` leaves the datagram in the socket and
-//!   is re-armed by the next poll ([`RxStats::enobufs`]). [`UringRx::close`] and end of file
-//!   reap the last completions. Dropping the receiver cancels and reaps every receive,
-//!   unregisters every ring and puts every lent buffer back, before releasing the pool.
+//! * **Groups** ([`BidMap`]) of `G` indices, `G` a power of two up to [`MAX_GROUP_SIZE`]: a
+//!   group's ring holds all its buffers, so never overflows; one receive per group and socket.
+//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: one `get_burst`, one ring entry per
+//!   handle, one release store per touched ring's tail. The handles are given up, counted by
+//!   [`crate::Pool::lent_to_kernel`] and recorded in a per-group bitmap.
+//! * **Completions are handles.** Group and bid give the index; the bitmap must say it is lent
+//!   (else [`RxStats::bad_completions`]: never a second handle); it comes back as a [`Packet`].
+//! * **Nothing is lost.** A receive ended by `ENOBUFS` leaves the datagram in the socket and is
+//!   re-armed by the next poll. [`UringRx::close`] and end of file reap the last completions;
+//!   drop cancels and reaps every receive, unregisters the rings and returns every buffer.
 //!
 //! With a `headroom` of at least 4 ([`RxConfig::headroom`]) the received length is stamped in
 //! the object's first 4 bytes (little endian), so a bare handle knows its length ([`payload`]).
 //!
 //! # Packet buffers
 //!
-//! Over a [`crate::Pool`]`<`[`crate::PacketBuf`]`>` each buffer's room is lent from `headroom`
-//! on (header and headroom never lent), and each completion sets the header: data offset
-//! `headroom`, length the completion's `res`, tag the socket's id ([`SockId`]`.0`). A bare
-//! `Handle<PacketBuf>` then carries its packet, and [`crate::PacketBuf::prepend`] & co. apply
-//! at once. Which object types a receiver takes is [`RxObject`]'s (sealed) choice.
+//! A [`crate::PacketBuf`]'s room is lent from `headroom` on, and each completion sets its header
+//! (see [`RxObject`]): data offset `headroom`, length `res`, tag the socket's id ([`SockId`]`.0`).
 //!
 //! ```
 //! use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 //! use idxpool::{packet::DEFAULT_HEADROOM, uring::{RxConfig, UringRx}, PoolBuilder};
-//!
-//! if let Err(why) = idxpool::uring::available() {
-//!     println!("skipped: {why}");
-//!     return Ok(());
-//! }
+//! if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
 //! let pool = Arc::new(PoolBuilder::packet_bufs(64, 2048, DEFAULT_HEADROOM).build()?);
 //! let cfg = RxConfig { headroom: DEFAULT_HEADROOM as u32, ..RxConfig::default() };
 //! let mut rx = UringRx::new(pool.clone(), cfg)?;
@@ -46,9 +36,7 @@
 //! let id = rx.recv_multishot(sock.as_raw_fd())?;
 //! sock.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
 //! let mut packets = Vec::new();
-//! while packets.is_empty() {
-//!     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-//! }
+//! while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 //! let mut h = packets.pop().unwrap().handle; // the length travels in the buffer
 //! let b = pool.get_mut(&mut h);
 //! assert_eq!((b.as_slice(), b.headroom()), (&b"hello"[..], DEFAULT_HEADROOM));
@@ -60,13 +48,12 @@
 //! ```
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use idxpool::uring::{RxConfig, UringRx};
-//!
+//! # use std::{os::fd::AsRawFd, sync::Arc};
+//! # use idxpool::uring::{RxConfig, UringRx};
 //! let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(4096).build()?);
 //! let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
 //! let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
-//! rx.recv_multishot(std::os::fd::AsRawFd::as_raw_fd(&sock))?;
+//! rx.recv_multishot(sock.as_raw_fd())?;
 //! let mut packets = Vec::with_capacity(256);
 //! rx.poll(&mut packets, Some(std::time::Duration::from_millis(10)))?;
 //! for p in packets.drain(..) {
@@ -128,12 +115,10 @@ struct Op {
     state: OpState,
 }
 
-/// A receiver fed from a pool: an io_uring instance whose multishot receives pick pool objects
-/// from provided-buffer rings (see the [module documentation](self)). `P` holds the pool
-/// ([`PoolRef`]): `Arc<Pool>` or `&'static Pool`; `'static` because the kernel writes into the
-/// region while the instance lives, and a receiver passed to `mem::forget` (safe) never closes
-/// it (a leaked `Arc` keeps the pool mapped; a shorter borrow would not). The object type is an
-/// [`RxObject`]: a [`bytemuck::Pod`] type such as `[u8; 2048]`, or a [`crate::PacketBuf`].
+/// A receiver whose multishot receives pick pool objects from provided-buffer rings (see the
+/// [module documentation](self)). `P` holds the pool ([`PoolRef`]), `'static` because the kernel
+/// writes the region while the instance lives and `mem::forget` (safe) never closes it (a
+/// leaked `Arc` keeps the pool mapped). Objects: [`RxObject`], e.g. `[u8; 2048]`, `PacketBuf`.
 ///
 /// ```
 /// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
@@ -148,9 +133,7 @@ struct Op {
 /// assert_eq!(pool.lent_to_kernel(), 48);
 /// peer.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
 /// let mut packets = Vec::new();
-/// while packets.is_empty() {
-///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-/// }
+/// while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 /// let p = packets.pop().unwrap();
 /// assert_eq!(rx.bytes(&p), b"hello");
 /// assert_eq!(pool.lent_to_kernel(), 47); // the kernel used one buffer: now the packet's
@@ -315,10 +298,9 @@ where
     /// returns an error instead).
     pub fn bytes<'a>(&'a self, p: &'a Packet<P::T, P::B, P::R>) -> &'a [u8] {
         let len = p.len.min(self.buf_len) as usize;
-        // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
-        // borrowed shared for 'a; every byte of an RxObject is initialised (Pod; a PacketBuf's
-        // header written at build, its room zero-filled); lend_off + len <= size (len <= buf_len
-        // = size - lend_off). (`bytes_of` sliced would keep a bounds check.)
+        // SAFETY: the pool's handle (as_ptr checks run-time pools), owned by `p`, borrowed
+        // shared for 'a; an RxObject is all initialised (Pod; PacketBuf: header built, room
+        // zeroed); len <= buf_len = size - lend_off. (`bytes_of` would keep a bounds check.)
         unsafe {
             std::slice::from_raw_parts(
                 self.pool()
@@ -331,8 +313,7 @@ where
         }
     }
 
-    /// [`UringRx::bytes`] that returns [`PoolError::ForeignHandle`] instead of panicking for a
-    /// packet whose handle is another pool's (a `Packet` put together by hand).
+    /// [`UringRx::bytes`], with an error instead of a panic for another pool's handle.
     ///
     /// # Errors
     /// [`PoolError::ForeignHandle`].
@@ -384,8 +365,7 @@ where
         }
     }
 
-    /// Lends buffers up to the lend target: up to one burst from the cache, one entry each in
-    /// its group's ring, one tail publish per touched group. Returns how many. `poll` calls it.
+    /// Lends up to a burst of buffers toward the lend target. Returns how many. `poll` calls it.
     pub fn rearm(&mut self) -> u32 {
         let want = self.lend_target.saturating_sub(self.lent).min(self.burst);
         if want == 0 {
@@ -516,11 +496,9 @@ where
                                 base.wrapping_add(index as usize * stride),
                                 size,
                             );
-                            // SAFETY: `index` names a pool object (its bid was lent from the
-                            // pool's cache and is taken back once: the lent bit), of the
-                            // object size, in the region; `handle`, just rebuilt and unused, is
-                            // its only handle, so this is the only reference, ending here. The
-                            // kernel wrote at `lend_off`: the header (`FRONT`) and a stamped
+                            // SAFETY: a pool object (bid lent from the pool's cache, taken
+                            // back once: the lent bit); `handle`, just rebuilt, is its only
+                            // one: the only reference, ending here. `FRONT` and a stamped
                             // `Pod`'s bytes 0..4 (headroom >= 4) were not lent.
                             unsafe { &mut *obj }.received(stamp, headroom, len, o.sock as u32);
                         }
@@ -568,9 +546,8 @@ where
         out.len() - before
     }
 
-    /// Cancels the receives of `sock` and waits for their last completions, whose packets are
-    /// appended to `out` (nothing is lost). The caller closes the fd afterwards. Lent buffers
-    /// stay lent (for the other sockets, or until the `UringRx` is dropped).
+    /// Cancels `sock`'s receives, appending their last packets to `out`; the caller closes the
+    /// fd afterwards. Lent buffers stay lent (other sockets use them).
     ///
     /// # Errors
     /// [`PoolError::Kernel`] when `io_uring_enter` fails.
@@ -633,9 +610,8 @@ where
 }
 
 impl<T: ?Sized + RxObject, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
-    /// Audits the pool while buffers are lent ([`Pool::audit`], plus: every lent buffer is
-    /// named once, by the rings alone, and their number is `lent_to_kernel`). Flushes the
-    /// cache first. Needs the only reference to the pool (the `Arc` is its alone: quiescence).
+    /// [`Pool::audit`] while buffers are lent, plus: each lent buffer named once, by the rings
+    /// alone, their number `lent_to_kernel`. Flushes the cache; needs the only `Arc` (quiescence).
     ///
     /// # Errors
     /// [`PoolError::AuditFailed`] for a broken invariant, or when other references to the
@@ -722,9 +698,8 @@ where
     }
 }
 
-/// The received bytes of an object filled by a [`UringRx`] with a headroom of at least 4
-/// ([`RxConfig::headroom`]): the length stamped in its first 4 bytes, and that many bytes
-/// after the headroom. For workers that get bare handles (e.g. from a [`crate::HandleRing`]).
+/// The received bytes of an object filled with a [`RxConfig::headroom`] of at least 4: the
+/// stamped length, that many bytes after the headroom. For bare handles ([`crate::HandleRing`]).
 ///
 /// ```
 /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(4).build()?;

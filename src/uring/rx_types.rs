@@ -77,9 +77,7 @@ impl Default for RxConfig {
 /// assert_ne!(ida, idb);
 /// b.send_to(b"to b", b.local_addr().unwrap()).unwrap();
 /// let mut packets: Vec<Packet<[u8; 2048]>> = Vec::new();
-/// while packets.is_empty() {
-///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-/// }
+/// while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 /// let p = packets.pop().unwrap();
 /// assert_eq!((p.sock, p.len), (idb, 4));
 /// pool.put(p.handle);
@@ -101,9 +99,7 @@ pub struct SockId(pub usize);
 /// rx.recv_multishot(sock.as_raw_fd())?;
 /// sock.send_to(b"ping", sock.local_addr().unwrap()).unwrap();
 /// let mut packets: Vec<Packet<[u8; 2048]>> = Vec::new();
-/// while packets.is_empty() {
-///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-/// }
+/// while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 /// for p in packets.drain(..) {
 ///     assert_eq!(&pool.get_ref(&p.handle)[..p.len as usize], b"ping");
 ///     pool.put(p.handle); // the object goes back; the receiver lends it again later

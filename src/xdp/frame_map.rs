@@ -42,8 +42,7 @@ impl FrameMap {
     /// The mapping of `capacity` frames of `stride` bytes from offset 0.
     ///
     /// # Errors
-    /// [`PoolError::InvalidConfig`] when `stride` is 0 or the UMEM would pass 2^48 bytes (the
-    /// base-offset bits of unaligned mode).
+    /// [`PoolError::InvalidConfig`] for a 0 stride or a UMEM over 2^48 bytes (unaligned mode).
     pub fn new(stride: usize, capacity: u32) -> Result<Self, PoolError> {
         let stride = stride as u64;
         if stride == 0
@@ -79,8 +78,7 @@ impl FrameMap {
         self.stride
     }
 
-    /// True when frames are power-of-two chunks (the kernel's aligned mode); false when the
-    /// UMEM must be registered with `XDP_UMEM_UNALIGNED_CHUNK_FLAG`.
+    /// True for power-of-two frames (aligned mode), else `XDP_UMEM_UNALIGNED_CHUNK_FLAG`.
     pub fn aligned(&self) -> bool {
         self.shift.is_some()
     }
@@ -94,8 +92,7 @@ impl FrameMap {
     /// The frame and the offset within it of a descriptor address (RX or completion ring).
     ///
     /// # Errors
-    /// [`PoolError::IndexOutOfRange`] when the address is past the last frame (a corrupt
-    /// descriptor: never a handle).
+    /// [`PoolError::IndexOutOfRange`] past the last frame (a corrupt descriptor: never a handle).
     #[inline]
     pub fn locate(&self, addr: u64) -> Result<(u32, u32), PoolError> {
         self.split(addr).ok_or_else(|| {
@@ -107,7 +104,7 @@ impl FrameMap {
         })
     }
 
-    /// [`FrameMap::locate`] without the error's construction: None past the last frame.
+    /// [`FrameMap::locate`] with None past the last frame (no error built).
     #[inline(always)]
     pub(crate) fn split(&self, addr: u64) -> Option<(u32, u32)> {
         let (index, within) = self.split_unchecked(addr);

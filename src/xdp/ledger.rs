@@ -1,12 +1,10 @@
-//! Which frames are lent to the kernel, and to which ring: the one place where a descriptor
-//! address becomes a handle again (feature `xdp`).
+//! Which frames are lent to the kernel, and to which ring (feature `xdp`).
 //!
-//! An AF_XDP socket lends frames on the **fill** ring (back on the RX ring, maybe with a
-//! packet) and the **TX** ring (back on the completion ring). [`FrameLedger`] keeps one state
-//! byte per frame (not lent / fill / TX). Lending consumes the handle; reclaiming validates the
-//! descriptor (inside the UMEM, the packet inside its frame, the frame lent to the ring it came
-//! back on) before rebuilding the handle, so a descriptor returned twice, never lent, or lent
-//! to the other ring is refused ([`PoolError::BadDescriptor`]): never a second handle.
+//! Frames are lent on the **fill** ring (back on the RX ring) and the **TX** ring (back on the
+//! completion ring). [`FrameLedger`] keeps one state byte per frame. Lending consumes the
+//! handle; reclaiming validates the descriptor (in the UMEM, the packet in its frame, the frame
+//! lent to the ring it came back on) before rebuilding the handle, so a descriptor returned
+//! twice, never lent, or lent to the other ring is refused: never a second handle.
 
 use crate::error::{DescriptorFault, PoolError};
 use crate::handle::Handle;
@@ -34,10 +32,9 @@ const NOT_LENT: u8 = 0;
 
 type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
-/// The frames of a pool lent to the kernel (see the [module docs](crate::xdp)). `P` holds the
-/// pool (`Arc<Pool>` or `&'static Pool`): a handle rebuilt here is always this pool's. Frames
-/// still lent at drop go back to the pool (an owning socket closes the kernel's side first).
-/// Counted by [`crate::Pool::lent_to_kernel`].
+/// The frames of a pool lent to the kernel, counted by [`crate::Pool::lent_to_kernel`]: the one
+/// place where a descriptor becomes a handle again. `P` holds the pool, so a rebuilt handle is
+/// always its. Frames still lent at drop go back (an owning socket closes the kernel first).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -78,8 +75,7 @@ impl<P: PoolRef + 'static> FrameLedger<P>
 where
     P::T: RxObject,
 {
-    /// A ledger over the frames the pool has now (a later [`crate::Pool::grow`]'s objects are
-    /// not frames: [`FrameLedger::lend`] refuses them).
+    /// A ledger over the pool's frames now (not a later [`crate::Pool::grow`]'s objects).
     ///
     /// # Errors
     /// [`PoolError::InvalidConfig`] when the region cannot be a UMEM (`FrameMap::new`).
@@ -134,8 +130,7 @@ where
             .collect()
     }
 
-    /// Lends the object of `h` to `ring`: gives the handle up and returns the frame's UMEM
-    /// offset (for a fill-ring entry or a TX descriptor).
+    /// Lends `h`'s object to `ring`: gives the handle up, returns the frame's UMEM offset.
     ///
     /// # Errors
     /// The handle back, with [`PoolError::ForeignHandle`] (another run-time pool's) or
@@ -157,16 +152,16 @@ where
         }
     }
 
-    /// [`FrameLedger::lend`] of a handle known to be this pool's, without the pool's
-    /// `lent_to_kernel` count (the caller adds a burst's at once). The handle back past the UMEM.
+    /// [`FrameLedger::lend`] of this pool's handle, the pool's count left to the caller (once
+    /// per burst). The handle back past the UMEM.
     #[inline(always)]
     pub(crate) fn lend_owned(&mut self, h: H<P>, ring: LentTo) -> Result<u64, H<P>> {
         let index = <P::R as ReprImpl>::index(&self.pool.pool().geometry, h.entry());
         let Some(off) = self.map.offset(index) else {
             return Err(h);
         };
-        // `offset` is Some only below the ledger's capacity: `state` has the slot. A handle is
-        // unique, so this frame was not lent (its handle was live).
+        // Some only below the ledger's capacity: `state` has the slot. Handles are unique, so
+        // this frame was not lent.
         let s = &mut self.state[index as usize];
         debug_assert_eq!(*s, NOT_LENT);
         *s = ring as u8;
@@ -176,9 +171,8 @@ where
         Ok(off)
     }
 
-    /// The frame of a descriptor `(addr, len)` returned on the ring `ring`'s frames come back
-    /// on (RX for [`LentTo::Fill`], completion for [`LentTo::Tx`]): its handle and the
-    /// packet's offset in the object.
+    /// Takes back the frame of descriptor `(addr, len)` (from RX for [`LentTo::Fill`], from
+    /// completion for [`LentTo::Tx`]): its handle and the packet's offset in the object.
     ///
     /// # Errors
     /// [`PoolError::BadDescriptor`], nothing handed out: past the last frame
@@ -188,9 +182,8 @@ where
     /// not lent to `ring` ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent
     /// to the other ring).
     ///
-    /// A [`crate::PacketBuf`] from the fill ring comes back as `XdpSocket`'s receive hands it
-    /// out: data window `[offset - 16, offset - 16 + len)` of the room, tag 0 (its header when
-    /// lent is not kept: no get resets it here). One from the TX ring comes back as lent.
+    /// A [`crate::PacketBuf`] from the fill ring gets data window `[offset - 16, offset - 16 +
+    /// len)` and tag 0, as a receive sets; one from the TX ring comes back as lent.
     pub fn reclaim(&mut self, addr: u64, len: u32, ring: LentTo) -> Result<(H<P>, u32), PoolError> {
         match self.reclaim_owned(addr, len, ring) {
             Ok((mut h, within)) => {
@@ -209,8 +202,8 @@ where
         }
     }
 
-    /// [`FrameLedger::reclaim`] without the pool's count (the caller subtracts a burst's at
-    /// once), the bare fault as its error (counted in `refused`).
+    /// [`FrameLedger::reclaim`] without the pool's count (the caller's, per burst); the bare
+    /// fault as error.
     #[inline(always)]
     pub(crate) fn reclaim_owned(
         &mut self,
@@ -239,11 +232,10 @@ where
         }
     }
 
-    /// [`FrameLedger::reclaim_owned`] over `n` descriptors of `ring`, `desc(k)` giving the
-    /// `k`-th `(addr, len)`: `each(i, handle, within, len)` takes the `i`-th good one. Map,
-    /// geometry and object size are locals and the counts are updated once after the loop: the
-    /// caller's stores (into a `Vec`'s spare capacity) could alias the ledger's fields for all
-    /// the compiler knows, forcing reloads and stores per descriptor. Returns `(good, refused)`.
+    /// [`FrameLedger::reclaim_owned`] over `n` descriptors (`desc(k)`: the `k`-th `(addr,
+    /// len)`), `each(i, handle, within, len)` taking the `i`-th good one. Fields in locals,
+    /// counts updated once: the caller's stores could alias them for all the compiler knows.
+    /// Returns `(good, refused)`.
     #[inline(always)]
     pub(crate) fn reclaim_burst(
         &mut self,
@@ -272,9 +264,8 @@ where
         (good, bad)
     }
 
-    /// Moves the frame of TX completion `addr` from the TX ring's account to the fill ring's
-    /// ([`XdpConfig::recycle_tx`](super::XdpConfig::recycle_tx)): no handle, the pool
-    /// untouched (`lent_to_kernel` too); returns the frame's UMEM offset for a fill entry.
+    /// Moves TX completion `addr`'s frame to the fill ring's account (`recycle_tx`): no handle,
+    /// the pool untouched; returns the frame's UMEM offset.
     ///
     /// # Errors
     /// As [`FrameLedger::reclaim`] for [`LentTo::Tx`] (the frame stays as it was).
@@ -363,10 +354,8 @@ where
             .finish()
     }
 }
-/// The one validation of a descriptor `(addr, len)` (DESIGN.md, "AF_XDP"): inside the map,
-/// `within + len` inside the object, `within` past its header (`RxObject::FRONT`), the frame
-/// lent to `ring`. Takes the frame from `ring`'s account: `(index, within)`, or the fault
-/// (nothing changed).
+/// The one validation of a descriptor (DESIGN.md, "AF_XDP"): in the map, `within + len` in the
+/// object, `within` past its `FRONT`, lent to `ring`. `(index, within)`, or the fault (no change).
 #[inline(always)]
 fn take<T: RxObject + ?Sized>(
     map: &FrameMap,

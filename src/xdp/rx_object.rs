@@ -49,11 +49,10 @@ pub trait RxObject: Element + sealed::Sealed {
     #[doc(hidden)]
     fn received(&mut self, stamp: bool, off: u32, len: u32, tag: u32);
 
-    /// [`RxObject::received`] without a stamp nor compare, for a receiver that checked that
-    /// `[off, off + len)` fits past `FRONT` (AF_XDP: the frame ledger checks every descriptor).
-    /// A window that does not fit would not be undefined behaviour (accessors slice checked and
-    /// would panic), but a transmit would describe bytes past the room to the kernel: hence the
-    /// debug assertion and the `sealed::Checked` token, which only the crate can make.
+    /// [`RxObject::received`] with no stamp or compare, once `[off, off + len)` is checked to fit
+    /// past `FRONT` (the frame ledger). A misfit is no UB (checked slicing panics), but a
+    /// transmit would show the kernel bytes past the room: hence a debug assertion and the
+    /// crate-only `sealed::Checked` token.
     #[doc(hidden)]
     fn received_fitting(&mut self, off: u32, len: u32, tag: u32, checked: sealed::Checked);
 }
@@ -92,9 +91,8 @@ impl RxObject for PacketBuf {
 
     #[inline(always)]
     fn received(&mut self, _stamp: bool, off: u32, len: u32, tag: u32) {
-        // The receivers lend `[off, capacity)` of the room, so this fits; if not (a broken
-        // kernel) the buffer is left empty at its default headroom, never out of the room nor
-        // with its last use's window (a frame recycled from TX passed no get, so no reset).
+        // `[off, capacity)` was lent, so this fits; else (a broken kernel) empty at the default
+        // headroom, never its last window (a frame recycled from TX had no get, no reset).
         if self.set_data(off as usize, len as usize).is_err() {
             self.reset();
         }

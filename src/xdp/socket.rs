@@ -26,14 +26,12 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// An AF_XDP socket whose UMEM is the pool's region (see the [module docs](crate::xdp)), set up
 /// through libxdp's `xsk.h`, as DPDK's af_xdp PMD makes its mbuf pool the UMEM.
 ///
-/// `P` holds the pool: `Arc<Pool>` or `&'static Pool`; `'static` because the kernel writes into
-/// the region while the socket is open, and a socket passed to `mem::forget` (safe) is never
-/// closed (the leaked `Arc` keeps the region mapped). The object type is an [`RxObject`] that
-/// fills its frame exactly (object size == stride): a [`bytemuck::Pod`] type, or a
-/// [`crate::PacketBuf`] (`PoolBuilder::packet_bufs(n, 2032, h)`, `StrideMode::Natural`: 2048-byte
-/// frames), whose header is registered as frame headroom and set from each RX descriptor;
-/// [`XdpSocket::transmit_bufs`] sends buffers by their headers. Not `Send`: make it on the
-/// thread that uses it.
+/// `P` holds the pool (`Arc<Pool>`, `&'static Pool`): `'static` because the kernel writes the
+/// region while the socket is open, and `mem::forget` (safe) never closes it. The object type
+/// is an [`RxObject`] filling its frame exactly (object size == stride): a `Pod`, or a
+/// [`crate::PacketBuf`] (`packet_bufs(n, 2032, h)`, `StrideMode::Natural`: 2048-byte frames)
+/// whose header is frame headroom, set from each RX descriptor and read by
+/// [`XdpSocket::transmit_bufs`]. Not `Send`: make it on the thread that uses it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -56,8 +54,8 @@ pub struct XdpSocket<P: PoolRef + Clone + 'static>
 where
     P::T: RxObject,
 {
-    // Dropped after `Drop::drop` closed socket and UMEM and reclaimed every frame: the rings'
-    // structs (libxdp read them while closing), the cache, then the ledger (and the pool).
+    // Dropped after `Drop::drop` closed all: ring structs (libxdp reads them while closing),
+    // cache, ledger (and pool).
     xsk: *mut sys::XskSocket,
     umem: *mut sys::XskUmem,
     fd: RawFd,
@@ -80,11 +78,10 @@ impl<P: PoolRef + Clone + 'static> XdpSocket<P>
 where
     P::T: RxObject,
 {
-    /// Registers the pool's region as a UMEM (frame size = the stride; aligned chunks when it
-    /// is a power of two, else `XDP_UMEM_UNALIGNED_CHUNK_FLAG`), opens an AF_XDP socket bound
-    /// to `cfg.ifname` queue `cfg.queue`, and (`cfg.load_program`) has libxdp attach its
-    /// default redirect program. Nothing is lent until the first [`XdpSocket::poll`] (or
-    /// [`XdpSocket::refill`]).
+    /// Registers the pool's region as a UMEM (frames of the stride, unaligned chunks unless a
+    /// power of two), opens an AF_XDP socket bound to `cfg.ifname` queue `cfg.queue`, and
+    /// (`cfg.load_program`) has libxdp attach its redirect program. Nothing is lent until the
+    /// first [`XdpSocket::poll`] (or [`XdpSocket::refill`]).
     ///
     /// # Errors
     /// [`PoolError::Umem`] when the region cannot be the UMEM ([`crate::error::UmemFault`]:
@@ -131,12 +128,10 @@ where
             },
         };
         let mut umem = std::ptr::null_mut();
-        // SAFETY: the area is the pool's region (`capacity x stride` bytes from the base),
-        // mapped while `pool` (held by the ledger, 'static) lives, which outlives the UMEM
-        // (closed in Drop before the ledger drops; never when leaked). The kernel writes only
-        // frames lent to the fill ring (their handles given up to the ledger). The ring structs
-        // are boxed: libxdp points at them until socket and UMEM are deleted (Drop), and the
-        // boxes drop after that.
+        // SAFETY: the pool's region (`capacity x stride` bytes), mapped while `pool` (the
+        // ledger's, 'static) lives, which outlives the UMEM (closed in Drop first; never when
+        // leaked). The kernel writes only frames lent to the fill ring (handles given up to the
+        // ledger). libxdp points at the boxed ring structs until Drop deletes socket and UMEM.
         let rc = unsafe {
             sys::xsk_umem__create(
                 &mut umem,
@@ -176,12 +171,11 @@ where
         } else {
             std::ptr::null_mut()
         };
-        // A socket just closed on this queue keeps it busy until the kernel's deferred release
-        // (a work item detaches its buffer pool): `EBUSY` is retried for up to a second.
+        // A socket just closed keeps the queue busy until the kernel's deferred release: retry
+        // `EBUSY` for up to a second.
         let t0 = std::time::Instant::now();
         let rc = loop {
-            // SAFETY: `umem` just created; the name NUL-terminated; the ring structs boxed
-            // (stable, alive until after the socket is deleted).
+            // SAFETY: a live `umem`; a NUL-terminated name; boxed rings that outlive the socket.
             let rc = unsafe {
                 sys::xsk_socket__create(
                     &mut xsk,
@@ -246,8 +240,7 @@ where
         self.ledger.map()
     }
 
-    /// Frames lent to the kernel now on `ring` (fill, plus RX not yet read; TX, plus
-    /// completions not yet reaped).
+    /// Frames lent now on `ring` (fill + RX unread; TX + completions unreaped).
     pub fn lent(&self, ring: LentTo) -> u32 {
         self.ledger.lent(ring)
     }
@@ -264,8 +257,7 @@ where
     pub fn kernel_stats(&self) -> Result<KernelXdpStats, PoolError> {
         let mut s = KernelXdpStats::default();
         let mut len = std::mem::size_of::<KernelXdpStats>() as libc::socklen_t;
-        // SAFETY: a repr(C) struct of six u64, as `struct xdp_statistics` (Linux 5.9+; older
-        // kernels write the first three and shorten `len`).
+        // SAFETY: repr(C) six u64, `struct xdp_statistics` (5.9+; older: 3 and a shorter `len`).
         let rc = unsafe {
             libc::getsockopt(
                 self.fd,
@@ -284,9 +276,8 @@ where
         Ok(s)
     }
 
-    /// The received bytes of a frame (empty if offset and length do not fit the object: public
-    /// fields changed). For a [`crate::PacketBuf`] pool, the buffer's data
-    /// (`pool.get_ref(&f.handle).as_slice()`) until the application changes its header.
+    /// A frame's received bytes (empty if its public offset and length do not fit the object);
+    /// for a [`crate::PacketBuf`], its data until the application changes its header.
     ///
     /// # Panics
     /// Run-time pools: when the frame's handle is another pool's ([`XdpSocket::try_bytes`]
@@ -303,8 +294,7 @@ where
             .unwrap_or(&[])
     }
 
-    /// [`XdpSocket::bytes`] that returns [`PoolError::ForeignHandle`] instead of panicking for a
-    /// frame whose handle is another pool's (a `Frame` put together by hand).
+    /// [`XdpSocket::bytes`], with an error instead of a panic for another pool's handle.
     ///
     /// # Errors
     /// [`PoolError::ForeignHandle`].
@@ -334,9 +324,8 @@ where
         }
     }
 
-    /// Gives an object back through the socket's cache, where the next [`XdpSocket::refill`]
-    /// finds it first (a pool `put` goes to the thread's cache, reached only via the common
-    /// ring).
+    /// Gives an object back through the socket's cache, where [`XdpSocket::refill`] finds it
+    /// first (a pool `put` goes to the thread's cache, reached only via the common ring).
     #[inline]
     pub fn put(&mut self, h: H<P>) {
         match self.cache.as_mut() {
@@ -404,8 +393,7 @@ where
         written
     }
 
-    /// Reads up to a burst of RX descriptors, validated by the ledger, as [`Frame`]s appended
-    /// to `out`. Returns how many.
+    /// Appends up to a burst of RX descriptors to `out` as [`Frame`]s (ledger-checked).
     fn rx_burst(&mut self, out: &mut Vec<Frame<P::T, P::B, P::R>>) -> usize {
         if !self.rx.is_mapped() {
             return 0;
@@ -413,8 +401,7 @@ where
         let (idx, n) = self.rx.peek(self.burst);
         let object_size = self.object_size as usize;
         let start = out.len();
-        // Frames written into the spare capacity, stats summed in locals: no call and no store
-        // to `self` in the loop, so its values stay in registers.
+        // Spare capacity and local sums: no call or store to `self` in the loop (registers).
         out.reserve(n as usize);
         let spare = &mut out.spare_capacity_mut()[..n as usize];
         let mut bytes = 0u64;
@@ -446,18 +433,16 @@ where
         // slot i), and `good <= n <=` the capacity reserved.
         unsafe { out.set_len(out.len() + good) };
         if <P::T as RxObject>::FRONT > 0 {
-            // A header (constant per type: no loop for `Pod`), written in a pass of its own
-            // (registers to spare): the ledger checked FRONT <= offset and offset + len within
-            // the object, so the window fits the room past the header.
+            // Headers in a pass of their own (none for `Pod`): the ledger checked FRONT <=
+            // offset, offset + len within the object, so the window fits past the header.
             let geometry = self.pool().geometry;
             for f in &out[start..] {
                 let obj = <P::T as Element>::from_addr(
                     <P::R as ReprImpl>::ptr(&geometry, f.handle.entry()),
                     object_size,
                 );
-                // SAFETY: `f.handle` is the one handle of a frame the ledger just gave back
-                // (below the UMEM's capacity: a pool object, of the object size), unseen by
-                // the caller, so this is the only reference to it, ending here.
+                // SAFETY: the one handle of a frame the ledger just gave back (a pool object
+                // of the object size), unseen by the caller: the only reference, ending here.
                 unsafe { &mut *obj }.received_fitting(
                     f.offset - <P::T as RxObject>::FRONT,
                     f.len,
@@ -478,9 +463,8 @@ where
         good
     }
 
-    /// One receive round: reaps TX completions (when TX is open), refills the fill ring,
-    /// reads the RX ring; if empty and `wait` is given, waits in `poll(2)` up to `wait` and
-    /// reads again. Appends a [`Frame`] per packet to `out`; returns how many.
+    /// One round: reaps TX completions, refills, reads RX; if empty, waits in `poll(2)` up to
+    /// `wait` and reads again. Appends a [`Frame`] per packet to `out`; returns how many.
     ///
     /// # Errors
     /// [`PoolError::Kernel`] when `poll(2)` fails (other than `EINTR`).
@@ -527,8 +511,7 @@ where
         Ok(self.rx_burst(out))
     }
 
-    /// A `recvfrom` so the kernel takes from the fill ring when it asked (`XDP_USE_NEED_WAKEUP`,
-    /// driver mode).
+    /// A `recvfrom` for a kernel that asks to be woken to take fill entries (driver mode).
     fn wake_rx(&mut self) {
         // SAFETY: a zero-length receive on our socket, no buffer.
         unsafe {
@@ -543,10 +526,9 @@ where
         };
     }
 
-    /// Hands frames from the front of `frames` to the TX ring, as many as it has room for
-    /// (removed from `frames`; the rest stay), then kicks the kernel. Each is lent until its
-    /// completion ([`XdpSocket::complete`], also run by [`XdpSocket::poll`]) returns its
-    /// object to the pool. Returns how many were handed over.
+    /// Moves frames from the front of `frames` to the TX ring as room allows, then kicks the
+    /// kernel. Each is lent until its completion ([`XdpSocket::complete`], run by
+    /// [`XdpSocket::poll`]) returns it to the pool. Returns how many were handed over.
     ///
     /// # Errors
     /// Nothing is handed over when a frame is not valid: [`PoolError::ForeignHandle`],
@@ -607,8 +589,7 @@ where
         self.submit_tx(w)
     }
 
-    /// Publishes the `w` descriptors written since `reserve`, counts them lent, kicks. Returns
-    /// `w`.
+    /// Publishes the `w` descriptors written since `reserve`, counts them lent, kicks.
     fn submit_tx(&mut self, w: u32) -> Result<usize, PoolError> {
         if w > 0 {
             self.tx.submit(w);
@@ -656,9 +637,8 @@ where
         Ok(())
     }
 
-    /// Reaps the completion ring: each completed TX frame goes back to the socket's cache, or
-    /// with [`XdpConfig::recycle_tx`] straight to the fill ring up to the lend target. Returns
-    /// how many were reaped.
+    /// Reaps TX completions into the socket's cache (or the fill ring, with
+    /// [`XdpConfig::recycle_tx`]). Returns how many.
     pub fn complete(&mut self) -> usize {
         if !self.comp.is_mapped() {
             return 0;
@@ -696,9 +676,8 @@ where
         total
     }
 
-    /// Moves up to `n` completions from `idx` to the fill ring, as the lend target and room
-    /// allow; returns how many it consumed (refused ones too: counted, never lent again) and
-    /// how many it recycled.
+    /// Recycles up to `n` completions from `idx` as lend target and room allow; returns how
+    /// many it consumed (refused ones too: counted, never lent again) and recycled.
     fn recycle(&mut self, idx: u32, n: u32) -> (u32, u32) {
         let want = self
             .lend_target
@@ -736,16 +715,14 @@ where
         self.ledger.lent_indices()
     }
 
-    /// Closes socket and UMEM (the kernel no longer touches the region) and gives every lent
-    /// and parked frame back. Idempotent; [`Drop`] calls it.
+    /// Closes socket and UMEM, then takes every lent and parked frame back. Idempotent (Drop).
     fn close(&mut self) {
         if !self.xsk.is_null() {
             if self.rx.is_mapped() {
                 self.stats.discarded_at_drop += u64::from(self.rx.backlog());
             }
-            // SAFETY: our socket, deleted once (nulled). Closing unbinds it: the kernel waits
-            // for its receive paths (synchronize_net) and writes no frame after; libxdp removes
-            // it from the map and detaches its program. The ring structs are alive (boxed).
+            // SAFETY: our socket, deleted once (nulled). Unbinding waits for the kernel's
+            // receive paths (synchronize_net): no frame written after. Ring structs: boxed, alive.
             unsafe { sys::xsk_socket__delete(self.xsk) };
             self.xsk = std::ptr::null_mut();
         }
@@ -767,9 +744,8 @@ impl<P> XdpSocket<P>
 where
     P: PoolRef<T = PacketBuf> + Clone + 'static,
 {
-    /// [`XdpSocket::transmit`] for packet buffers, taken from `bufs`: each descriptor is the
-    /// buffer's data window read from its header (`addr` = frame + 16-byte header + data
-    /// offset, `len` = its length), so no [`Frame`] is needed. Returns how many.
+    /// [`XdpSocket::transmit`] for packet buffers: each descriptor is the data window in the
+    /// buffer's header (frame + 16 + data offset, length), so no [`Frame`] is needed.
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -855,9 +831,8 @@ where
 impl<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr::Repr>
     XdpSocket<std::sync::Arc<Pool<T, B, R>>>
 {
-    /// Audits the pool while frames are lent ([`Pool::audit`], plus: every lent frame is named
-    /// once, by the ledger alone, and their number is `lent_to_kernel`). Flushes the cache
-    /// first. Needs the only references to the pool (quiescence).
+    /// [`Pool::audit`] while frames are lent, plus: each lent frame named once, by the ledger
+    /// alone, their number `lent_to_kernel`. Flushes the cache; needs the only `Arc` (quiescence).
     ///
     /// # Errors
     /// [`PoolError::AuditFailed`] for a broken invariant, or when other references to the

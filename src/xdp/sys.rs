@@ -126,10 +126,9 @@ impl RawRing {
     /// This ring's producer, consumer or flags word at `p`, as an atomic borrowed from `self`.
     #[inline(always)]
     fn word(&self, p: *mut u32) -> &AtomicU32 {
-        // SAFETY: `p` is this ring's producer, consumer or flags word, in libxdp's mapping
-        // (only mapped rings reach here: the socket checks `is_mapped`), 4-byte aligned,
-        // shared with the kernel and accessed only atomically. The socket unmaps it (deleting
-        // socket and UMEM) only in its drop, after the last ring operation.
+        // SAFETY: one of this ring's words, in libxdp's mapping (the socket checks `is_mapped`
+        // first), 4-byte aligned, shared with the kernel, only atomic. The socket unmaps it
+        // only in its drop, after the last ring operation.
         unsafe { &*(p as *const AtomicU32) }
     }
 
@@ -233,9 +232,8 @@ impl RawRing {
         unsafe { self.ring.cast::<XdpDesc>().add(slot).write_volatile(d) }
     }
 
-    /// A reader of a descriptor ring (RX): `read(idx)` is the descriptor at `idx`. Address and
-    /// mask are copied into the closure so a burst loop keeps them in registers (its stores
-    /// could alias the ring's fields for all the compiler knows, forcing reloads).
+    /// A reader of an RX ring (`read(idx)`), address and mask copied in: a burst loop's stores
+    /// could alias the ring's fields for all the compiler knows, forcing reloads.
     #[inline(always)]
     pub(crate) fn desc_reader(&self) -> impl Fn(u32) -> XdpDesc + Copy + '_ {
         let (ring, mask) = (self.ring.cast::<XdpDesc>(), self.mask);
