@@ -4,8 +4,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::error::PoolError;
 
-/// One group's provided-buffer ring: `entries` slots of `struct io_uring_buf`, whose first
-/// slot's last 2 bytes are the tail the application publishes.
+/// A provided-buffer ring of `entries` `struct io_uring_buf` slots (the tail in slot 0).
 pub(super) struct Group {
     pub(super) bgid: u16,
     /// Pool index of bid 0.
@@ -13,9 +12,8 @@ pub(super) struct Group {
     /// Buffers in the group (`BidMap::group_len`, kept here for the completion path).
     pub(super) len: u32,
     pub(super) mask: u16,
-    /// The ring's memory: page-aligned, shared with the kernel (it pins the pages). A
-    /// `MmapRaw` (raw pointers only, never a slice over memory the kernel reads), accessed
-    /// through [`Group::entry`].
+    /// The ring's memory, page-aligned, pinned by the kernel: a `MmapRaw` (never a slice over
+    /// memory the kernel reads), accessed through [`Group::entry`].
     pub(super) mem: memmap2::MmapRaw,
     /// Next slot to write; published up to `published`.
     pub(super) tail: u16,
@@ -96,8 +94,7 @@ impl Group {
         if self.tail == self.published {
             return false;
         }
-        // The tail: `resv` of entry 0 (bytes 14..16), read by the kernel with
-        // smp_load_acquire; written only here.
+        // The tail (`resv` of entry 0): the kernel's smp_load_acquire; written only here.
         self.entry(0).resv.store(self.tail, Ordering::Release);
         self.published = self.tail;
         true

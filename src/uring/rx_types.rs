@@ -23,19 +23,16 @@ use crate::repr::Repr;
 /// ```
 #[derive(Clone, Debug)]
 pub struct RxConfig {
-    /// Submission queue entries (the completion queue gets 8 times as many, at least 4096).
-    /// Default 256.
+    /// Submission queue entries (completion queue: 8 times as many, at least 4096). Default 256.
     pub ring_entries: u32,
     /// Buffers per group: a power of two of at most [`MAX_GROUP_SIZE`](super::MAX_GROUP_SIZE);
     /// 0 (the default) takes the smallest one that holds the whole pool, capped at that.
     pub group_size: u32,
     /// Buffer group id of group 0 (default 0).
     pub bgid_base: u16,
-    /// Buffers to keep lent to the kernel; 0 (the default): three quarters of the pool (the
-    /// rest for the application's packets in flight and the caches).
+    /// Buffers kept lent; 0 (default): 3/4 of the pool (the rest: packets in flight, caches).
     pub lend: u32,
-    /// Most buffers moved to the kernel by one re-arm (one `get_burst` and one tail publish
-    /// per touched group). Default 256.
+    /// Most buffers lent by one re-arm (one `get_burst`, one tail store per group). Default 256.
     pub burst: u32,
     /// Bytes at the start of each object the kernel does not write; at 4 or more the length is
     /// stamped there ([`payload`](super::payload)). For a [`PacketBuf`](crate::PacketBuf)
@@ -86,8 +83,7 @@ impl Default for RxConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SockId(pub usize);
 
-/// A received datagram (or stream chunk): the handle of the object the kernel wrote and how
-/// many bytes it wrote (after the headroom). Put `handle` back into the pool when done.
+/// A received datagram (or stream chunk) and its length after the headroom. Put `handle` back.
 ///
 /// ```
 /// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};

@@ -132,8 +132,8 @@ impl RawRing {
         unsafe { &*(p as *const AtomicU32) }
     }
 
-    /// Producer side: reserves `min(nb, free)` slots (the header's `xsk_prod_nb_free` and
-    /// `xsk_ring_prod__reserve`, best effort); returns the first index and the count.
+    /// Producer: reserves `min(nb, free)` slots (`xsk_ring_prod__reserve`, best effort); returns
+    /// the first index and the count.
     #[inline]
     pub(crate) fn reserve(&mut self, nb: u32) -> (u32, u32) {
         let mut free = self.cached_cons.wrapping_sub(self.cached_prod);
