@@ -4,10 +4,9 @@ use crate::error::PoolError;
 
 use super::MAX_GROUP_SIZE;
 
-/// The handle <-> `(bgid, bid)` mapping of a pool split into buffer groups of `group_size`
-/// consecutive indices (a power of two, at most [`MAX_GROUP_SIZE`]): group `k` has buffer group
-/// id `bgid_base + k` and holds indices `k x group_size ..`, and a buffer's id is its index
-/// within its group. Pure arithmetic, no kernel.
+/// The handle <-> `(bgid, bid)` mapping of a pool split into groups of `group_size` indices (a
+/// power of two, at most [`MAX_GROUP_SIZE`]): group `k` has id `bgid_base + k` and holds
+/// indices `k x group_size ..`; a buffer's bid is its index within its group.
 ///
 /// ```
 /// use idxpool::uring::BidMap;
@@ -27,8 +26,7 @@ pub struct BidMap {
 }
 
 impl BidMap {
-    /// The mapping of a pool of `capacity` buffers into groups of `group_size`, numbered from
-    /// `bgid_base`.
+    /// `capacity` buffers in groups of `group_size`, numbered from `bgid_base`.
     ///
     /// # Errors
     /// [`PoolError::InvalidConfig`] when `group_size` is not a power of two in

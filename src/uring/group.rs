@@ -4,8 +4,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::error::PoolError;
 
-/// One group's provided-buffer ring: `entries` slots of `struct io_uring_buf`, whose first
-/// slot's last 2 bytes are the tail the application publishes.
+/// A provided-buffer ring of `entries` `struct io_uring_buf` slots (the tail in slot 0).
 pub(super) struct Group {
     pub(super) bgid: u16,
     /// Pool index of bid 0.
@@ -13,9 +12,8 @@ pub(super) struct Group {
     /// Buffers in the group (`BidMap::group_len`, kept here for the completion path).
     pub(super) len: u32,
     pub(super) mask: u16,
-    /// The ring's memory: page-aligned, shared with the kernel (it pins the pages). A
-    /// `MmapRaw`, which gives raw pointers only (never a `&[u8]` / `&mut [u8]` over memory
-    /// the kernel reads concurrently); accessed through [`Group::entry`].
+    /// The ring's memory, page-aligned, pinned by the kernel: a `MmapRaw` (never a slice over
+    /// memory the kernel reads), accessed through [`Group::entry`].
     pub(super) mem: memmap2::MmapRaw,
     /// Next slot to write; published up to `published`.
     pub(super) tail: u16,
@@ -26,9 +24,9 @@ pub(super) struct Group {
     pub(super) registered: bool,
 }
 
-/// `struct io_uring_buf` (include/uapi/linux/io_uring.h), as atomics: the kernel reads the
+/// `struct io_uring_buf` (include/uapi/linux/io_uring.h) as atomics: the kernel reads the
 /// published entries (and the tail, `resv` of entry 0) while the application writes others.
-/// Same size and alignment as the C struct (16 bytes, 8-aligned); every bit pattern is valid.
+/// The C struct's size and alignment (16 bytes, 8-aligned); every bit pattern is valid.
 #[repr(C)]
 pub(super) struct RawBuf {
     addr: AtomicU64,
@@ -63,26 +61,23 @@ impl Group {
         })
     }
 
-    /// Entry `slot & mask` of the ring: the one view of the ring's memory. Every access
-    /// through it is atomic, so the kernel's concurrent reads never race with it.
+    /// Entry `slot & mask`: the one view of the ring's memory, accessed only atomically.
     #[inline(always)]
     pub(super) fn entry(&self, slot: u16) -> &RawBuf {
         let slot = usize::from(slot & self.mask);
-        // SAFETY: slot <= mask < entries, so the entry lies inside the mapping, which is
-        // page-aligned (so RawBuf-aligned), zero-filled at creation (a valid RawBuf: atomics
-        // accept every bit pattern) and lives as long as `self`. Its memory is shared with
-        // the kernel only, and only through atomics (`RawBuf`), never through a `&mut`.
+        // SAFETY: slot <= mask < entries: inside the mapping, which is page-aligned (so
+        // RawBuf-aligned), zero-filled (a valid RawBuf: atomics take any bits) and lives as
+        // long as `self`. Shared with the kernel only through atomics, never a `&mut`.
         unsafe { &*self.mem.as_ptr().cast::<RawBuf>().add(slot) }
     }
 
     /// Writes one entry at the local tail (not yet visible to the kernel).
     #[inline(always)]
     pub(super) fn push(&mut self, addr: u64, len: u32, bid: u16) {
-        // The kernel only reads entries between its head and the published tail; this one is
-        // past the published tail (the ring holds every buffer of its group, so the writer
-        // never laps the kernel's head), so nobody reads it now: Relaxed stores (plain moves
-        // on x86-64), made visible by the Release store of `publish`. `resv` (the tail, in
-        // entry 0) is not written here.
+        // The kernel reads only entries between its head and the published tail; this one is
+        // past that tail (the ring holds every buffer of its group: the writer never laps the
+        // head), so nobody reads it now: Relaxed stores, made visible by `publish`'s Release
+        // store. `resv` (the tail, in entry 0) is not written here.
         let e = self.entry(self.tail);
         e.addr.store(addr, Ordering::Relaxed);
         e.len.store(len, Ordering::Relaxed);
@@ -93,15 +88,13 @@ impl Group {
         self.lent_count += 1;
     }
 
-    /// Makes the written entries visible to the kernel: one release store of the tail.
-    /// Returns whether there was anything to publish.
+    /// Makes the written entries visible: one release store of the tail. False if none.
     #[inline(always)]
     pub(super) fn publish(&mut self) -> bool {
         if self.tail == self.published {
             return false;
         }
-        // Bytes 14..16 of entry 0 are the ring's tail (`resv` of the first `io_uring_buf`),
-        // read by the kernel with smp_load_acquire; written only here.
+        // The tail (`resv` of entry 0): the kernel's smp_load_acquire; written only here.
         self.entry(0).resv.store(self.tail, Ordering::Release);
         self.published = self.tail;
         true

@@ -1,66 +1,46 @@
 //! io_uring provided-buffer rings fed from a pool (feature **`uring`**): the kernel receives
 //! straight into pool objects, and every completion comes back as a [`Handle`].
 //!
-//! # Mechanism (DESIGN.md, "Feeding the kernel", has the whole argument)
+//! # Mechanism (DESIGN.md, "Feeding the kernel")
 //!
 //! [`UringRx`] owns an io_uring instance, a [`crate::LocalCache`] of the pool and one
 //! provided-buffer ring (`IORING_REGISTER_PBUF_RING`) per **buffer group**:
 //!
-//! * **Groups.** Group `k` holds the indices `k x G .. (k + 1) x G`, `G` a power of two of at
-//!   most [`MAX_GROUP_SIZE`] (a `bid` is 16 bits); its bgid is `bgid_base + k` and a buffer's
-//!   bid is its index within the group ([`BidMap`]). A group's ring can hold every buffer of
-//!   the group, so it never overflows; one receive is armed per group on each socket.
-//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: one `get_burst` from its cache, one
-//!   ring entry per handle, one release store of each touched ring's tail. The handles are
-//!   given up, counted by [`crate::Pool::lent_to_kernel`] and recorded in a per-group bitmap.
-//! * **Completions are handles.** A completion's group and bid give the index; the bitmap
-//!   must say it is lent (else [`RxStats::bad_completions`] counts it: never a second
-//!   handle); the handle is rebuilt as a [`Packet`]. Putting it back into the pool, through
-//!   any cache, frees the buffer; it reaches the kernel again at a later re-arm.
-//! * **Nothing is lost.** A receive ended by `ENOBUFS` leaves the datagram in the socket and
-//!   is re-armed by the next [`UringRx::poll`] ([`RxStats::enobufs`]). [`UringRx::close`] and
-//!   end of file reap the last completions (their packets are returned). Dropping the
-//!   receiver cancels and reaps every receive, unregisters every ring and puts every lent
-//!   buffer back, before it releases its pool reference.
+//! * **Groups** ([`BidMap`]) of `G` indices, `G` a power of two up to [`MAX_GROUP_SIZE`]: a
+//!   group's ring holds all its buffers, so never overflows; one receive per group and socket.
+//! * **Lending in bulk.** [`UringRx::poll`] first re-arms: one `get_burst`, one ring entry per
+//!   handle, one release store per touched ring's tail. The handles are given up, counted by
+//!   [`crate::Pool::lent_to_kernel`] and recorded in a per-group bitmap.
+//! * **Completions are handles.** Group and bid give the index; the bitmap must say it is lent
+//!   (else [`RxStats::bad_completions`]: never a second handle); it comes back as a [`Packet`].
+//! * **Nothing is lost.** A receive ended by `ENOBUFS` leaves the datagram in the socket and is
+//!   re-armed by the next poll. [`UringRx::close`] and end of file reap the last completions;
+//!   drop cancels and reaps every receive, unregisters the rings and returns every buffer.
 //!
 //! With a `headroom` of at least 4 ([`RxConfig::headroom`]) the received length is stamped in
-//! the object's first 4 bytes (little endian), so a bare handle still knows its length
-//! ([`payload`]).
+//! the object's first 4 bytes (little endian), so a bare handle knows its length ([`payload`]).
 //!
 //! # Packet buffers
 //!
-//! Over a [`crate::Pool`]`<`[`crate::PacketBuf`]`>` the receiver lends each buffer's room from
-//! `headroom` on (its 16-byte header and the headroom are never lent), and each completion
-//! sets the buffer's header: data offset `headroom`, length the completion's `res`, tag the
-//! socket's id ([`SockId`]`.0`). A bare `Handle<PacketBuf>` then carries its packet through
-//! rings and channels with no length beside it, and the buffer's operations
-//! ([`crate::PacketBuf::prepend`] into the headroom, ...) apply at once. Which object types a
-//! receiver takes is [`RxObject`]'s (sealed) choice.
+//! A [`crate::PacketBuf`]'s room is lent from `headroom` on, and each completion sets its header
+//! (see [`RxObject`]): data offset `headroom`, length `res`, tag the socket's id ([`SockId`]`.0`).
 //!
 //! ```
-//! use std::net::UdpSocket;
-//! use std::os::fd::AsRawFd;
-//! use std::time::Duration;
-//! use idxpool::packet::DEFAULT_HEADROOM;
-//! use idxpool::uring::{RxConfig, UringRx};
-//!
-//! if let Err(why) = idxpool::uring::available() {
-//!     println!("skipped: {why}");
-//!     return Ok(());
-//! }
-//! let pool = std::sync::Arc::new(idxpool::PoolBuilder::packet_bufs(64, 2048, DEFAULT_HEADROOM).build()?);
+//! use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
+//! use idxpool::{packet::DEFAULT_HEADROOM, uring::{RxConfig, UringRx}, PoolBuilder};
+//! if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+//! let pool = Arc::new(PoolBuilder::packet_bufs(64, 2048, DEFAULT_HEADROOM).build()?);
 //! let cfg = RxConfig { headroom: DEFAULT_HEADROOM as u32, ..RxConfig::default() };
 //! let mut rx = UringRx::new(pool.clone(), cfg)?;
 //! let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
 //! let id = rx.recv_multishot(sock.as_raw_fd())?;
 //! sock.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
 //! let mut packets = Vec::new();
-//! while packets.is_empty() {
-//!     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-//! }
+//! while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 //! let mut h = packets.pop().unwrap().handle; // the length travels in the buffer
 //! let b = pool.get_mut(&mut h);
-//! assert_eq!((b.as_slice(), b.headroom(), b.tag()), (&b"hello"[..], DEFAULT_HEADROOM, id.0 as u32));
+//! assert_eq!((b.as_slice(), b.headroom()), (&b"hello"[..], DEFAULT_HEADROOM));
+//! assert_eq!(b.tag(), id.0 as u32); // the socket's id
 //! b.prepend(4)?.copy_from_slice(b"hdr:"); // room in front, as an mbuf's
 //! assert_eq!(b.as_slice(), b"hdr:hello");
 //! pool.put(h);
@@ -68,13 +48,12 @@
 //! ```
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use idxpool::uring::{RxConfig, UringRx};
-//!
+//! # use std::{os::fd::AsRawFd, sync::Arc};
+//! # use idxpool::uring::{RxConfig, UringRx};
 //! let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(4096).build()?);
 //! let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
 //! let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
-//! rx.recv_multishot(std::os::fd::AsRawFd::as_raw_fd(&sock))?;
+//! rx.recv_multishot(sock.as_raw_fd())?;
 //! let mut packets = Vec::with_capacity(256);
 //! rx.poll(&mut packets, Some(std::time::Duration::from_millis(10)))?;
 //! for p in packets.drain(..) {
@@ -109,8 +88,7 @@ pub use bidmap::BidMap;
 use group::Group;
 pub use rx_types::{Packet, RxConfig, RxStats, SockId, SockState};
 
-/// The largest group: a provided-buffer ring has at most 32,768 entries (and a `bid` is 16
-/// bits), so a group holds at most this many buffers.
+/// The largest group: a provided-buffer ring has at most 32,768 entries (a `bid` is 16 bits).
 pub const MAX_GROUP_SIZE: u32 = 1 << 15;
 
 /// `user_data` of the cancellations this module submits (their completions are ignored).
@@ -137,29 +115,16 @@ struct Op {
     state: OpState,
 }
 
-/// A receiver fed from a pool: an io_uring instance whose multishot receives pick pool objects
-/// from provided-buffer rings (see the [module documentation](self)). `P` is how it holds the
-/// pool ([`PoolRef`]): an `Arc<Pool>`, or a `&'static Pool`. It must be `'static` because the
-/// kernel writes into the pool's region for as long as the io_uring instance lives, and a
-/// receiver passed to `mem::forget` (safe) never closes it: a leaked `Arc` keeps the pool
-/// mapped forever, a borrow of a shorter-lived pool would not. The object type is an
-/// [`RxObject`]: a [`bytemuck::Pod`] type (every byte pattern the kernel writes is a valid
-/// object), e.g. `[u8; 2048]`, or a [`crate::PacketBuf`], whose header the kernel never writes
-/// and each receive fills (see the module documentation, "Packet buffers").
+/// A receiver whose multishot receives pick pool objects from provided-buffer rings (see the
+/// [module documentation](self)). `P` holds the pool ([`PoolRef`]), `'static` because the kernel
+/// writes the region while the instance lives and `mem::forget` (safe) never closes it (a
+/// leaked `Arc` keeps the pool mapped). Objects: [`RxObject`], e.g. `[u8; 2048]`, `PacketBuf`.
 ///
 /// ```
-/// use std::net::UdpSocket;
-/// use std::os::fd::AsRawFd;
-/// use std::time::Duration;
+/// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 /// use idxpool::uring::{RxConfig, UringRx};
-///
-/// if let Err(why) = idxpool::uring::available() {
-///     println!("skipped: {why}");
-///     return Ok(());
-/// }
-/// let pool = std::sync::Arc::new(
-///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
-/// );
+/// # if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+/// let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?);
 /// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
 /// let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
 /// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?; // holds a clone of the Arc
@@ -168,9 +133,7 @@ struct Op {
 /// assert_eq!(pool.lent_to_kernel(), 48);
 /// peer.send_to(b"hello", sock.local_addr().unwrap()).unwrap();
 /// let mut packets = Vec::new();
-/// while packets.is_empty() {
-///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-/// }
+/// while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 /// let p = packets.pop().unwrap();
 /// assert_eq!(rx.bytes(&p), b"hello");
 /// assert_eq!(pool.lent_to_kernel(), 47); // the kernel used one buffer: now the packet's
@@ -183,8 +146,8 @@ pub struct UringRx<P: PoolRef + Clone + 'static>
 where
     P::T: RxObject,
 {
-    // Dropped in this order after `Drop::drop` has cancelled, reaped, unregistered and returned
-    // everything: the io_uring instance, then the rings' memory, then the cache, then the pool.
+    // Dropped in this order after `Drop::drop` cancelled, reaped, unregistered and returned
+    // everything: the io_uring instance, the rings' memory, the cache, the pool.
     ring: IoUring,
     groups: Vec<Group>,
     map: BidMap,
@@ -197,8 +160,7 @@ where
     burst: u32,
     /// `RxConfig::headroom`: bytes before the data (for a `PacketBuf`, within its room).
     headroom: u32,
-    /// Where the kernel writes in each object: the object's header (`RxObject::FRONT`) plus
-    /// the headroom.
+    /// Where the kernel writes in each object: `RxObject::FRONT` plus the headroom.
     lend_off: u32,
     /// Bytes lent per object: the object's size less `lend_off`.
     buf_len: u32,
@@ -211,15 +173,13 @@ impl<P: PoolRef + Clone + 'static> UringRx<P>
 where
     P::T: RxObject,
 {
-    /// A receiver over the pool `pool` refers to: sets up an io_uring instance and registers
-    /// one provided-buffer ring per group ([`BidMap`]). Nothing is lent until the first
-    /// [`UringRx::poll`] (or [`UringRx::rearm`]).
+    /// Sets up an io_uring instance and registers one provided-buffer ring per group
+    /// ([`BidMap`]). Nothing is lent until the first [`UringRx::poll`] (or [`UringRx::rearm`]).
     ///
     /// # Errors
     /// [`PoolError::InvalidConfig`] for a bad [`RxConfig`] (group size, headroom not below the
     /// object size, objects over 4 GiB); [`PoolError::Kernel`] when io_uring is unavailable
-    /// (`/proc/sys/kernel/io_uring_disabled`, seccomp, old kernel) or a ring cannot be
-    /// registered (e.g. a bgid already in use).
+    /// (`io_uring_disabled`, seccomp, old kernel) or a ring cannot be registered (bgid in use).
     pub fn new(pool: P, cfg: RxConfig) -> Result<Self, PoolError> {
         let p = pool.pool();
         let cap = p.capacity();
@@ -254,8 +214,7 @@ where
             let entries = len.next_power_of_two();
             let mut g = Group::new(map.bgid(k), k * group_size, len, entries)?;
             // SAFETY: the ring memory is page-aligned, holds `entries` slots, and lives until
-            // after the ring is unregistered (Drop) or the io_uring instance is closed (the
-            // `ring` field drops before `groups`).
+            // the ring is unregistered (Drop) or the instance closed (`ring` drops first).
             unsafe {
                 ring.submitter().register_buf_ring_with_flags(
                     g.mem.as_ptr() as u64,
@@ -316,8 +275,7 @@ where
         self.map
     }
 
-    /// Buffers lent to the kernel now (in the rings, or picked for a completion not yet
-    /// reaped).
+    /// Buffers lent to the kernel now (in the rings, or picked and not yet reaped).
     pub fn lent(&self) -> u32 {
         self.lent
     }
@@ -332,21 +290,17 @@ where
         self.socks.get(sock.0).copied()
     }
 
-    /// The data of a packet as received: its object's `len` bytes after the headroom (and,
-    /// for a [`crate::PacketBuf`], after its header: the buffer's data window as the receive
-    /// set it, whatever the application did with the header since).
+    /// A packet's data as received: `len` bytes after the headroom (and a
+    /// [`crate::PacketBuf`]'s header, whatever the application did with the header since).
     ///
     /// # Panics
     /// Run-time pools: when the packet's handle is another pool's ([`UringRx::try_bytes`]
     /// returns an error instead).
     pub fn bytes<'a>(&'a self, p: &'a Packet<P::T, P::B, P::R>) -> &'a [u8] {
         let len = p.len.min(self.buf_len) as usize;
-        // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `p`,
-        // borrowed shared for 'a; every byte of an RxObject is initialised (Pod; a PacketBuf's
-        // header is written at build and its room zero-filled); lend_off + len is within the
-        // object (len <= buf_len = size - lend_off). Not the safe `bytemuck::bytes_of` sliced
-        // after the headroom: the compiler cannot know the headroom is below the object size,
-        // so that form keeps a bounds check.
+        // SAFETY: the pool's handle (as_ptr checks run-time pools), owned by `p`, borrowed
+        // shared for 'a; an RxObject is all initialised (Pod; PacketBuf: header built, room
+        // zeroed); len <= buf_len = size - lend_off. (`bytes_of` would keep a bounds check.)
         unsafe {
             std::slice::from_raw_parts(
                 self.pool()
@@ -359,9 +313,7 @@ where
         }
     }
 
-    /// [`UringRx::bytes`] that returns [`PoolError::ForeignHandle`] for a packet whose handle
-    /// is another pool's (a `Packet` put together by hand: its fields are public) instead of
-    /// panicking.
+    /// [`UringRx::bytes`], with an error instead of a panic for another pool's handle.
     ///
     /// # Errors
     /// [`PoolError::ForeignHandle`].
@@ -370,9 +322,8 @@ where
         Ok(self.bytes(p))
     }
 
-    /// Arms a multishot `recv` on `fd` (a socket the caller keeps open while it is armed),
-    /// one per buffer group, and returns the id its packets carry. Submitted at the next
-    /// [`UringRx::poll`].
+    /// Arms a multishot `recv` per buffer group on `fd` (kept open by the caller while armed);
+    /// returns the id its packets carry. Submitted at the next [`UringRx::poll`].
     ///
     /// # Errors
     /// [`PoolError::Kernel`] when the submission queue cannot take the requests.
@@ -403,7 +354,7 @@ where
     fn push_sqe(&mut self, e: &io_uring::squeue::Entry) -> Result<(), PoolError> {
         loop {
             // SAFETY: the entry references no user memory (recv with buffer selection, or a
-            // cancellation by user_data): nothing must outlive it.
+            // cancellation by user_data).
             if unsafe { self.ring.submission().push(e) }.is_ok() {
                 return Ok(());
             }
@@ -414,9 +365,7 @@ where
         }
     }
 
-    /// Lends buffers to the kernel up to the lend target: up to one burst from the cache, one
-    /// entry per buffer in its group's ring, then one tail publish per touched group. Returns
-    /// how many were lent. [`UringRx::poll`] calls it first.
+    /// Lends up to a burst of buffers toward the lend target. Returns how many. `poll` calls it.
     pub fn rearm(&mut self) -> u32 {
         let want = self.lend_target.saturating_sub(self.lent).min(self.burst);
         if want == 0 {
@@ -439,8 +388,7 @@ where
             let g = &mut self.groups[k];
             let bid = (index - g.first) as u16;
             g.push(addr, len, bid);
-            // The object is the kernel's now: the handle is given up (it has no destructor),
-            // recorded by the lent bit just set.
+            // The kernel's now: the handle (no destructor) is given up, the lent bit records it.
             let _given_up = h.into_entry();
         }
         for g in &mut self.groups {
@@ -458,9 +406,8 @@ where
     }
 
     /// One round: re-arms the rings ([`UringRx::rearm`]) and the receives that ran dry,
-    /// submits, waits up to `wait` for [`RxConfig::wait_batch`] completions (`None`: does not
-    /// wait), and appends a
-    /// [`Packet`] per received datagram to `out`. Returns how many were appended.
+    /// submits, waits up to `wait` (`None`: no wait) for [`RxConfig::wait_batch`] completions,
+    /// and appends a [`Packet`] per datagram to `out`. Returns how many.
     ///
     /// # Errors
     /// [`PoolError::Kernel`] when `io_uring_enter` fails (other than a timeout or an
@@ -519,8 +466,7 @@ where
         let pool = self.pool.pool();
         let geometry = pool.geometry;
         let stamp = self.headroom >= 4;
-        // Objects with a header of their own (`PacketBuf`) always have it written; `Pod`
-        // objects only when the length is stamped (a constant per type: no branch left).
+        // A header (`PacketBuf`) is always written, a `Pod` only when stamped (const per type).
         let write = <P::T as RxObject>::FRONT > 0 || stamp;
         let headroom = self.headroom;
         let (base, stride, size) = (pool.base().as_ptr(), pool.stride(), pool.object_size());
@@ -550,14 +496,10 @@ where
                                 base.wrapping_add(index as usize * stride),
                                 size,
                             );
-                            // SAFETY: `index` names an object of the pool (its bid was lent
-                            // from the pool's own cache and is taken back once: the lent bit),
-                            // so `obj` is that object, of the pool's object size, in the
-                            // region; `handle`, just rebuilt and not used meanwhile, is its
-                            // only handle, so this is the only reference, and it ends here.
-                            // The kernel wrote `len` bytes at `lend_off`; the object's header
-                            // (`FRONT` bytes) and, for a stamped `Pod`, bytes 0..4 (headroom
-                            // >= 4) are outside what it was lent.
+                            // SAFETY: a pool object (bid lent from the pool's cache, taken
+                            // back once: the lent bit); `handle`, just rebuilt, is its only
+                            // one: the only reference, ending here. `FRONT` and a stamped
+                            // `Pod`'s bytes 0..4 (headroom >= 4) were not lent.
                             unsafe { &mut *obj }.received(stamp, headroom, len, o.sock as u32);
                         }
                         self.stats.packets += 1;
@@ -604,10 +546,8 @@ where
         out.len() - before
     }
 
-    /// Cancels the receives of `sock` and waits for their last completions; the packets that
-    /// arrived before the cancellation are appended to `out` (nothing is lost). The socket's
-    /// file descriptor is the caller's to close afterwards. The lent buffers stay lent (for the
-    /// other sockets, or until the `UringRx` is dropped).
+    /// Cancels `sock`'s receives, appending their last packets to `out`; the caller closes the
+    /// fd afterwards. Lent buffers stay lent (other sockets use them).
     ///
     /// # Errors
     /// [`PoolError::Kernel`] when `io_uring_enter` fails.
@@ -670,10 +610,8 @@ where
 }
 
 impl<T: ?Sized + RxObject, B: Brand, R: Repr> UringRx<std::sync::Arc<Pool<T, B, R>>> {
-    /// Audits the pool while buffers are lent ([`Pool::audit`], plus: every lent buffer is
-    /// named once, by the kernel's rings alone, and their number is the pool's
-    /// `lent_to_kernel`). This receiver's cache is flushed first. Needs this receiver to hold
-    /// the only reference to the pool (the `Arc` is its alone), which proves quiescence.
+    /// [`Pool::audit`] while buffers are lent, plus: each lent buffer named once, by the rings
+    /// alone, their number `lent_to_kernel`. Flushes the cache; needs the only `Arc` (quiescence).
     ///
     /// # Errors
     /// [`PoolError::AuditFailed`] for a broken invariant, or when other references to the
@@ -760,10 +698,8 @@ where
     }
 }
 
-/// The received bytes of a handle whose object was filled by a [`UringRx`] with a headroom of
-/// at least 4 ([`RxConfig::headroom`]): the length stamped in the object's first 4 bytes, and
-/// that many bytes after the headroom. For workers that get bare handles (e.g. from a
-/// [`crate::HandleRing`]).
+/// The received bytes of an object filled with a [`RxConfig::headroom`] of at least 4: the
+/// stamped length, that many bytes after the headroom. For bare handles ([`crate::HandleRing`]).
 ///
 /// ```
 /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(4).build()?;
@@ -803,8 +739,7 @@ pub fn payload<'a, T: bytemuck::Pod, B: Brand, R: Repr>(
 }
 
 /// True when io_uring can be used here: `/proc/sys/kernel/io_uring_disabled` is absent or 0
-/// (1 allows only members of a group, 2 nobody), and an instance can be set up. `Err` says why
-/// not, for tests and examples that skip with a printed reason.
+/// (1: a group only, 2: nobody) and an instance can be set up. `Err` says why not (to skip).
 ///
 /// # Errors
 /// The reason io_uring is unavailable.

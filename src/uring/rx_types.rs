@@ -6,18 +6,10 @@ use crate::repr::Repr;
 /// Settings of a [`UringRx`](super::UringRx).
 ///
 /// ```
-/// use std::net::UdpSocket;
-/// use std::os::fd::AsRawFd;
-/// use std::time::Duration;
+/// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 /// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
-///
-/// if let Err(why) = idxpool::uring::available() {
-///     println!("skipped: {why}");
-///     return Ok(());
-/// }
-/// let pool = std::sync::Arc::new(
-///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
-/// );
+/// # if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+/// let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?);
 /// // Lend half the pool, re-arm 16 buffers at a time, 64 bytes of headroom (the length stamp).
 /// let config = RxConfig { lend: 32, burst: 16, headroom: 64, ..RxConfig::default() };
 /// let mut rx = UringRx::new(pool.clone(), config)?;
@@ -31,30 +23,25 @@ use crate::repr::Repr;
 /// ```
 #[derive(Clone, Debug)]
 pub struct RxConfig {
-    /// Submission queue entries of the io_uring instance (the completion queue gets 8 times as
-    /// many, at least 4096). Default 256.
+    /// Submission queue entries (completion queue: 8 times as many, at least 4096). Default 256.
     pub ring_entries: u32,
-    /// Buffers per group: a power of two of at most [`MAX_GROUP_SIZE`](super::MAX_GROUP_SIZE); 0 (the default) takes
-    /// the smallest power of two that holds the whole pool, capped at [`MAX_GROUP_SIZE`](super::MAX_GROUP_SIZE).
+    /// Buffers per group: a power of two of at most [`MAX_GROUP_SIZE`](super::MAX_GROUP_SIZE);
+    /// 0 (the default) takes the smallest one that holds the whole pool, capped at that.
     pub group_size: u32,
     /// Buffer group id of group 0 (default 0).
     pub bgid_base: u16,
-    /// How many buffers to keep lent to the kernel; 0 (the default) means three quarters of
-    /// the pool (the rest is for the application's packets in flight and the caches).
+    /// Buffers kept lent; 0 (default): 3/4 of the pool (the rest: packets in flight, caches).
     pub lend: u32,
-    /// Most buffers moved to the kernel by one re-arm (one `get_burst` and one tail publish
-    /// per touched group). Default 256.
+    /// Most buffers lent by one re-arm (one `get_burst`, one tail store per group). Default 256.
     pub burst: u32,
-    /// Bytes at the start of each object the kernel does not write; at 4 or more the
-    /// received length is stamped there ([`payload`](super::payload)). For a
-    /// [`PacketBuf`](crate::PacketBuf) pool, the bytes of each buffer's room before the data
-    /// (its header is never lent either): the received buffer's
-    /// [`headroom`](crate::PacketBuf::headroom), room for headers prepended later (usually
-    /// the pool's, [`DEFAULT_HEADROOM`](crate::packet::DEFAULT_HEADROOM)). Default 0.
+    /// Bytes at the start of each object the kernel does not write; at 4 or more the length is
+    /// stamped there ([`payload`](super::payload)). For a [`PacketBuf`](crate::PacketBuf)
+    /// pool, the room's bytes before the data (its header is never lent either): the received
+    /// buffer's [`headroom`](crate::PacketBuf::headroom), usually the pool's
+    /// ([`DEFAULT_HEADROOM`](crate::packet::DEFAULT_HEADROOM)). Default 0.
     pub headroom: u32,
-    /// Completions a waiting [`UringRx::poll`](super::UringRx::poll) waits for (or its timeout): more per wake-up
-    /// means fewer system calls per packet under load, at the price of latency when traffic
-    /// is light (bounded by the timeout). Default 1.
+    /// Completions a waiting [`UringRx::poll`](super::UringRx::poll) waits for (or its
+    /// timeout): more means fewer system calls under load, more latency when light. Default 1.
     pub wait_batch: u32,
 }
 
@@ -72,31 +59,22 @@ impl Default for RxConfig {
     }
 }
 
-/// Which socket a packet came from: returned by [`UringRx::recv_multishot`](super::UringRx::recv_multishot).
+/// Which socket a packet came from ([`UringRx::recv_multishot`](super::UringRx::recv_multishot)).
 ///
 /// ```
-/// use std::net::UdpSocket;
-/// use std::os::fd::AsRawFd;
-/// use std::time::Duration;
+/// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 /// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
-///
-/// if let Err(why) = idxpool::uring::available() {
-///     println!("skipped: {why}");
-///     return Ok(());
-/// }
-/// let pool = std::sync::Arc::new(
-///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
-/// );
+/// # if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+/// let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?);
 /// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
-/// let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+/// let bind = || UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let (a, b) = (bind(), bind());
 /// let ida: SockId = rx.recv_multishot(a.as_raw_fd())?;
 /// let idb = rx.recv_multishot(b.as_raw_fd())?;
 /// assert_ne!(ida, idb);
 /// b.send_to(b"to b", b.local_addr().unwrap()).unwrap();
 /// let mut packets: Vec<Packet<[u8; 2048]>> = Vec::new();
-/// while packets.is_empty() {
-///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-/// }
+/// while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 /// let p = packets.pop().unwrap();
 /// assert_eq!((p.sock, p.len), (idb, 4));
 /// pool.put(p.handle);
@@ -105,30 +83,19 @@ impl Default for RxConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SockId(pub usize);
 
-/// A received datagram (or stream chunk): the handle of the pool object the kernel wrote, and
-/// how many bytes it wrote (after the headroom). Put `handle` back into the pool when done.
+/// A received datagram (or stream chunk) and its length after the headroom. Put `handle` back.
 ///
 /// ```
-/// use std::net::UdpSocket;
-/// use std::os::fd::AsRawFd;
-/// use std::time::Duration;
+/// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 /// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
-///
-/// if let Err(why) = idxpool::uring::available() {
-///     println!("skipped: {why}");
-///     return Ok(());
-/// }
-/// let pool = std::sync::Arc::new(
-///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
-/// );
+/// # if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+/// let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?);
 /// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
 /// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
 /// rx.recv_multishot(sock.as_raw_fd())?;
 /// sock.send_to(b"ping", sock.local_addr().unwrap()).unwrap();
 /// let mut packets: Vec<Packet<[u8; 2048]>> = Vec::new();
-/// while packets.is_empty() {
-///     rx.poll(&mut packets, Some(Duration::from_millis(10)))?;
-/// }
+/// while packets.is_empty() { rx.poll(&mut packets, Some(Duration::from_millis(10)))?; }
 /// for p in packets.drain(..) {
 ///     assert_eq!(&pool.get_ref(&p.handle)[..p.len as usize], b"ping");
 ///     pool.put(p.handle); // the object goes back; the receiver lends it again later
@@ -149,18 +116,10 @@ pub struct Packet<T: ?Sized, B = crate::brand::Runtime, R: Repr = crate::repr::D
 /// What a socket's receive is doing ([`UringRx::sock_state`](super::UringRx::sock_state)).
 ///
 /// ```
-/// use std::net::UdpSocket;
-/// use std::os::fd::AsRawFd;
-/// use std::time::Duration;
+/// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 /// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
-///
-/// if let Err(why) = idxpool::uring::available() {
-///     println!("skipped: {why}");
-///     return Ok(());
-/// }
-/// let pool = std::sync::Arc::new(
-///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
-/// );
+/// # if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+/// let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?);
 /// let mut rx = UringRx::new(pool.clone(), RxConfig::default())?;
 /// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
 /// let id = rx.recv_multishot(sock.as_raw_fd())?;
@@ -184,18 +143,10 @@ pub enum SockState {
 /// Counters of a [`UringRx`](super::UringRx) since its creation.
 ///
 /// ```
-/// use std::net::UdpSocket;
-/// use std::os::fd::AsRawFd;
-/// use std::time::Duration;
+/// use std::{net::UdpSocket, os::fd::AsRawFd, sync::Arc, time::Duration};
 /// use idxpool::uring::{Packet, RxConfig, RxStats, SockId, SockState, UringRx};
-///
-/// if let Err(why) = idxpool::uring::available() {
-///     println!("skipped: {why}");
-///     return Ok(());
-/// }
-/// let pool = std::sync::Arc::new(
-///     idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?,
-/// );
+/// # if let Err(why) = idxpool::uring::available() { println!("skipped: {why}"); return Ok(()); }
+/// let pool = Arc::new(idxpool::PoolBuilder::<[u8; 2048]>::zeroed(64).cache_size(0).build()?);
 /// let mut rx = UringRx::new(pool.clone(), RxConfig { burst: 16, ..RxConfig::default() })?;
 /// let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
 /// rx.recv_multishot(sock.as_raw_fd())?;

@@ -1,5 +1,4 @@
-//! The settings of an [`XdpSocket`](super::XdpSocket), the checks that a pool's region can be
-//! its UMEM, the frames and counters it hands out, and whether AF_XDP can run here.
+//! [`XdpSocket`](super::XdpSocket)'s settings, UMEM checks, frames, counters; AF_XDP's presence.
 
 use std::io;
 
@@ -43,13 +42,11 @@ pub struct XdpConfig {
     pub ifname: String,
     /// Its receive queue (0 on veth).
     pub queue: u32,
-    /// The UMEM frame size: 0 (the default) takes the pool's stride; anything else must be
-    /// the stride ([`UmemFault::FrameSizeNotStride`]).
+    /// UMEM frame size: 0 (default) or the stride ([`UmemFault::FrameSizeNotStride`]).
     pub frame_size: u32,
-    /// Bytes at the start of each frame the kernel never writes (the UMEM's
-    /// `frame_headroom`, before its own [`crate::xdp::XDP_PACKET_HEADROOM`]). Default 0. A
-    /// [`crate::PacketBuf`] pool's 16-byte header is added to it: the kernel never writes the
-    /// header, and a received buffer's data starts at room byte `frame_headroom + 256`.
+    /// Bytes at the start of each frame the kernel never writes (the UMEM's `frame_headroom`,
+    /// before [`crate::xdp::XDP_PACKET_HEADROOM`]). Default 0. A [`crate::PacketBuf`]'s 16-byte
+    /// header is added to it: received data starts at room byte `frame_headroom + 256`.
     pub frame_headroom: u32,
     /// Fill and completion ring sizes (powers of two). Default 2048 each.
     pub fill_size: u32,
@@ -65,24 +62,19 @@ pub struct XdpConfig {
     pub tx: bool,
     /// Where the program runs. Default [`XdpMode::Auto`].
     pub mode: XdpMode,
-    /// Load libxdp's default redirect program (an `XSKMAP` redirect of the queue to the
-    /// socket) and put the socket in its map. False for a TX-only socket, or when the
-    /// caller attached a program of its own. Default true.
+    /// Load libxdp's default redirect program (queue -> socket through an `XSKMAP`) with the
+    /// socket in its map. False for TX only or a program of the caller's. Default true.
     pub load_program: bool,
     /// Bind with `XDP_COPY` (never zero-copy). Default false (the kernel picks).
     pub force_copy: bool,
-    /// Frames to keep in the fill ring: 0 (the default) means the fill ring's size or three
-    /// quarters of the pool, whichever is smaller.
+    /// Frames kept in the fill ring: 0 (default): min(fill ring size, 3/4 of the pool).
     pub lend: u32,
     /// Most frames moved per ring operation (one `get_burst`, one producer store). Default 64.
     pub burst: u32,
-    /// Recycle TX completions: [`XdpSocket::complete`](super::XdpSocket::complete) moves each
-    /// completed frame straight to the fill ring (up to the lend target; the rest go to the
-    /// socket's cache), with no handle made and no put and get through the pool (DPDK 23.11's
-    /// `rte_eth_recycle_mbufs`, here without a driver's help: one ledger byte per frame). The
-    /// pool's put path does not run for recycled frames: no `on_put` hook, no
-    /// [`crate::PacketBuf`] reset (a received buffer's header is written anyway). Needs the RX
-    /// side; default false.
+    /// Recycle TX completions: [`XdpSocket::complete`](super::XdpSocket::complete) moves them
+    /// straight to the fill ring up to the lend target, with no handle, put or get (DPDK
+    /// 23.11's `rte_eth_recycle_mbufs`, without a driver's help): no `on_put` hook, no
+    /// [`crate::PacketBuf`] reset (its header is written on receive). Needs RX; default false.
     pub recycle_tx: bool,
 }
 
@@ -110,8 +102,8 @@ impl XdpConfig {
     }
 }
 
-/// A received packet (or a frame to transmit): the handle of its object, the packet's offset
-/// in the object and its length. Put `handle` back into the pool when done (or transmit it).
+/// A received packet (or a frame to transmit): handle, offset in the object, length. Put
+/// `handle` back into the pool when done (or transmit it).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, StrideMode};
@@ -133,14 +125,13 @@ pub struct Frame<
 > {
     /// The object holding the packet.
     pub handle: Handle<T, B, R>,
-    /// Where the packet starts in the object (received: `XDP_PACKET_HEADROOM` + the frame
-    /// headroom in copy mode).
+    /// Packet start in the object (received: `XDP_PACKET_HEADROOM` + frame headroom, copy mode).
     pub offset: u32,
     /// The packet's length in bytes.
     pub len: u32,
 }
 
-/// Counters of an [`XdpSocket`](super::XdpSocket) since its creation ([`XdpSocket::stats`](super::XdpSocket::stats)).
+/// Counters of an [`XdpSocket`](super::XdpSocket) ([`stats`](super::XdpSocket::stats)).
 ///
 /// ```
 /// let s = idxpool::xdp::XdpStats::default();
@@ -156,15 +147,13 @@ pub struct XdpStats {
     pub fill_bursts: u64,
     /// Frames lent on the fill ring in all.
     pub frames_filled: u64,
-    /// Refills that found the pool (the socket's cache and the common ring) empty: the fill
-    /// ring went without, the kernel drops what it cannot place (nothing of ours is lost).
+    /// Refills that found the pool empty (the kernel drops what it cannot place; nothing lost).
     pub fill_starved: u64,
     /// Frames handed to the TX ring.
     pub tx_frames: u64,
     /// TX completions reaped (returned to the pool, or recycled).
     pub tx_completed: u64,
-    /// TX completions moved straight to the fill ring ([`XdpConfig::recycle_tx`]); also
-    /// counted in `tx_completed` and `frames_filled`.
+    /// TX completions recycled ([`XdpConfig::recycle_tx`]), also in `tx_completed`/`frames_filled`.
     pub tx_recycled: u64,
     /// `sendto` kicks of the TX ring.
     pub tx_kicks: u64,
@@ -172,13 +161,12 @@ pub struct XdpStats {
     pub bad_descriptors: u64,
     /// RX descriptors still queued when the socket was dropped (their frames went back).
     pub discarded_at_drop: u64,
-    /// Objects the cache gave that are not UMEM frames (added by a `grow` after the socket
-    /// was made): kept aside, back to the pool at drop.
+    /// Non-UMEM objects from the cache (a later `grow`'s): kept aside, back to the pool at drop.
     pub parked: u64,
 }
 
-/// The kernel's counters of an AF_XDP socket (`XDP_STATISTICS`, `struct xdp_statistics`):
-/// packets it dropped, and why ([`XdpSocket::kernel_stats`](super::XdpSocket::kernel_stats)).
+/// The kernel's drop counters of an AF_XDP socket (`XDP_STATISTICS`, `struct xdp_statistics`;
+/// [`XdpSocket::kernel_stats`](super::XdpSocket::kernel_stats)).
 ///
 /// ```
 /// let k = idxpool::xdp::KernelXdpStats::default();
@@ -284,10 +272,9 @@ pub(crate) fn check_layout<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr
     })
 }
 
-/// True when AF_XDP sockets can be opened here: `socket(AF_XDP)` succeeds (it fails with
-/// `EAFNOSUPPORT` on kernels without `CONFIG_XDP_SOCKETS`, `EPERM` without CAP_NET_RAW).
-/// `Err` says why not, for tests and examples that skip with the reason. Attaching a program
-/// and binding also need CAP_NET_ADMIN and CAP_BPF (root).
+/// True when AF_XDP sockets can be opened here: `socket(AF_XDP)` succeeds (not
+/// `EAFNOSUPPORT`: no `CONFIG_XDP_SOCKETS`; not `EPERM`: no CAP_NET_RAW) and we are root
+/// (attaching and binding need CAP_NET_ADMIN and CAP_BPF). `Err` says why not (to skip).
 ///
 /// # Errors
 /// The reason AF_XDP is unavailable.

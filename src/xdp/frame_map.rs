@@ -1,13 +1,11 @@
-//! AF_XDP's frame addressing over a pool's region: frame offset = `index x stride` (see the
-//! [`xdp` module docs](crate::xdp)). [`FrameMap`] is that mapping both ways, for the kernel's
-//! two address modes:
+//! AF_XDP's frame addressing over a pool's region, frame offset = `index x stride` (see the
+//! [`xdp` module docs](crate::xdp)), in the kernel's two address modes:
 //!
-//! * **aligned chunks** (the default): the stride is a power of two (2,048 or 4,096 in
-//!   practice) and a descriptor's address is the frame's offset plus the packet's offset in it
-//!   (headroom), so the frame is `addr >> log2(stride)` and the packet offset `addr &
-//!   (stride - 1)`;
-//! * **unaligned chunks** (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`): any stride; the low 48 bits of a
-//!   descriptor's address are the base offset and the high 16 bits an offset added to it.
+//! * **aligned chunks** (the default): a power-of-two stride (2,048 or 4,096); a descriptor's
+//!   address is the frame's offset plus the packet's offset in it, so the frame is
+//!   `addr >> log2(stride)` and the packet offset `addr & (stride - 1)`;
+//! * **unaligned chunks** (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`): any stride; the low 48 bits of an
+//!   address are the base offset and the high 16 bits an offset added to it.
 
 use crate::error::PoolError;
 
@@ -19,8 +17,8 @@ const UNALIGNED_ADDR_BITS: u32 = 48;
 /// ```
 /// use idxpool::xdp::FrameMap;
 /// use idxpool::StrideMode;
-/// // AF_XDP's aligned mode wants power-of-two frames: a natural stride (the default one pads
-/// // a 2 KiB object to an odd number of cache lines, 2112 bytes, which needs unaligned mode).
+/// // Aligned mode wants power-of-two frames: a natural stride (the default pads 2 KiB to an
+/// // odd number of cache lines, 2112 bytes, which needs unaligned mode).
 /// let pool = idxpool::PoolBuilder::<[u8; 2048]>::zeroed(1024)
 ///     .stride(StrideMode::Natural)
 ///     .build()?;
@@ -44,8 +42,7 @@ impl FrameMap {
     /// The mapping of `capacity` frames of `stride` bytes from offset 0.
     ///
     /// # Errors
-    /// [`PoolError::InvalidConfig`] when `stride` is 0 or the UMEM would pass 2^48 bytes (the
-    /// base-offset bits of unaligned mode).
+    /// [`PoolError::InvalidConfig`] for a 0 stride or a UMEM over 2^48 bytes (unaligned mode).
     pub fn new(stride: usize, capacity: u32) -> Result<Self, PoolError> {
         let stride = stride as u64;
         if stride == 0
@@ -65,9 +62,8 @@ impl FrameMap {
         })
     }
 
-    /// The mapping of a pool's region (`pool.stride()`, `pool.capacity()`): the objects the
-    /// pool has now. After [`crate::Pool::grow`], make a new map (and register the grown
-    /// region with the kernel again).
+    /// The mapping of the objects a pool has now (`pool.stride()`, `pool.capacity()`). After
+    /// [`crate::Pool::grow`], make a new map (and register the grown region again).
     ///
     /// # Errors
     /// As [`FrameMap::new`].
@@ -82,14 +78,12 @@ impl FrameMap {
         self.stride
     }
 
-    /// True when frames are power-of-two chunks (the kernel's aligned mode); false when the
-    /// UMEM must be registered with `XDP_UMEM_UNALIGNED_CHUNK_FLAG`.
+    /// True for power-of-two frames (aligned mode), else `XDP_UMEM_UNALIGNED_CHUNK_FLAG`.
     pub fn aligned(&self) -> bool {
         self.shift.is_some()
     }
 
-    /// The UMEM offset of frame `index` (what a fill-ring entry carries), or None past the
-    /// last frame.
+    /// The UMEM offset of frame `index` (a fill-ring entry), or None past the last frame.
     #[inline]
     pub fn offset(&self, index: u32) -> Option<u64> {
         (index < self.capacity).then(|| u64::from(index) * self.stride)
@@ -98,8 +92,7 @@ impl FrameMap {
     /// The frame and the offset within it of a descriptor address (RX or completion ring).
     ///
     /// # Errors
-    /// [`PoolError::IndexOutOfRange`] when the address is past the last frame (a corrupt
-    /// descriptor: never a handle).
+    /// [`PoolError::IndexOutOfRange`] past the last frame (a corrupt descriptor: never a handle).
     #[inline]
     pub fn locate(&self, addr: u64) -> Result<(u32, u32), PoolError> {
         self.split(addr).ok_or_else(|| {
@@ -111,7 +104,7 @@ impl FrameMap {
         })
     }
 
-    /// [`FrameMap::locate`] without the error's construction: None past the last frame.
+    /// [`FrameMap::locate`] with None past the last frame (no error built).
     #[inline(always)]
     pub(crate) fn split(&self, addr: u64) -> Option<(u32, u32)> {
         let (index, within) = self.split_unchecked(addr);

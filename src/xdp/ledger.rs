@@ -1,14 +1,10 @@
-//! Which frames of a pool are lent to the kernel, and to which ring: the one place where a
-//! descriptor address becomes a handle again (feature `xdp`).
+//! Which frames are lent to the kernel, and to which ring (feature `xdp`).
 //!
-//! An AF_XDP socket lends frames on two rings: the **fill** ring (the kernel may write a
-//! received packet into the frame and hands it back on the RX ring) and the **TX** ring (the
-//! kernel reads the frame and hands it back on the completion ring). [`FrameLedger`] keeps
-//! one state byte per frame (not lent / lent to fill / lent to TX). Lending consumes the
-//! handle; reclaiming validates the descriptor (inside the UMEM, the packet inside its frame,
-//! the frame lent to the ring it came back on) and only then rebuilds the handle, so a
-//! descriptor returned twice, or never lent, or lent to the other ring, is refused
-//! ([`PoolError::BadDescriptor`]) and can never make a second handle to an object.
+//! Frames are lent on the **fill** ring (back on the RX ring) and the **TX** ring (back on the
+//! completion ring). [`FrameLedger`] keeps one state byte per frame. Lending consumes the
+//! handle; reclaiming validates the descriptor (in the UMEM, the packet in its frame, the frame
+//! lent to the ring it came back on) before rebuilding the handle, so a descriptor returned
+//! twice, never lent, or lent to the other ring is refused: never a second handle.
 
 use crate::error::{DescriptorFault, PoolError};
 use crate::handle::Handle;
@@ -26,9 +22,9 @@ use crate::xdp::{FrameMap, RxObject};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum LentTo {
-    /// The fill ring: the kernel may write a packet into it; it comes back on the RX ring.
+    /// The fill ring: the kernel may write a packet; back on the RX ring.
     Fill = 1,
-    /// The TX ring: the kernel reads it; it comes back on the completion ring.
+    /// The TX ring: the kernel reads it; back on the completion ring.
     Tx = 2,
 }
 
@@ -36,11 +32,9 @@ const NOT_LENT: u8 = 0;
 
 type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
-/// The frames of a pool lent to the kernel (see the [module docs](crate::xdp)). `P` holds the pool
-/// (`Arc<Pool>` or `&'static Pool`) so a handle rebuilt here is always this pool's. Every
-/// frame still lent when the ledger is dropped goes back to the pool (the socket that owns a
-/// ledger closes the kernel's side first). Frames lent are counted by
-/// [`crate::Pool::lent_to_kernel`].
+/// The frames of a pool lent to the kernel, counted by [`crate::Pool::lent_to_kernel`]: the one
+/// place where a descriptor becomes a handle again. `P` holds the pool, so a rebuilt handle is
+/// always its. Frames still lent at drop go back (an owning socket closes the kernel first).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -58,7 +52,8 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// let (h, offset) = ledger.reclaim(addr + 256, 60, LentTo::Fill)?;
 /// assert_eq!((pool.index_of(&h), offset), (i, 256));
 /// // The same descriptor again (a broken peer): refused, no second handle.
-/// assert!(matches!(ledger.reclaim(addr + 256, 60, LentTo::Fill), Err(PoolError::BadDescriptor { .. })));
+/// let again = ledger.reclaim(addr + 256, 60, LentTo::Fill);
+/// assert!(matches!(again, Err(PoolError::BadDescriptor { .. })));
 /// pool.put(h);
 /// assert_eq!(pool.lent_to_kernel(), 0);
 /// # Ok::<(), idxpool::PoolError>(())
@@ -80,8 +75,7 @@ impl<P: PoolRef + 'static> FrameLedger<P>
 where
     P::T: RxObject,
 {
-    /// A ledger over the frames the pool has now (`FrameMap::of_pool`: a later
-    /// [`crate::Pool::grow`]'s objects are not frames, and [`FrameLedger::lend`] refuses them).
+    /// A ledger over the pool's frames now (not a later [`crate::Pool::grow`]'s objects).
     ///
     /// # Errors
     /// [`PoolError::InvalidConfig`] when the region cannot be a UMEM (`FrameMap::new`).
@@ -136,13 +130,11 @@ where
             .collect()
     }
 
-    /// Lends the object of `h` to `ring`: the handle is given up and the frame's UMEM offset
-    /// returned (what a fill-ring entry or a TX descriptor carries).
+    /// Lends `h`'s object to `ring`: gives the handle up, returns the frame's UMEM offset.
     ///
     /// # Errors
     /// The handle back, with [`PoolError::ForeignHandle`] (another run-time pool's) or
-    /// [`PoolError::IndexOutOfRange`] (an object added by a `grow` after the ledger was made:
-    /// not a frame of the UMEM).
+    /// [`PoolError::IndexOutOfRange`] (added by a later `grow`: not a UMEM frame).
     pub fn lend(&mut self, h: H<P>, ring: LentTo) -> Result<u64, (H<P>, PoolError)> {
         if let Err(e) = self.pool.pool().check(&h) {
             return Err((h, e));
@@ -160,51 +152,44 @@ where
         }
     }
 
-    /// [`FrameLedger::lend`] of a handle known to be this pool's (from its own cache, or
-    /// checked), without touching the pool's `lent_to_kernel` counter (the caller adds a
-    /// burst's count at once with `add_kernel_lent`). The handle back when it is past the
-    /// UMEM.
+    /// [`FrameLedger::lend`] of this pool's handle, the pool's count left to the caller (once
+    /// per burst). The handle back past the UMEM.
     #[inline(always)]
     pub(crate) fn lend_owned(&mut self, h: H<P>, ring: LentTo) -> Result<u64, H<P>> {
         let index = <P::R as ReprImpl>::index(&self.pool.pool().geometry, h.entry());
         let Some(off) = self.map.offset(index) else {
             return Err(h);
         };
-        // `offset` is Some only below the capacity the ledger was made with: `state` has the
-        // slot. A handle is unique, so this frame was not lent (its handle was live).
+        // Some only below the ledger's capacity: `state` has the slot. Handles are unique, so
+        // this frame was not lent.
         let s = &mut self.state[index as usize];
         debug_assert_eq!(*s, NOT_LENT);
         *s = ring as u8;
         self.lent[ring as usize - 1] += 1;
-        // The object is the kernel's now: the handle is given up (it has no destructor).
+        // The kernel's now: the handle (no destructor) is given up.
         let _given_up = h.into_entry();
         Ok(off)
     }
 
-    /// The frame of a descriptor `(addr, len)` returned on the ring that `ring`'s frames come
-    /// back on (RX for [`LentTo::Fill`], completion for [`LentTo::Tx`]): its handle and the
-    /// packet's offset in the object.
+    /// Takes back the frame of descriptor `(addr, len)` (from RX for [`LentTo::Fill`], from
+    /// completion for [`LentTo::Tx`]): its handle and the packet's offset in the object.
     ///
     /// # Errors
     /// [`PoolError::BadDescriptor`], nothing handed out: past the last frame
     /// ([`DescriptorFault::OutOfRange`]), the packet past its object
-    /// ([`DescriptorFault::PastFrame`]), the packet starting in the object's own header
+    /// ([`DescriptorFault::PastFrame`]) or starting in its header
     /// ([`DescriptorFault::InHeader`]: a [`crate::PacketBuf`]'s first 16 bytes), or the frame
     /// not lent to `ring` ([`DescriptorFault::NotLent`]: returned twice, never lent, or lent
     /// to the other ring).
     ///
-    /// A [`crate::PacketBuf`] reclaimed from the fill ring comes back described by the
-    /// descriptor, as `XdpSocket`'s receive hands it out: data window `[offset - 16, offset -
-    /// 16 + len)` of the room, tag 0 (the header it had when lent is not kept: no get resets
-    /// it on this path). One reclaimed from the TX ring comes back as it was lent (the kernel
-    /// only read it).
+    /// A [`crate::PacketBuf`] from the fill ring gets data window `[offset - 16, offset - 16 +
+    /// len)` and tag 0, as a receive sets; one from the TX ring comes back as lent.
     pub fn reclaim(&mut self, addr: u64, len: u32, ring: LentTo) -> Result<(H<P>, u32), PoolError> {
         match self.reclaim_owned(addr, len, ring) {
             Ok((mut h, within)) => {
                 self.add_kernel_lent(-1);
                 if ring == LentTo::Fill && <P::T as RxObject>::FRONT > 0 {
-                    // `reclaim_owned` checked FRONT <= within and within + len inside the
-                    // object.
+                    // `reclaim_owned` checked FRONT <= within, within + len in the object.
                     let off = within - <P::T as RxObject>::FRONT;
                     self.pool
                         .pool()
@@ -217,8 +202,8 @@ where
         }
     }
 
-    /// [`FrameLedger::reclaim`] without the pool's counter (the caller subtracts a burst's
-    /// count at once) and with the bare fault as its error (counted in `refused`).
+    /// [`FrameLedger::reclaim`] without the pool's count (the caller's, per burst); the bare
+    /// fault as error.
     #[inline(always)]
     pub(crate) fn reclaim_owned(
         &mut self,
@@ -247,14 +232,10 @@ where
         }
     }
 
-    /// [`FrameLedger::reclaim_owned`] over a burst of `n` descriptors of `ring`, `desc(k)`
-    /// giving the `k`-th `(addr, len)`: `each(i, handle, within, len)` takes the `i`-th good
-    /// one (the frame's one handle, as `reclaim_owned` returns it). The map, the geometry and
-    /// the object size are held in locals for the loop, and the ring's lent count and
-    /// `refused` are updated once after it: the caller's stores (its frames, written into a
-    /// `Vec`'s spare capacity) could alias any field of the ledger as far as the compiler can
-    /// tell, so fields read inside the loop would be reloaded, and counts stored, at every
-    /// descriptor. Returns `(good, refused)`.
+    /// [`FrameLedger::reclaim_owned`] over `n` descriptors (`desc(k)`: the `k`-th `(addr,
+    /// len)`), `each(i, handle, within, len)` taking the `i`-th good one. Fields in locals,
+    /// counts updated once: the caller's stores could alias them for all the compiler knows.
+    /// Returns `(good, refused)`.
     #[inline(always)]
     pub(crate) fn reclaim_burst(
         &mut self,
@@ -283,10 +264,8 @@ where
         (good, bad)
     }
 
-    /// Moves the frame of a TX completion `addr` straight from the TX ring's account to the
-    /// fill ring's (DPDK 23.11's `rte_eth_recycle_mbufs`, here without a driver's help): no
-    /// handle is made and the pool is not touched; the frame's UMEM offset is returned for a
-    /// fill-ring entry. The pool's `lent_to_kernel` count is unchanged (lent either way).
+    /// Moves TX completion `addr`'s frame to the fill ring's account (`recycle_tx`): no handle,
+    /// the pool untouched; returns the frame's UMEM offset.
     ///
     /// # Errors
     /// As [`FrameLedger::reclaim`] for [`LentTo::Tx`] (the frame stays as it was).
@@ -320,8 +299,8 @@ where
         }
     }
 
-    /// Takes back every lent frame as a handle (for a socket whose kernel side is closed):
-    /// appended to `out`, the pool's count lowered. Returns how many.
+    /// Takes back every lent frame (the kernel side closed): handles appended to `out`, the
+    /// pool's count lowered. Returns how many.
     pub(crate) fn reclaim_all(&mut self, out: &mut Vec<H<P>>) -> usize {
         let pool = self.pool.pool();
         let mut n = 0usize;
@@ -344,8 +323,7 @@ where
 impl<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr::Repr>
     FrameLedger<std::sync::Arc<crate::Pool<T, B, R>>>
 {
-    /// The pool, mutably, when this ledger holds the only reference to it (the socket's
-    /// audit: quiescence).
+    /// The pool, mutably, when this is its only reference (the socket's audit: quiescence).
     pub(crate) fn pool_mut(&mut self) -> Option<&mut crate::Pool<T, B, R>> {
         std::sync::Arc::get_mut(&mut self.pool)
     }
@@ -376,11 +354,8 @@ where
             .finish()
     }
 }
-/// Checks the descriptor `(addr, len)` of a frame lent to `ring` and takes the frame back
-/// from `ring`'s account: the frame's `(index, within)`, or the fault (nothing changed).
-/// The one validation of a descriptor (DESIGN.md, "AF_XDP"): inside the map, `within + len`
-/// inside the object, `within` past the object's header (`RxObject::FRONT`; no compare for
-/// `Pod` objects), and the frame lent to that ring.
+/// The one validation of a descriptor (DESIGN.md, "AF_XDP"): in the map, `within + len` in the
+/// object, `within` past its `FRONT`, lent to `ring`. `(index, within)`, or the fault (no change).
 #[inline(always)]
 fn take<T: RxObject + ?Sized>(
     map: &FrameMap,
@@ -400,8 +375,7 @@ fn take<T: RxObject + ?Sized>(
     if (within as u64) < u64::from(T::FRONT) {
         return Err(DescriptorFault::InHeader);
     }
-    // `split` checked index < the map's capacity = state.len() (a checked index all the
-    // same: no unsafe for one compare the compiler may fold).
+    // `split` checked index < state.len() (checked anyway: no unsafe for a foldable compare).
     match state.get_mut(index as usize) {
         Some(s) if *s == ring as u8 => {
             *s = NOT_LENT;
@@ -417,8 +391,8 @@ mod tests {
     use crate::{Pool, PoolBuilder, StrideMode};
     use std::sync::Arc;
 
-    /// The burst reclaim takes back exactly the descriptors one-at-a-time reclaims would, and
-    /// refuses the same: every fault kind in one burst, the counts updated once at the end.
+    /// A burst reclaim takes and refuses what single reclaims would: every fault kind in one
+    /// burst, the counts updated once at the end.
     #[test]
     fn a_burst_reclaims_and_refuses_as_single_reclaims_do() {
         let pool: Arc<Pool<[u8; 2048]>> = Arc::new(

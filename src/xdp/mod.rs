@@ -1,21 +1,19 @@
 //! AF_XDP over a pool's region: the pool **is** the UMEM (DESIGN.md, "Feeding the kernel").
 //!
-//! An AF_XDP UMEM is one registered region of equal frames, and its fill, completion, RX and
-//! TX rings carry **byte offsets within the UMEM**. When the UMEM is a pool's region (base =
-//! [`crate::Pool::base`], frame size = [`crate::Pool::stride`]), a frame offset is
+//! An AF_XDP UMEM (kernel docs, `af_xdp.rst`) is one registered region of equal frames, and its
+//! fill, completion, RX and TX rings carry **byte offsets within the UMEM**. Over a pool's
+//! region (base [`crate::Pool::base`], frame size [`crate::Pool::stride`]) a frame offset is
 //! `index x stride`: the pool's own addressing.
 //!
-//! * [`FrameMap`]: that mapping both ways, in the kernel's aligned and unaligned chunk modes
-//!   (with feature `uring` or `xdp`).
-//! * [`RxObject`]: the object types a kernel receiver writes into: every `Pod` type, and
-//!   [`crate::PacketBuf`], whose header the receivers keep out of the kernel's reach and fill
-//!   from each completion or descriptor (with feature `uring` or `xdp`).
-//! * `FrameLedger` (feature `xdp`): which frames are lent to the kernel and to which ring;
-//!   the one place where a descriptor becomes a handle again, after validation.
-//! * `XdpSocket` (feature `xdp`, links the system's libxdp): an AF_XDP socket whose UMEM is
-//!   the pool's region, its fill ring fed from a [`crate::LocalCache`] in bursts, RX
-//!   descriptors returned as handles, TX frames lent and their completions returned to the
-//!   pool, and a drop that closes the socket before giving every lent frame back.
+//! * [`FrameMap`]: that mapping both ways, aligned and unaligned chunk modes.
+//! * [`RxObject`]: the object types a kernel receiver writes into (`Pod`, [`crate::PacketBuf`]).
+//! * `FrameLedger` (feature `xdp`): which frames are lent to which ring; the one place where a
+//!   descriptor becomes a handle again, after validation.
+//! * `XdpSocket` (feature `xdp`, links libxdp): the socket, its fill ring fed from a
+//!   [`crate::LocalCache`] in bursts, RX descriptors returned as handles, TX completions
+//!   returned to the pool, and a drop that closes the socket before taking every frame back.
+//!
+//! [`FrameMap`] and [`RxObject`] need feature `uring` or `xdp`.
 
 mod frame_map;
 pub use frame_map::FrameMap;

@@ -1,27 +1,23 @@
-//! [`RxObject`]: the object types a kernel receiver may write into, and what a receive does
-//! to each (features `uring` or `xdp`).
+//! [`RxObject`]: the object types a kernel receiver may write into (features `uring`, `xdp`).
 
 use crate::element::Element;
 use crate::packet::{PacketBuf, HEADER};
 
 /// An object type the kernel receivers ([`crate::uring::UringRx`] with feature `uring`,
 /// `XdpSocket` with feature `xdp`) can lend to the kernel: every [`bytemuck::Pod`] type (any
-/// bytes the kernel writes are a valid object), and [`PacketBuf`], whose 16-byte header the
-/// receivers keep out of the kernel's reach and fill from each completion or descriptor.
+/// bytes the kernel writes are a valid object), and [`PacketBuf`].
 ///
-/// * A `Pod` object is lent from its first byte (past the receiver's headroom); the packet's
-///   length travels beside the handle (`Packet::len`, `Frame::len`), and an io_uring receiver
-///   with a headroom of at least 4 stamps it in the object's first 4 bytes
-///   ([`crate::uring::payload`]).
-/// * A [`PacketBuf`] is lent from past its header ([`RxObject::FRONT`] bytes, plus the
-///   receiver's headroom inside the room): on receive its data window is set to the packet
-///   (`off` = where the kernel wrote it in the room, `len` = the bytes written), so a bare
-///   `Handle<PacketBuf>` describes its packet (DPDK's `rte_mbuf` `data_off`/`data_len`, set by
-///   the PMD from the descriptor).
+/// * A `Pod` object is lent from its first byte (past the receiver's headroom); the length
+///   travels beside the handle (`Packet::len`, `Frame::len`), or, with an io_uring headroom of
+///   at least 4, in the object's first 4 bytes ([`crate::uring::payload`]).
+/// * A [`PacketBuf`] is lent from past its 16-byte header ([`RxObject::FRONT`], plus the
+///   receiver's headroom): the kernel never writes the header, and each receive sets the data
+///   window to the packet, so a bare `Handle<PacketBuf>` describes its packet (DPDK's
+///   `rte_mbuf` `data_off`/`data_len`, set by the PMD from the descriptor).
 ///
 /// # Sealed
-/// Implemented for every `Pod` type and for [`PacketBuf`] only: the receivers' unsafe code
-/// trusts [`RxObject::FRONT`] to name the bytes no kernel may write.
+/// Only `Pod` types and [`PacketBuf`]: the receivers' unsafe code trusts [`RxObject::FRONT`]
+/// to name the bytes no kernel may write.
 ///
 /// ```
 /// use idxpool::xdp::RxObject;
@@ -31,8 +27,8 @@ use crate::packet::{PacketBuf, HEADER};
 /// assert_eq!(front::<PacketBuf>(), 16); // the header: the kernel never writes it
 /// ```
 ///
-/// The receivers' unchecked header write takes a proof that only the crate can make, so no
-/// caller outside it can give a buffer a window its room does not hold:
+/// The unchecked header write takes a proof only the crate can make, so no outside caller can
+/// give a buffer a window its room does not hold:
 ///
 /// ```compile_fail,E0277
 /// use idxpool::xdp::RxObject;
@@ -45,23 +41,18 @@ pub trait RxObject: Element + sealed::Sealed {
     /// header): 0 for `Pod` types, [`HEADER`] (16) for [`PacketBuf`].
     const FRONT: u32;
 
-    /// Records a packet of `len` bytes the kernel wrote at byte `FRONT + off` of the object.
-    /// `stamp`: a `Pod` object gets `len` in its first 4 bytes (io_uring with a headroom of
-    /// at least 4); a [`PacketBuf`] gets its data window `[off, off + len)` of the room and
-    /// `tag` (the io_uring socket id; 0 for AF_XDP), or, when that window does not fit the
-    /// room, an empty window at its default headroom and `tag`: every field a get's reset
-    /// sets is written either way.
+    /// Records a packet of `len` bytes the kernel wrote at byte `FRONT + off`. With `stamp`, a
+    /// `Pod` gets `len` in its first 4 bytes; a [`PacketBuf`] gets the data window
+    /// `[off, off + len)` of its room and `tag` (io_uring socket id; 0 for AF_XDP), or, if that
+    /// does not fit, an empty window at its default headroom: every field a get's reset sets
+    /// is written either way.
     #[doc(hidden)]
     fn received(&mut self, stamp: bool, off: u32, len: u32, tag: u32);
 
-    /// [`RxObject::received`] without a stamp, for a receiver that has checked that the
-    /// window `[off, off + len)` fits the bytes past `FRONT` (AF_XDP: the frame ledger checks
-    /// every descriptor against the object's size): the fields are written with no compare.
-    /// A window that does not fit would be a bug of the caller: not undefined behaviour in
-    /// Rust (the buffer's accessors slice with checked indexing and would panic), but a
-    /// transmit of such a buffer would describe bytes past its room to the kernel. Hence the
-    /// token and the debug assertion. Callable only inside the crate (`sealed::Checked` cannot be made outside it):
-    /// no safe caller outside can set a window the room does not hold.
+    /// [`RxObject::received`] with no stamp or compare, once `[off, off + len)` is checked to fit
+    /// past `FRONT` (the frame ledger). A misfit is no UB (checked slicing panics), but a
+    /// transmit would show the kernel bytes past the room: hence a debug assertion and the
+    /// crate-only `sealed::Checked` token.
     #[doc(hidden)]
     fn received_fitting(&mut self, off: u32, len: u32, tag: u32, checked: sealed::Checked);
 }
@@ -72,8 +63,7 @@ pub(crate) mod sealed {
     impl<T: bytemuck::Pod> Sealed for T {}
     impl Sealed for crate::packet::PacketBuf {}
 
-    /// The proof a caller of [`super::RxObject::received_fitting`] holds: made only inside the
-    /// crate, by a receiver that has checked the window.
+    /// The proof of a checked window for [`super::RxObject::received_fitting`] (crate-only).
     #[derive(Clone, Copy)]
     pub struct Checked(pub(crate) ());
 }
@@ -84,8 +74,8 @@ impl<T: bytemuck::Pod> RxObject for T {
     #[inline(always)]
     fn received(&mut self, stamp: bool, _off: u32, len: u32, _tag: u32) {
         if stamp {
-            // The receiver checked at construction that its headroom (>= 4 here) is below
-            // the object's size, so bytes 0..4 exist and the kernel never writes them.
+            // The receiver checked its headroom (>= 4 here) is below the object's size: bytes
+            // 0..4 exist and the kernel never writes them.
             if let Some(b) = bytemuck::bytes_of_mut(self).get_mut(..4) {
                 b.copy_from_slice(&len.to_le_bytes());
             }
@@ -101,10 +91,8 @@ impl RxObject for PacketBuf {
 
     #[inline(always)]
     fn received(&mut self, _stamp: bool, off: u32, len: u32, tag: u32) {
-        // The receivers lend `[off, capacity)` of the room and the kernel writes at most that
-        // much, so this fits; a window that does not (a misbehaving kernel) leaves the buffer
-        // empty at its default headroom, never out of the room and never with the window of
-        // its last use (a frame recycled from TX passed no get, so no reset).
+        // `[off, capacity)` was lent, so this fits; else (a broken kernel) empty at the default
+        // headroom, never its last window (a frame recycled from TX had no get, no reset).
         if self.set_data(off as usize, len as usize).is_err() {
             self.reset();
         }

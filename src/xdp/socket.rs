@@ -23,18 +23,15 @@ use crate::xdp::{FrameMap, RxObject};
 
 type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
-/// An AF_XDP socket whose UMEM is the pool's region (see the [module docs](crate::xdp)).
+/// An AF_XDP socket whose UMEM is the pool's region (see the [module docs](crate::xdp)), set up
+/// through libxdp's `xsk.h`, as DPDK's af_xdp PMD makes its mbuf pool the UMEM.
 ///
-/// `P` is how it holds the pool: an `Arc<Pool>` or a `&'static Pool`, `'static` because the
-/// kernel writes into the region for as long as the socket is open, and a socket passed to
-/// `mem::forget` (safe) is never closed (the leaked `Arc` then keeps the region mapped). The
-/// object type is an [`RxObject`] that fills its frame exactly (object size == stride): every
-/// byte the kernel writes is a byte of an object. A [`bytemuck::Pod`] type (any bytes are a
-/// valid object), or a [`crate::PacketBuf`] (`PoolBuilder::packet_bufs(n, 2032, h)` with
-/// `StrideMode::Natural`: 2048-byte frames), whose 16-byte header is registered as frame
-/// headroom, so the kernel never writes it: each received buffer's header is set from its RX
-/// descriptor (data offset and length), and [`XdpSocket::transmit_bufs`] sends buffers by
-/// their headers. Not `Send`: make it on the thread that uses it.
+/// `P` holds the pool (`Arc<Pool>`, `&'static Pool`): `'static` because the kernel writes the
+/// region while the socket is open, and `mem::forget` (safe) never closes it. The object type
+/// is an [`RxObject`] filling its frame exactly (object size == stride): a `Pod`, or a
+/// [`crate::PacketBuf`] (`packet_bufs(n, 2032, h)`, `StrideMode::Natural`: 2048-byte frames)
+/// whose header is frame headroom, set from each RX descriptor and read by
+/// [`XdpSocket::transmit_bufs`]. Not `Send`: make it on the thread that uses it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -42,7 +39,8 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// use idxpool::{PoolBuilder, StrideMode};
 ///
 /// // 2 KiB frames: the aligned chunk mode wants a power-of-two stride.
-/// let pool = Arc::new(PoolBuilder::<[u8; 2048]>::zeroed(4096).stride(StrideMode::Natural).build()?);
+/// let pool = PoolBuilder::<[u8; 2048]>::zeroed(4096).stride(StrideMode::Natural).build()?;
+/// let pool = Arc::new(pool);
 /// let mut xsk = XdpSocket::new(pool.clone(), &XdpConfig::new("xdp0"))?;
 /// let mut frames = Vec::with_capacity(64);
 /// xsk.poll(&mut frames, Some(std::time::Duration::from_millis(10)))?;
@@ -56,9 +54,8 @@ pub struct XdpSocket<P: PoolRef + Clone + 'static>
 where
     P::T: RxObject,
 {
-    // Dropped after `Drop::drop` closed the socket and the UMEM and reclaimed every frame:
-    // the rings' structs (libxdp read them while closing), the cache, then the ledger (and
-    // with it the pool reference).
+    // Dropped after `Drop::drop` closed all: ring structs (libxdp reads them while closing),
+    // cache, ledger (and pool).
     xsk: *mut sys::XskSocket,
     umem: *mut sys::XskUmem,
     fd: RawFd,
@@ -81,19 +78,18 @@ impl<P: PoolRef + Clone + 'static> XdpSocket<P>
 where
     P::T: RxObject,
 {
-    /// Registers the pool's region as a UMEM (frame size = the stride, aligned chunks when
-    /// it is a power of two, else `XDP_UMEM_UNALIGNED_CHUNK_FLAG`), opens an AF_XDP socket
-    /// bound to `cfg.ifname` queue `cfg.queue`, and (`cfg.load_program`) has libxdp attach
-    /// its default redirect program. Nothing is lent until the first [`XdpSocket::poll`]
-    /// (or [`XdpSocket::refill`]).
+    /// Registers the pool's region as a UMEM (frames of the stride, unaligned chunks unless a
+    /// power of two), opens an AF_XDP socket bound to `cfg.ifname` queue `cfg.queue`, and
+    /// (`cfg.load_program`) has libxdp attach its redirect program. Nothing is lent until the
+    /// first [`XdpSocket::poll`] (or [`XdpSocket::refill`]).
     ///
     /// # Errors
-    /// [`PoolError::Umem`] when the region cannot be the UMEM ([`crate::error::UmemFault`]: frame size not
-    /// the stride, object smaller than its frame, stride outside 2048..=page size, base not
-    /// page aligned, headroom, ring sizes); [`PoolError::InvalidConfig`] for neither RX nor
-    /// TX, or an interface name with a NUL; [`PoolError::Kernel`] when libxdp or the kernel
-    /// refuses (`EPERM` without CAP_NET_ADMIN, `ENODEV` for an unknown interface, an XDP
-    /// program already attached, ...).
+    /// [`PoolError::Umem`] when the region cannot be the UMEM ([`crate::error::UmemFault`]:
+    /// frame size not the stride, object smaller than its frame, stride outside
+    /// 2048..=page size, base not page aligned, headroom, ring sizes);
+    /// [`PoolError::InvalidConfig`] for neither RX nor TX, or a NUL in the interface name;
+    /// [`PoolError::Kernel`] when libxdp or the kernel refuses (`EPERM` without CAP_NET_ADMIN,
+    /// `ENODEV`, an XDP program already attached, ...).
     pub fn new(pool: P, cfg: &XdpConfig) -> Result<Self, PoolError> {
         let p = pool.pool();
         let map = check_layout(p, cfg)?;
@@ -123,7 +119,7 @@ where
             fill_size: cfg.fill_size,
             comp_size: cfg.comp_size,
             frame_size: stride as u32,
-            // The object's header (a `PacketBuf`'s) is never the kernel's to write.
+            // The object's header (a `PacketBuf`'s) is never the kernel's.
             frame_headroom: cfg.frame_headroom + <P::T as RxObject>::FRONT,
             flags: if map.aligned() {
                 0
@@ -132,12 +128,10 @@ where
             },
         };
         let mut umem = std::ptr::null_mut();
-        // SAFETY: the area is the pool's region: `capacity x stride` bytes from the base,
-        // mapped for as long as `pool` (held by the ledger, 'static) lives, which outlives
-        // the UMEM (closed in Drop before the ledger drops; never when leaked). The kernel
-        // writes into it only frames lent to the fill ring (the ledger holds their handles
-        // given up). The ring structs are boxed: libxdp keeps pointers to them until the
-        // socket and UMEM are deleted (Drop), and the boxes drop after that.
+        // SAFETY: the pool's region (`capacity x stride` bytes), mapped while `pool` (the
+        // ledger's, 'static) lives, which outlives the UMEM (closed in Drop first; never when
+        // leaked). The kernel writes only frames lent to the fill ring (handles given up to the
+        // ledger). libxdp points at the boxed ring structs until Drop deletes socket and UMEM.
         let rc = unsafe {
             sys::xsk_umem__create(
                 &mut umem,
@@ -177,13 +171,11 @@ where
         } else {
             std::ptr::null_mut()
         };
-        // A socket closed on this queue a moment ago keeps it busy until the kernel's
-        // deferred release runs (its buffer pool is detached from the queue in a work item):
-        // `EBUSY` is retried for up to a second.
+        // A socket just closed keeps the queue busy until the kernel's deferred release: retry
+        // `EBUSY` for up to a second.
         let t0 = std::time::Instant::now();
         let rc = loop {
-            // SAFETY: `umem` was just created; the name is NUL-terminated; the ring structs
-            // are boxed (stable addresses, alive until after the socket is deleted).
+            // SAFETY: a live `umem`; a NUL-terminated name; boxed rings that outlive the socket.
             let rc = unsafe {
                 sys::xsk_socket__create(
                     &mut xsk,
@@ -248,8 +240,7 @@ where
         self.ledger.map()
     }
 
-    /// Frames lent to the kernel now on `ring` (fill ring and RX ring not yet read; TX ring
-    /// and completions not yet reaped).
+    /// Frames lent now on `ring` (fill + RX unread; TX + completions unreaped).
     pub fn lent(&self, ring: LentTo) -> u32 {
         self.ledger.lent(ring)
     }
@@ -266,8 +257,7 @@ where
     pub fn kernel_stats(&self) -> Result<KernelXdpStats, PoolError> {
         let mut s = KernelXdpStats::default();
         let mut len = std::mem::size_of::<KernelXdpStats>() as libc::socklen_t;
-        // SAFETY: the output buffer is a repr(C) struct of six u64, as `struct xdp_statistics`
-        // (Linux 5.9+; older kernels write the first three and shorten `len`).
+        // SAFETY: repr(C) six u64, `struct xdp_statistics` (5.9+; older: 3 and a shorter `len`).
         let rc = unsafe {
             libc::getsockopt(
                 self.fd,
@@ -286,10 +276,8 @@ where
         Ok(s)
     }
 
-    /// The received bytes of a frame (empty if its offset and length do not fit the object:
-    /// a frame whose public fields were changed). For a [`crate::PacketBuf`] pool the same
-    /// bytes are the buffer's data (`pool.get_ref(&f.handle).as_slice()`) until the
-    /// application changes its header.
+    /// A frame's received bytes (empty if its public offset and length do not fit the object);
+    /// for a [`crate::PacketBuf`], its data until the application changes its header.
     ///
     /// # Panics
     /// Run-time pools: when the frame's handle is another pool's ([`XdpSocket::try_bytes`]
@@ -298,18 +286,15 @@ where
     pub fn bytes<'a>(&'a self, f: &'a Frame<P::T, P::B, P::R>) -> &'a [u8] {
         let ptr = self.pool().as_ptr(&f.handle).cast::<u8>();
         // SAFETY: the handle is the pool's (as_ptr checks run-time pools) and owned by `f`,
-        // borrowed shared for 'a, so no `&mut` to the object exists meanwhile; the object is
-        // `object_size` bytes, every one initialised (a Pod, or a PacketBuf: header written at
-        // build, room zero-filled or written by the kernel).
+        // borrowed shared for 'a (no `&mut` meanwhile); `object_size` bytes, all initialised
+        // (a Pod, or a PacketBuf: header written at build, room zero-filled or by the kernel).
         let obj = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.object_size as usize) };
         let start = f.offset as usize;
         obj.get(start..start.saturating_add(f.len as usize))
             .unwrap_or(&[])
     }
 
-    /// [`XdpSocket::bytes`] that returns [`PoolError::ForeignHandle`] for a frame whose handle
-    /// is another pool's (a `Frame` put together by hand: its fields are public) instead of
-    /// panicking.
+    /// [`XdpSocket::bytes`], with an error instead of a panic for another pool's handle.
     ///
     /// # Errors
     /// [`PoolError::ForeignHandle`].
@@ -318,12 +303,11 @@ where
         Ok(self.bytes(f))
     }
 
-    /// An object for a frame to transmit, from the socket's own cache (where completed TX
-    /// frames go back).
+    /// An object for a frame to transmit, from the socket's cache (where TX completions go).
     ///
     /// # Errors
     /// [`PoolError::Exhausted`] when the cache and the common ring are empty (frames may be
-    /// in flight: [`XdpSocket::complete`] brings completed ones back).
+    /// in flight: [`XdpSocket::complete`] brings them back).
     #[inline]
     pub fn get(&mut self) -> Result<H<P>, PoolError> {
         match self.cache.as_mut() {
@@ -332,8 +316,7 @@ where
         }
     }
 
-    /// Up to `n` objects from the socket's cache, appended to `out` (best effort); returns
-    /// how many.
+    /// Up to `n` objects from the socket's cache, appended to `out`; returns how many.
     pub fn get_burst(&mut self, out: &mut Vec<H<P>>, n: usize) -> usize {
         match self.cache.as_mut() {
             Some(c) => c.get_burst(out, n),
@@ -341,10 +324,8 @@ where
         }
     }
 
-    /// Gives a frame's object back through the socket's own cache, where the next
-    /// [`XdpSocket::refill`] finds it first (a `put` into the pool from this thread goes to
-    /// the thread's cache of the pool instead, which the socket's refill reaches only
-    /// through the common ring).
+    /// Gives an object back through the socket's cache, where [`XdpSocket::refill`] finds it
+    /// first (a pool `put` goes to the thread's cache, reached only via the common ring).
     #[inline]
     pub fn put(&mut self, h: H<P>) {
         match self.cache.as_mut() {
@@ -363,9 +344,8 @@ where
         }
     }
 
-    /// Lends frames to the fill ring up to the lend target: up to one burst from the cache,
-    /// one fill entry each, one producer store. Returns how many. [`XdpSocket::poll`] calls
-    /// it first.
+    /// Lends frames to the fill ring up to the lend target: up to a burst from the cache, one
+    /// entry each, one producer store. Returns how many. [`XdpSocket::poll`] calls it first.
     pub fn refill(&mut self) -> u32 {
         if !self.fill.is_mapped() || !self.rx.is_mapped() {
             return 0;
@@ -413,8 +393,7 @@ where
         written
     }
 
-    /// Reads up to a burst of RX descriptors: each validated by the ledger and appended to
-    /// `out` as a [`Frame`]. Returns how many were appended.
+    /// Appends up to a burst of RX descriptors to `out` as [`Frame`]s (ledger-checked).
     fn rx_burst(&mut self, out: &mut Vec<Frame<P::T, P::B, P::R>>) -> usize {
         if !self.rx.is_mapped() {
             return 0;
@@ -422,9 +401,7 @@ where
         let (idx, n) = self.rx.peek(self.burst);
         let object_size = self.object_size as usize;
         let start = out.len();
-        // The frames are written into the spare capacity and the statistics summed in locals:
-        // no call (a `Vec` growth) and no store to `self` inside the loop, so its values stay
-        // in registers.
+        // Spare capacity and local sums: no call or store to `self` in the loop (registers).
         out.reserve(n as usize);
         let spare = &mut out.spare_capacity_mut()[..n as usize];
         let mut bytes = 0u64;
@@ -438,9 +415,8 @@ where
             },
             |i, handle, offset, len| {
                 bytes += u64::from(len);
-                // i < n = spare.len(): always a slot (the i-th good descriptor of n). (`if
-                // let`, not an index: an index's panic path would put a call back into the
-                // loop.)
+                // i < n = spare.len(): always a slot. (`if let`, not an index, whose panic
+                // path would put a call back into the loop.)
                 let slot = spare.get_mut(i as usize);
                 debug_assert!(slot.is_some(), "i < n");
                 if let Some(slot) = slot {
@@ -453,25 +429,20 @@ where
             },
         );
         let good = good as usize;
-        // SAFETY: the first `good` slots of the spare capacity were written above (the i-th
-        // good descriptor wrote slot i, for i < good), and `good <= n <=` the capacity
-        // reserved.
+        // SAFETY: the first `good` spare slots were written above (good descriptor i wrote
+        // slot i), and `good <= n <=` the capacity reserved.
         unsafe { out.set_len(out.len() + good) };
         if <P::T as RxObject>::FRONT > 0 {
-            // A buffer with a header (a constant per type: no loop for `Pod`), written in a
-            // pass of its own over the frames just appended, where the loop has registers to
-            // spare: the ledger checked FRONT <= offset and offset + len within the object,
-            // so the window fits the room past the header.
+            // Headers in a pass of their own (none for `Pod`): the ledger checked FRONT <=
+            // offset, offset + len within the object, so the window fits past the header.
             let geometry = self.pool().geometry;
             for f in &out[start..] {
                 let obj = <P::T as Element>::from_addr(
                     <P::R as ReprImpl>::ptr(&geometry, f.handle.entry()),
                     object_size,
                 );
-                // SAFETY: `f.handle` is the one handle of a frame the ledger just gave back
-                // (checked below the UMEM's capacity: an object of the pool's region, of the
-                // pool's object size), not yet seen by the caller, so this is the only
-                // reference to its object, and it ends here.
+                // SAFETY: the one handle of a frame the ledger just gave back (a pool object
+                // of the object size), unseen by the caller: the only reference, ending here.
                 unsafe { &mut *obj }.received_fitting(
                     f.offset - <P::T as RxObject>::FRONT,
                     f.len,
@@ -492,10 +463,8 @@ where
         good
     }
 
-    /// One receive round: reaps TX completions (when TX is open), refills the fill ring,
-    /// reads the RX ring, and when it is empty and `wait` is given, waits in `poll(2)` up to
-    /// `wait` for a packet and reads again. Appends a [`Frame`] per packet to `out` and
-    /// returns how many.
+    /// One round: reaps TX completions, refills, reads RX; if empty, waits in `poll(2)` up to
+    /// `wait` and reads again. Appends a [`Frame`] per packet to `out`; returns how many.
     ///
     /// # Errors
     /// [`PoolError::Kernel`] when `poll(2)` fails (other than `EINTR`).
@@ -504,8 +473,7 @@ where
         out: &mut Vec<Frame<P::T, P::B, P::R>>,
         wait: Option<Duration>,
     ) -> Result<usize, PoolError> {
-        // Completions first: their frames (recycled to the fill ring, or back in the cache)
-        // are what the refill lends.
+        // Completions first: their frames (recycled or cached) are what the refill lends.
         if self.tx.is_mapped() {
             self.complete();
         }
@@ -543,8 +511,7 @@ where
         Ok(self.rx_burst(out))
     }
 
-    /// A `recvfrom` that lets the kernel take from the fill ring when it asked for it
-    /// (`XDP_USE_NEED_WAKEUP`, driver mode).
+    /// A `recvfrom` for a kernel that asks to be woken to take fill entries (driver mode).
     fn wake_rx(&mut self) {
         // SAFETY: a zero-length receive on our socket, no buffer.
         unsafe {
@@ -559,20 +526,17 @@ where
         };
     }
 
-    /// Hands frames to the TX ring, from the front of `frames`, as many as the ring has room
-    /// for (they are removed from `frames`; the rest stay), then kicks the kernel. Each frame
-    /// is lent until its completion comes back ([`XdpSocket::complete`], also called by every
-    /// [`XdpSocket::poll`]), when its object goes back to the pool. Returns how many were
-    /// handed over.
+    /// Moves frames from the front of `frames` to the TX ring as room allows, then kicks the
+    /// kernel. Each is lent until its completion ([`XdpSocket::complete`], run by
+    /// [`XdpSocket::poll`]) returns it to the pool. Returns how many were handed over.
     ///
     /// # Errors
     /// Nothing is handed over when a frame is not valid: [`PoolError::ForeignHandle`],
-    /// [`PoolError::BadDescriptor`] (`offset + len` past the object, or an empty packet:
-    /// [`DescriptorFault::PastFrame`]; a [`crate::PacketBuf`] frame starting in its 16-byte
-    /// header: [`DescriptorFault::InHeader`]),
-    /// [`PoolError::IndexOutOfRange`] (an object past the UMEM); [`PoolError::InvalidConfig`]
-    /// when the socket has no TX ring. [`PoolError::Kernel`] when the kick fails with other
-    /// than `EAGAIN`/`EBUSY`/`ENOBUFS` (the frames are lent then, and complete later).
+    /// [`PoolError::BadDescriptor`] ([`DescriptorFault::PastFrame`]: `offset + len` past the
+    /// object, or empty; [`DescriptorFault::InHeader`]: in a [`crate::PacketBuf`]'s header),
+    /// [`PoolError::IndexOutOfRange`] (past the UMEM); [`PoolError::InvalidConfig`] without a
+    /// TX ring. [`PoolError::Kernel`] when the kick fails with other than
+    /// `EAGAIN`/`EBUSY`/`ENOBUFS` (the frames are lent then, and complete later).
     pub fn transmit(
         &mut self,
         frames: &mut Vec<Frame<P::T, P::B, P::R>>,
@@ -590,7 +554,7 @@ where
                     fault: DescriptorFault::PastFrame,
                 });
             }
-            // A packet buffer's header is not packet data (0 for `Pod` objects: no compare).
+            // A packet buffer's header is not packet data (FRONT 0 for `Pod`: no compare).
             if f.offset < <P::T as RxObject>::FRONT {
                 return Err(PoolError::BadDescriptor {
                     addr: u64::from(f.offset),
@@ -625,8 +589,7 @@ where
         self.submit_tx(w)
     }
 
-    /// Publishes the `w` descriptors written since the TX ring's `reserve`, counts them as
-    /// lent, and kicks the kernel. Returns `w`.
+    /// Publishes the `w` descriptors written since `reserve`, counts them lent, kicks.
     fn submit_tx(&mut self, w: u32) -> Result<usize, PoolError> {
         if w > 0 {
             self.tx.submit(w);
@@ -637,9 +600,8 @@ where
         Ok(w as usize)
     }
 
-    /// Asks the kernel to send what the TX ring holds (`sendto` of nothing), when it said it
-    /// needs that. In copy mode the kernel sends a bounded batch per call: call it (or
-    /// [`XdpSocket::transmit`]) again while frames are lent to TX.
+    /// Asks the kernel to send the TX ring (`sendto` of nothing) when it said it needs that.
+    /// In copy mode it sends a bounded batch per call: call again while frames are lent to TX.
     ///
     /// # Errors
     /// As [`XdpSocket::transmit`]'s kick.
@@ -675,9 +637,8 @@ where
         Ok(())
     }
 
-    /// Reaps the completion ring: every completed TX frame goes back to the pool (through
-    /// the socket's cache), or with [`XdpConfig::recycle_tx`] straight to the fill ring up to
-    /// the lend target (the rest to the cache). Returns how many were reaped.
+    /// Reaps TX completions into the socket's cache (or the fill ring, with
+    /// [`XdpConfig::recycle_tx`]). Returns how many.
     pub fn complete(&mut self) -> usize {
         if !self.comp.is_mapped() {
             return 0;
@@ -715,9 +676,8 @@ where
         total
     }
 
-    /// Moves up to `n` completions from `idx` straight to the fill ring, as many as the lend
-    /// target and the fill ring's room allow; returns how many completions it consumed
-    /// (refused ones included: counted, never lent again) and how many it recycled.
+    /// Recycles up to `n` completions from `idx` as lend target and room allow; returns how
+    /// many it consumed (refused ones too: counted, never lent again) and recycled.
     fn recycle(&mut self, idx: u32, n: u32) -> (u32, u32) {
         let want = self
             .lend_target
@@ -755,17 +715,14 @@ where
         self.ledger.lent_indices()
     }
 
-    /// Closes the socket and the UMEM (the kernel neither writes nor reads the region after
-    /// this) and gives every lent and parked frame back. Idempotent; [`Drop`] calls it.
+    /// Closes socket and UMEM, then takes every lent and parked frame back. Idempotent (Drop).
     fn close(&mut self) {
         if !self.xsk.is_null() {
             if self.rx.is_mapped() {
                 self.stats.discarded_at_drop += u64::from(self.rx.backlog());
             }
-            // SAFETY: our socket, deleted once (nulled). Closing it unbinds it: the kernel
-            // waits for its receive paths to finish (synchronize_net) and writes no frame
-            // after; libxdp removes it from the program's map and detaches the program it
-            // loaded. The rings' structs are still alive (boxes in self).
+            // SAFETY: our socket, deleted once (nulled). Unbinding waits for the kernel's
+            // receive paths (synchronize_net): no frame written after. Ring structs: boxed, alive.
             unsafe { sys::xsk_socket__delete(self.xsk) };
             self.xsk = std::ptr::null_mut();
         }
@@ -787,12 +744,8 @@ impl<P> XdpSocket<P>
 where
     P: PoolRef<T = PacketBuf> + Clone + 'static,
 {
-    /// Hands packet buffers to the TX ring, from the front of `bufs`, as many as the ring has
-    /// room for (they are removed from `bufs`; the rest stay), then kicks the kernel: each
-    /// descriptor is the buffer's data window (`addr` = its frame + the 16-byte header + its
-    /// data offset, `len` = its length), read from its header, so no [`Frame`] is needed.
-    /// Each buffer is lent until its completion comes back ([`XdpSocket::complete`]).
-    /// Returns how many were handed over.
+    /// [`XdpSocket::transmit`] for packet buffers: each descriptor is the data window in the
+    /// buffer's header (frame + 16 + data offset, length), so no [`Frame`] is needed.
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -800,7 +753,8 @@ where
     /// use idxpool::{PoolBuilder, StrideMode};
     ///
     /// // 16 + 2032 = 2048-byte buffers: one AF_XDP frame each.
-    /// let pool = Arc::new(PoolBuilder::packet_bufs(4096, 2032, 0).stride(StrideMode::Natural).build()?);
+    /// let pool = PoolBuilder::packet_bufs(4096, 2032, 0).stride(StrideMode::Natural).build()?;
+    /// let pool = Arc::new(pool);
     /// let mut cfg = XdpConfig::new("xdp0");
     /// cfg.tx = true;
     /// let mut xsk = XdpSocket::new(pool.clone(), &cfg)?;
@@ -815,11 +769,10 @@ where
     /// ```
     ///
     /// # Errors
-    /// Nothing is handed over when a buffer is not valid: [`PoolError::ForeignHandle`]
-    /// (another pool's buffer), [`PoolError::IndexOutOfRange`] (a buffer past the UMEM, added
-    /// by a `grow`), [`PoolError::BadDescriptor`] with [`DescriptorFault::Empty`] (no data);
-    /// [`PoolError::InvalidConfig`] when the socket has no TX ring. [`PoolError::Kernel`] as
-    /// [`XdpSocket::transmit`]'s kick.
+    /// Nothing is handed over when a buffer is not valid: [`PoolError::ForeignHandle`],
+    /// [`PoolError::IndexOutOfRange`] (past the UMEM: a `grow`'s), [`PoolError::BadDescriptor`]
+    /// with [`DescriptorFault::Empty`] (no data); [`PoolError::InvalidConfig`] without a TX
+    /// ring. [`PoolError::Kernel`] as [`XdpSocket::transmit`]'s kick.
     pub fn transmit_bufs(
         &mut self,
         bufs: &mut Vec<Handle<PacketBuf, P::B, P::R>>,
@@ -878,17 +831,15 @@ where
 impl<T: ?Sized + RxObject, B: crate::Brand, R: crate::repr::Repr>
     XdpSocket<std::sync::Arc<Pool<T, B, R>>>
 {
-    /// Audits the pool while frames are lent ([`Pool::audit`], plus: every lent frame is
-    /// named once, by the socket's ledger alone, and their number is the pool's
-    /// `lent_to_kernel`). The socket's cache is flushed first. Needs the socket to hold the
-    /// only references to the pool (quiescence).
+    /// [`Pool::audit`] while frames are lent, plus: each lent frame named once, by the ledger
+    /// alone, their number `lent_to_kernel`. Flushes the cache; needs the only `Arc` (quiescence).
     ///
     /// # Errors
     /// [`PoolError::AuditFailed`] for a broken invariant, or when other references to the
     /// pool are alive.
     pub fn audit(&mut self) -> Result<crate::AuditReport, PoolError> {
         let mut lent = self.ledger.lent_indices();
-        // Parked objects are held by the socket: count them as lent for the audit's naming.
+        // Parked objects are the socket's: lent, for the audit's naming.
         let pool = self.ledger.pool().clone();
         lent.extend(self.parked.iter().map(|h| pool.index_of(h)));
         drop(pool);

@@ -1,13 +1,12 @@
 //! The AF_XDP rings and the few libxdp calls the socket needs (feature `xdp`): the ABI of
 //! `<xdp/xsk.h>` (libxdp 1.x) and `<linux/if_xdp.h>`, nothing else.
 //!
-//! libxdp creates the UMEM and the socket (`xsk_umem__create`, `xsk_socket__create`: the
-//! `XDP_UMEM_REG` and ring set-up, the mmap of the four rings, the bind, and loading its
-//! default redirect program with the socket in its `XSKMAP`), and closes them. The ring
-//! operations are `static inline` in the header, so they are written here, over the same
-//! `struct xsk_ring_prod` / `xsk_ring_cons` that libxdp fills in: cached indices, and
-//! pointers to the producer and consumer words the kernel shares, read with acquire and
-//! written with release exactly as the header's `__atomic` calls do.
+//! libxdp creates and closes the UMEM and the socket (`xsk_umem__create`, `xsk_socket__create`:
+//! `XDP_UMEM_REG`, ring set-up and mmap, bind, its default redirect program and `XSKMAP`). The
+//! ring operations are `static inline` in the header, so they are written here over the
+//! `struct xsk_ring_prod` / `xsk_ring_cons` libxdp fills in: cached indices, and pointers to
+//! the producer and consumer words shared with the kernel, read with acquire and written with
+//! release as the header's `__atomic` calls do.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -124,21 +123,17 @@ impl RawRing {
         !self.ring.is_null()
     }
 
-    /// The producer or consumer word at `p` (one of this ring's), as an atomic borrowed for
-    /// as long as the ring struct.
+    /// This ring's producer, consumer or flags word at `p`, as an atomic borrowed from `self`.
     #[inline(always)]
     fn word(&self, p: *mut u32) -> &AtomicU32 {
-        // SAFETY: `p` is this ring's producer, consumer or flags word, in the ring mapping
-        // libxdp made (only mapped rings reach here: the socket checks `is_mapped` first),
-        // 4-byte aligned, shared with the kernel and accessed only atomically. The mapping
-        // outlives the ring struct's use: the socket unmaps it (deleting the socket and the
-        // UMEM) only in its drop, after the last ring operation.
+        // SAFETY: one of this ring's words, in libxdp's mapping (the socket checks `is_mapped`
+        // first), 4-byte aligned, shared with the kernel, only atomic. The socket unmaps it
+        // only in its drop, after the last ring operation.
         unsafe { &*(p as *const AtomicU32) }
     }
 
-    /// Producer side: how many of `nb` slots are free (the header's `xsk_prod_nb_free` and
-    /// `xsk_ring_prod__reserve`, but best effort: reserves `min(nb, free)`). Returns the
-    /// first index and the count.
+    /// Producer: reserves `min(nb, free)` slots (`xsk_ring_prod__reserve`, best effort); returns
+    /// the first index and the count.
     #[inline]
     pub(crate) fn reserve(&mut self, nb: u32) -> (u32, u32) {
         let mut free = self.cached_cons.wrapping_sub(self.cached_prod);
@@ -195,8 +190,7 @@ impl RawRing {
         );
     }
 
-    /// Entries the producer has published and the consumer not yet released (a consumer
-    /// ring's backlog, read at drop).
+    /// Entries published and not yet released (a consumer ring's backlog, read at drop).
     pub(crate) fn backlog(&self) -> u32 {
         self.word(self.producer)
             .load(Ordering::Acquire)
@@ -209,14 +203,14 @@ impl RawRing {
         self.word(self.flags).load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
     }
 
-    /// Writes a fill-ring (or completion-ring) address at `idx`: a reserved slot, past the
-    /// published producer, so the kernel does not read it yet.
+    /// Writes an address at reserved slot `idx` of an address ring (fill), past the published
+    /// producer, so the kernel does not read it yet.
     #[inline(always)]
     pub(crate) fn write_addr(&mut self, idx: u32, addr: u64) {
         let slot = (idx & self.mask) as usize;
-        // SAFETY: an address ring of `size` u64 slots mapped by libxdp; slot <= mask <
-        // size. The slot is reserved (between the published producer and cached_prod): the
-        // kernel reads it only after the release store of `submit`.
+        // SAFETY: an address ring of `size` u64 slots mapped by libxdp; slot <= mask < size.
+        // Reserved (between the published producer and cached_prod): the kernel reads it only
+        // after `submit`'s release store.
         unsafe { self.ring.cast::<u64>().add(slot).write_volatile(addr) }
     }
 
@@ -224,8 +218,8 @@ impl RawRing {
     #[inline(always)]
     pub(crate) fn read_addr(&self, idx: u32) -> u64 {
         let slot = (idx & self.mask) as usize;
-        // SAFETY: as `write_addr`; the slot was published by the kernel (acquire load of the
-        // producer in `peek`) and is not released yet, so the kernel does not rewrite it.
+        // SAFETY: as `write_addr`; published by the kernel (`peek`'s acquire load) and not
+        // released yet, so the kernel does not rewrite it.
         unsafe { self.ring.cast::<u64>().add(slot).read_volatile() }
     }
 
@@ -238,17 +232,14 @@ impl RawRing {
         unsafe { self.ring.cast::<XdpDesc>().add(slot).write_volatile(d) }
     }
 
-    /// The reader of a descriptor ring's slots (RX): `read(idx)` is the descriptor at `idx`.
-    /// The ring's address and mask are copied into the closure, so that a loop reading a
-    /// burst keeps them in registers (its stores through objects' addresses could alias the
-    /// ring's fields as far as the compiler can tell, which would reload them every time).
+    /// A reader of an RX ring (`read(idx)`), address and mask copied in: a burst loop's stores
+    /// could alias the ring's fields for all the compiler knows, forcing reloads.
     #[inline(always)]
     pub(crate) fn desc_reader(&self) -> impl Fn(u32) -> XdpDesc + Copy + '_ {
         let (ring, mask) = (self.ring.cast::<XdpDesc>(), self.mask);
         move |idx| {
             let slot = (idx & mask) as usize;
-            // SAFETY: as `read_addr`, for a descriptor ring (the closure borrows the ring, so
-            // its mapping is alive).
+            // SAFETY: as `read_addr` (the closure borrows the ring: its mapping is alive).
             unsafe { ring.add(slot).read_volatile() }
         }
     }
