@@ -1,6 +1,5 @@
-//! The backing file of a shared region: where it lives (hugetlbfs or `/dev/shm`), how it is
-//! created (a sealed memfd, or a regular file built under a temporary name) and published
-//! under its name only once initialised. DESIGN.md, "Backing file".
+//! The backing file of a shared region (DESIGN.md, "Backing file"): where it lives, how it is made
+//! (sealed memfd, or regular file under a temp name) and published once initialised.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -24,8 +23,7 @@ use crate::error::PoolError;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SharedBacking {
-    /// A file on hugetlbfs: huge pages (the mount's page size, 2 MiB by default), reserved at
-    /// creation, never swapped.
+    /// A file on hugetlbfs: huge pages (the mount's, 2 MiB by default), reserved, never swapped.
     Hugetlbfs,
     /// A file on `/dev/shm` (tmpfs, 4 KiB pages).
     Shm,
@@ -116,8 +114,7 @@ pub(crate) fn fs_info(f: &File) -> io::Result<(SharedBacking, u64)> {
 /// limits (249 bytes for a memfd name, 255 for a file name) whatever the numbers.
 pub const MAX_NAME_LEN: usize = 200;
 
-/// The longest absolute path accepted as a pool name, in bytes (`PATH_MAX` is 4096, and the
-/// names derived in the same directory are up to 48 bytes longer).
+/// The longest absolute-path pool name, in bytes (`PATH_MAX` 4096; derived names add up to 48).
 pub const MAX_PATH_LEN: usize = 4000;
 
 /// Checks a pool name: non-empty, no NUL, a plain file name (no `/`, not `.` or `..`) or an
@@ -476,19 +473,17 @@ pub(crate) fn publish_member(file: &File, link: &Path) -> Result<(PathBuf, Membe
     Ok((path, m))
 }
 
-/// Publishes the sealed region's name `final_path`: a relative symbolic link to `m`'s member link,
-/// which leads to `/proc/<pid>/fd/<fd>`; `open` follows both into the memfd (a new open file
-/// description, checked against its mode and ptrace access rules: same user). `AlreadyExists` if
-/// taken (`symlink` is atomic).
+/// Publishes the sealed region's name `final_path` (atomic `symlink`: `AlreadyExists` if taken): a
+/// relative link to `m`'s member link, which leads to `/proc/<pid>/fd/<fd>`; `open` follows both
+/// into the memfd (a new open file description; mode and ptrace rules: same user).
 pub(crate) fn publish_link(m: &Member, final_path: &Path) -> Result<(), PoolError> {
     let (_, base) = split_link(final_path);
     std::os::unix::fs::symlink(m.link_name(&base), final_path)
         .map_err(|e| file_err(final_path, "create", e))
 }
 
-/// Points the name `link` at member `m`, if it still names the member `old` (atomic `rename`
-/// of a new link over it, under the directory lock). Used by an attacher that reached the
-/// region through another member because the name's member is gone.
+/// Points the name `link` at member `m` if it still names `old` (atomic `rename` under the
+/// directory lock): for an attacher that came in through another member, the name's being gone.
 pub(crate) fn repoint_link(link: &Path, old: &Member, m: &Member) -> Result<(), PoolError> {
     let (dir, base) = split_link(link);
     let _lock = lock_dir(&dir)?;
@@ -545,9 +540,8 @@ pub(crate) enum Resolved {
     Stale { member: Member },
 }
 
-/// Resolves the sealed-region name `link` whose member is `m` (from [`read_link_member`]):
-/// opens the region through the name if its member lives, else through any live member's link
-/// (removing the links of members found gone).
+/// Resolves the sealed-region name `link` of member `m` ([`read_link_member`]): opens the region
+/// through it if `m` lives, else through any live member's link (removing gone members' links).
 pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
     match open_existing(link) {
         Ok(f) if ino(&f)? == m.ino => return Ok(Resolved::Live { file: f, via: None }),
@@ -581,9 +575,8 @@ pub(crate) fn prune_member_links(link: &Path, ino: u64) {
     }
 }
 
-/// Removes the member links of the region of inode `ino` (of any region named `link`:
-/// `None`), when the name is replaced or removed: processes attached keep working, and new
-/// ones cannot reach a region without a name anyway.
+/// Removes the member links of the region of inode `ino` (`None`: any region named `link`) once the
+/// name is replaced or removed: attached processes go on; a nameless region is unreachable anyway.
 pub(crate) fn remove_member_links(link: &Path, ino: Option<u64>) {
     for (path, _) in member_links(link, ino) {
         let _ = std::fs::remove_file(path);
@@ -597,8 +590,7 @@ pub(crate) fn seals(file: &File) -> i32 {
     r.max(0)
 }
 
-/// Byte range of the per-slot liveness lock of process slot `s` in the region file: one byte
-/// at offset `s` (locks may lie beyond the end of a file; they do not touch its data).
+/// Slot `s`'s liveness lock range: the byte at offset `s` (past the file's end is fine).
 fn slot_flock(s: u32, ty: libc::c_short) -> libc::flock {
     // SAFETY: flock is plain integers; all-zero is a valid value, every used field is set.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
@@ -645,8 +637,7 @@ impl crate::fork::Participant for ForkedAttachment {
     fn fork_child(&self) {
         // SAFETY: raw system calls only (no lock, no allocation, as a multithreaded fork's child
         // requires); a NUL-terminated path; dup3 replaces descriptor `fd` and MAP_FIXED the mapping
-        // [addr, addr + len), both owned by this process's copy of the attachment, unused in the
-        // child.
+        // [addr, addr + len), both this process's copy's, never used in the child.
         unsafe {
             let nul = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
             if nul >= 0 {

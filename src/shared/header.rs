@@ -18,8 +18,7 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"IDXPSHRD");
 /// tail), redo records in the process slots. 3: the flush policy in [`Params`]; cache arrays and
 /// records of `2 x cache_size` entries (a Classic refill overshoots the fill limit transiently).
 pub(crate) const VERSION: u32 = 3;
-/// Alignment of every section: the ring state's (128 bytes), so states of different rings
-/// never share a cache line pair.
+/// Alignment of every section: the ring state's (128): rings' states never share a line pair.
 pub(crate) const SECTION_ALIGN: u64 = {
     let a = align_of::<XRingState>();
     if a > 128 {
@@ -170,28 +169,29 @@ pub(crate) struct Header {
     pub creator_start: u64,
 }
 
-/// Region-wide counters (atomics in the region).
+/// Region-wide counters (atomics): `corrupt_entries` (entries dropped: out of range or naming a
+/// held object), `reclaimed_slots` and `reclaimed_cached` (dead processes' slots freed and cached
+/// objects returned by `reclaim_dead`), `reclaimed_in_use` (gone attachments' objects returned by
+/// `reclaim_in_use_of_dead`), `repaired_lost` (by `repair_lost`), `completed_ops` (ring locks taken
+/// from dead operators, their operation completed), `attaches` (the creator's included).
 #[repr(C)]
 pub(crate) struct RegionStats {
-    /// Entries found out of range or naming an object already held: dropped.
     pub corrupt_entries: AtomicU64,
-    /// Process slots of dead processes freed by `reclaim_dead`.
     pub reclaimed_slots: AtomicU64,
-    /// Objects returned from dead processes' caches.
     pub reclaimed_cached: AtomicU64,
-    /// Objects held by gone attachments returned by `reclaim_in_use_of_dead`.
     pub reclaimed_in_use: AtomicU64,
-    /// Objects returned by `repair_lost`.
     pub repaired_lost: AtomicU64,
-    /// Ring locks taken from dead operators (their prepared operation completed).
     pub completed_ops: AtomicU64,
-    /// Successful attaches (including the creator's).
     pub attaches: AtomicU64,
 }
 
 /// One process slot (128 bytes: no shared cache line): its holder, cache length, and the redo
 /// record of the ring operation its operator (holder, or a dead holder's reclaimer) has in flight
-/// (`xring`).
+/// (`xring`): `rec_state` (`REC_IDLE` or `REC_PREPARED`), `rec_lock` (the lock id it was prepared
+/// under), `rec_ring` (0 common, 1 + c channel c), `rec_kind` (`xring::K_*`), `rec_pos` (ring index
+/// before: tail for enqueues, head for dequeues), `rec_n` (entries moved), `rec_len` and `rec_slot`
+/// (cache kinds: cache length before, cache slot), `rec_mark` (owner word set by a held enqueue,
+/// expected by a held dequeue), `rec_holder` (a held dequeue's new holder).
 #[repr(C, align(128))]
 pub(crate) struct ProcSlot {
     /// 0 = free; else the packed identity of the holder (see `owner::ProcessId::pack`), with
@@ -199,30 +199,19 @@ pub(crate) struct ProcSlot {
     pub owner: AtomicU64,
     /// Bumped by each claim; the holder id of the attachment is `(gen, slot)`.
     pub gen: AtomicU32,
-    /// Entries in this slot's cache (written by the holder only, or its reclaimer, or the
-    /// completer of their prepared record).
+    /// Entries in this slot's cache (written by the holder, its reclaimer, or their completer).
     pub len: AtomicU32,
     /// Bumped by each takeover of the slot by a reclaimer (part of reclaimer lock ids).
     pub reclaim_seq: AtomicU32,
-    /// `REC_IDLE` or `REC_PREPARED`.
     pub rec_state: AtomicU32,
-    /// Lock id the record was prepared under.
     pub rec_lock: AtomicU64,
-    /// Ring id (0 common, 1 + c channel c).
     pub rec_ring: AtomicU32,
-    /// Operation kind (`xring::K_*`).
     pub rec_kind: AtomicU32,
-    /// Ring index before the operation (tail for enqueues, head for dequeues).
     pub rec_pos: AtomicU32,
-    /// Entries moved.
     pub rec_n: AtomicU32,
-    /// Cache length before the operation (cache kinds).
     pub rec_len: AtomicU32,
-    /// Cache slot concerned (cache kinds).
     pub rec_slot: AtomicU32,
-    /// Owner word set (held enqueue) or expected (held dequeue).
     pub rec_mark: AtomicU32,
-    /// New holder id (held dequeue).
     pub rec_holder: AtomicU32,
 }
 
@@ -520,8 +509,7 @@ mod tests {
         let mut bad = h;
         bad.params.policy = 0; // no policy
         assert_eq!(field(bad.validate(len, 4096, 24, 8, 7)), "policy");
-        // Another valid policy changes no offset here (every policy's caches take 2 x size
-        // entries): the region's policy is what every attachment runs.
+        // Every policy gives the same offsets (caches of 2 x size): the region's is what all run.
         for p in FlushPolicy::ALL {
             let mut other = h;
             other.params.policy = policy_code(p);

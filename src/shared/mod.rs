@@ -77,9 +77,8 @@ use crate::handle::Handle;
 use crate::pool::Invariant;
 use crate::repr::Index;
 
-/// The position-independent handle of a [`SharedPool`] object: its index (the same in every process
-/// and mapping) plus the serial of the attachment that minted it (8 bytes, as is
-/// `Option<SharedHandle<T>>`).
+/// The position-independent handle of a [`SharedPool`] object: its index (the same in every
+/// process) plus the minting attachment's serial (8 bytes, as is `Option<SharedHandle<T>>`).
 ///
 /// It owns its object like a `Box` (not `Clone`, not `Copy`) and is accepted only by the attachment
 /// that minted it: every access checks the serial and the owner table, so a handle of another

@@ -12,8 +12,7 @@ use super::header::ProcSlot;
 use super::owner::{split_holder, GEN_MASK, RECLAIM_BIT};
 use super::SharedPool;
 
-/// The state of one ring in the region: lock, consumer index, producer index. 128-byte
-/// aligned, so two rings' states never share a cache line pair.
+/// One ring's state (128-byte aligned: two rings' states never share a cache line pair).
 #[repr(C, align(128))]
 pub(crate) struct XRingState {
     /// 0 = free; else the lock id of the operator (see [`lock_id`]).
@@ -41,8 +40,7 @@ pub(crate) const K_DEQ_HELD: u32 = 4;
 /// A struck record entry (an index no pool has: capacities are at most 2^31).
 pub(crate) const NO_ENTRY: u32 = u32::MAX;
 
-/// Entries a record holds besides a cache pre-image: bulk operations on held objects go in
-/// chunks of this many.
+/// Entries a record holds besides a cache pre-image: the chunk of bulk held-object operations.
 pub(crate) const REC_BATCH: u32 = 64;
 
 /// Lock-id bit of a dead slot's reclaimer (bits 32..62 then hold the slot's reclaim sequence).
@@ -149,8 +147,7 @@ pub(crate) struct XRing {
 impl XRing {
     #[inline(always)]
     pub(crate) fn st(&self) -> &XRingState {
-        // SAFETY: the state lies at a validated, aligned offset inside the mapping, which
-        // outlives the view (both are fields of the pool; the view is dropped with it).
+        // SAFETY: validated, aligned offset in the mapping, which outlives the view (pool fields).
         unsafe { &*self.state }
     }
 
@@ -303,8 +300,7 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// Runs `f` with `ring` locked for the operator `(rec_slot, id)`; `f` describes its
-    /// operation with [`SharedPool::commit`].
+    /// Runs `f` with `ring` locked for operator `(rec_slot, id)`; `f` uses [`SharedPool::commit`].
     pub(crate) fn with_ring<R>(
         &self,
         ring: &XRing,
@@ -496,7 +492,7 @@ impl<T> SharedPool<T> {
     }
 }
 
-/// A ring operation: what its redo record says (see the `rec_*` fields of [`ProcSlot`]).
+/// A ring operation: what its redo record says (see [`ProcSlot`]).
 pub(crate) struct Op {
     kind: u32,
     pos: u32,
@@ -543,13 +539,11 @@ mod tests {
         ring.st().tail.store(t + 1, Ordering::SeqCst);
     }
 
-    /// Bad input: a ring lock naming no slot, and a prepared record of garbage, are
-    /// contained (the lock is taken over, the record dropped and counted): no hang, no crash.
+    /// A lock naming no slot, a garbage prepared record: taken over, dropped and counted; no hang.
     #[test]
     fn corrupt_lock_and_record_are_contained() {
         let (name, pool) = pool("xcorrupt", 32, 4);
-        // A lock id naming slot 200 of 16, and slot 3's record prepared for the common ring
-        // with a kind that does not exist and absurd sizes.
+        // Lock id naming slot 200 of 16; slot 3's record: common ring, no such kind, absurd sizes.
         pool.ring.st().lock.store(0xdead_00c9, Ordering::SeqCst);
         let ps = &pool.procs()[3];
         let garbage = Op {
@@ -570,8 +564,7 @@ mod tests {
         pool.flush();
         let a = pool.audit();
         assert!(a.is_consistent(), "{a}");
-        // Garbage ring indices: counts are clamped; the next operation empties the ring
-        // and counts the damage; the objects are found lost and repaired.
+        // Garbage indices: counts clamped; the next operation empties the ring (counted); repaired.
         pool.ring.st().head.store(5, Ordering::SeqCst);
         pool.ring.st().tail.store(u32::MAX - 3, Ordering::SeqCst);
         assert!(pool.ring_count() <= 32);
@@ -587,8 +580,7 @@ mod tests {
         let _ = SharedPool::<u8>::remove(&name);
     }
 
-    /// A channel entry naming an object the receiver already holds (a peer wrote it there)
-    /// must not give the receiver a second handle to it (two `&mut T`).
+    /// A forged channel entry for an object the receiver holds mints no second handle (`&mut T`).
     #[test]
     fn duplicate_of_a_held_object_in_a_channel_is_dropped() {
         let (name, pool) = pool("xdup", 8, 0);

@@ -112,8 +112,7 @@ impl<T: Pod> SharedPool<T> {
                 "a pool of this name exists (remove a stale one with SharedPool::remove)",
             ));
         }
-        // Not held while the region is built (a large one takes a while): a name that
-        // another creator publishes meanwhile makes our publication fail with AlreadyExists.
+        // Unlocked while the region is built (can be slow): a rival's name then fails our publish.
         drop(lock);
         let order: Vec<(PathBuf, SharedBacking)> = match opts.backing {
             _ if name.starts_with('/') => cands,
@@ -170,8 +169,7 @@ impl<T: Pod> SharedPool<T> {
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
         if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
-            // hugetlbfs cannot hold a symbolic link (EINVAL): a huge-page memfd is named from
-            // /dev/shm, where attach looks next.
+            // hugetlbfs has no symlinks (EINVAL): name huge-page memfds from /dev/shm (tried next).
             let link = match (backing, path.file_name()) {
                 (SharedBacking::Hugetlbfs, Some(f)) => Path::new(file::SHM_DIR).join(f),
                 _ => path.to_path_buf(),
@@ -248,11 +246,9 @@ impl<T: Pod> SharedPool<T> {
 
     /// Writes the header and fills the common ring with every object, before publication.
     fn init_region(&mut self) {
-        // SAFETY: the region is ours alone until published: no other process can map it yet.
-        // The header is written at offset 0 of the mapping (page-aligned, large enough).
+        // SAFETY: unpublished, so ours alone; offset 0 of the mapping: page-aligned, big enough.
         unsafe { self.base.as_ptr().cast::<Header>().write(self.header) };
-        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
-        // process slots free with idle records, stats 0. The common ring gets every object.
+        // Zero-filled: rings unlocked and empty, owners FREE, slots free and idle, stats 0.
         for i in 0..self.params.capacity {
             self.ring.slot(i).store(i, Ordering::Relaxed);
         }
@@ -321,9 +317,8 @@ impl<T: Pod> SharedPool<T> {
             // As the creator rounds the file's size (`file::SealedRegion`, `TempFile`).
             let page = page.max(4096);
             let map = map_file(&f, len, &path)?;
-            // SAFETY: the mapping is at least size_of::<Header>() bytes (checked above) and
-            // page-aligned; the header is plain integers (any bit pattern valid). A volatile
-            // copy: the region is shared memory that another process could be writing.
+            // SAFETY: the mapping is page-aligned and >= size_of::<Header>() (checked); the header
+            // is plain integers. Volatile: another process could be writing the shared memory.
             let header = unsafe { map.as_ptr().cast::<Header>().read_volatile() };
             header.validate(
                 len,
@@ -356,8 +351,7 @@ impl<T: Pod> SharedPool<T> {
         })
     }
 
-    /// Builds the process-local view over a mapping whose header copy is validated (attach) or
-    /// was just computed (create). Does not claim a slot.
+    /// The process-local view of a mapping whose header is validated or computed; claims no slot.
     fn from_map(
         mut map: memmap2::MmapMut,
         header: Header,
@@ -397,8 +391,7 @@ impl<T: Pod> SharedPool<T> {
             params.stride as usize,
             params.capacity,
         );
-        // The process's record of the region: the one of an attachment here already (whose
-        // header this one must equal), or a new one.
+        // The process's record of the region: an earlier attachment's (same header), or new.
         let region = ProcessRegion::join(&file, &path, &header)?;
         Ok(SharedPool {
             region,
@@ -482,8 +475,7 @@ impl<T: Pod> SharedPool<T> {
     }
 }
 
-/// The next attachment serial of this process: 1, 2, ... Never reused, so a handle of an
-/// attachment that is gone matches no attachment of this process.
+/// The process's next attachment serial (1, 2, ...), never reused: gone ones' handles match none.
 fn next_serial() -> Result<u32, PoolError> {
     static NEXT: AtomicU32 = AtomicU32::new(1);
     NEXT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))

@@ -97,9 +97,8 @@ pub struct SharedPool<T> {
     _not_sync: PhantomData<Cell<()>>,
 }
 
-// SAFETY: the attachment's state (mapping, rings over it, slot) is not tied to a thread; objects
-// move between threads only as T: Send values. Not Sync (PhantomData<Cell>): the in-region
-// cache has one user at a time.
+// SAFETY: the attachment's state (mapping, rings, slot) is not tied to a thread; objects cross
+// threads only as T: Send values. Not Sync (PhantomData<Cell>): one user of the cache at a time.
 unsafe impl<T: Send> Send for SharedPool<T> {}
 
 impl<T> SharedPool<T> {
@@ -530,10 +529,10 @@ impl<T: Pod> SharedPool<T> {
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
         let i = self.check_handle(h, "get_mut");
         // SAFETY: i < capacity: the object lies in the mapping at objects + i * stride, aligned
-        // (stride and offset are multiples of align_of::<T>() <= page alignment). The handle was
-        // minted by this attachment, whose process-local record holds the object, and is borrowed
-        // mutably; handles are not Clone, and a claim mints one only if the record did not hold the
-        // object already (whatever the owner word says), so no other reference to it exists in this
+        // (stride, offset: multiples of align_of::<T>() <= page alignment). The handle was minted
+        // by this attachment, whose process-local record holds the object, and is borrowed mutably;
+        // handles are not Clone, and a claim mints one only if the record did not hold the object
+        // already (whatever the owner word says), so no other reference to it exists in this
         // process. T: Pod, so another process's bytes are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
@@ -773,9 +772,8 @@ impl<T> SharedPool<T> {
 
 impl<T> Drop for SharedPool<T> {
     fn drop(&mut self) {
-        // A forked child's copy of an attachment is not the attachment: slot, cache, liveness lock
-        // (a description shared with the parent) and name are the parent's. It only closes its
-        // descriptor and unmaps (the fields' drops): tests/shared_fork.rs.
+        // A forked child's copy is not the attachment (slot, cache, liveness lock, name are the
+        // parent's): only the fields' drops run (`file::ForkedAttachment`, tests/shared_fork.rs).
         file::unlist_for_fork(self.fork_key);
         if self.ident.pid != std::process::id() {
             return;
