@@ -108,10 +108,9 @@ pub(crate) fn fs_info(f: &File) -> io::Result<(SharedBacking, u64)> {
     }
 }
 
-/// The longest pool name in bytes (a plain name, or an absolute path's last component): one limit
-/// for every backing and mode, so the derived names (memfd `idxpool:<name>`, temporary
-/// `.<name>.<pid>.<nanos>.tmp`, member links `.<name>.member.<pid>.<fd>.<inode>`) fit the kernel's
-/// limits (249 bytes for a memfd name, 255 for a file name) whatever the numbers.
+/// The longest pool name in bytes (a plain name or an absolute path's last part), in every mode:
+/// derived names (memfd `idxpool:<name>`, temporary `.<name>.<pid>.<nanos>.tmp`, member links
+/// `.<name>.member.<pid>.<fd>.<inode>`) then fit the kernel's limits (249 bytes memfd, 255 file).
 pub const MAX_NAME_LEN: usize = 200;
 
 /// The longest absolute-path pool name, in bytes (`PATH_MAX` 4096; derived names add up to 48).
@@ -286,8 +285,7 @@ pub(crate) fn same_inode(path: &Path, file: &File) -> bool {
     }
 }
 
-/// A new region in a sealed memfd (a peer cannot shrink it under the others).
-///
+/// A new region in a sealed memfd (no peer can shrink it under the others):
 /// `memfd_create(MFD_ALLOW_SEALING [| MFD_HUGETLB])`, `fchmod`, sized to `len` rounded up to the
 /// page, reserved with `fallocate`, then sealed `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`:
 /// `ftruncate` (and `open(O_TRUNC)`) then fails (`EPERM`), the seals are permanent, and no access
@@ -618,13 +616,12 @@ pub(crate) fn lock_slot(file: &File, s: u32) -> io::Result<bool> {
     }
 }
 
-/// An attachment holding a slot's liveness lock, as the fork handlers see it. A forked child
-/// inherits its descriptor and mapping, which keep the parent's open file description, and so its
-/// `F_OFD_SETLK` slot lock, alive: while such a child lived, a dead parent's slot would read as
-/// alive and a ring lock the parent died holding would never be taken over (tests/shared_fork.rs).
-/// So the child points the descriptor at `/dev/null` and replaces the mapping, at the same
-/// addresses, with private zero pages: its copy of the attachment (not to be used there: DESIGN.md,
-/// "Limits") reaches nothing of the region, and its drop closes `/dev/null` and unmaps those pages.
+/// An attachment holding a slot's liveness lock, for the fork handlers. A child's inherited
+/// descriptor and mapping keep the parent's open file description, and so its `F_OFD_SETLK` slot
+/// lock, alive: while the child lives, a dead parent's slot would read as alive and a ring lock it
+/// died holding never taken over (tests/shared_fork.rs). So in the child the descriptor is pointed
+/// at `/dev/null` and the mapping replaced in place by zero pages: the child's copy (unused there:
+/// DESIGN.md, "Limits") reaches nothing, and its drop closes `/dev/null` and unmaps those pages.
 #[cfg(not(any(miri, loom)))]
 struct ForkedAttachment {
     fd: libc::c_int,

@@ -356,10 +356,9 @@ fn mismatch(field: &'static str, expected: u64, found: u64) -> Result<(), PoolEr
 
 impl Header {
     /// Validates a header copy from a region of `file_len` bytes (`page`-byte pages) against the
-    /// attacher's `obj_size`, `obj_align` and `fingerprint`. In order: magic, version, header size,
-    /// policy, object size, alignment, fingerprint, parameter ranges (stride among them), every
-    /// recomputed section offset, and the file length (the region end, page-rounded, as the creator
-    /// sized it).
+    /// attacher's `obj_size`, `obj_align` and `fingerprint`, in order: magic, version, header size,
+    /// policy, object size and alignment, fingerprint, parameter ranges (stride too), every
+    /// recomputed offset, then the file length (the end, page-rounded, as created).
     pub(crate) fn validate(
         &self,
         file_len: u64,

@@ -1,12 +1,11 @@
 //! One pool, many processes: a named shared region with position-independent handles.
 //!
 //! A [`SharedPool`] lives entirely inside one file-backed `MAP_SHARED` region (hugetlbfs when
-//! mounted, else `/dev/shm`): header, common ring, handle channels, per-process caches, a
-//! per-object owner table and the objects. Nothing in it is a pointer: sections are found by
-//! offset, objects by index (`objects + index x stride`). A [`SharedHandle`] is that index (plus
-//! its attachment's serial), so it names the same object in every process, wherever the mapping
-//! landed. DPDK cannot offer this: its secondaries must map the hugepages at the primary's
-//! addresses, as its rings and caches hold pointers.
+//! mounted, else `/dev/shm`): header, common ring, handle channels, per-process caches, owner
+//! table, objects. No pointers: sections are found by offset, objects by index (`objects + index x
+//! stride`). A [`SharedHandle`] is that index (plus its attachment's serial), so it names the same
+//! object in every process, wherever the mapping landed; DPDK's secondaries must map the hugepages
+//! at the primary's addresses, as its rings and caches hold pointers.
 //!
 //! ```no_run
 //! use idxpool::shared::{SharedOptions, SharedPool, fingerprint};
@@ -29,15 +28,15 @@
 //!
 //! * **Objects are `bytemuck::Pod`**: whatever another process writes is a valid `T`.
 //! * **One holder per object**, recorded in the owner table (free, in a channel, or one attachment)
-//!   and changed by CAS; the process's own record of what its attachments hold drops and counts a
-//!   forged entry for one of them ([`SharedPool::corrupt_entries`]), never a second handle.
+//!   and changed by CAS; the process's own record of its attachments' objects drops and counts a
+//!   forged entry ([`SharedPool::corrupt_entries`]) instead of minting a second handle.
 //! * **A handle is accepted only by the attachment that minted it** ([`SharedHandle`]): safe code
 //!   cannot hold two `&mut T` to one object in one process.
 //! * **A [`SharedPool`] value is one attachment with one cache**: `Send`, not `Sync`; a thread or
 //!   `fork` child wanting its own cache attaches separately.
 //! * **Peers' mistakes are contained**: they cannot make this process access memory outside its
-//!   mapping (geometry validated at attach and kept local, shared values read once, every index
-//!   range-checked). Not contained: two processes believing they hold one object, and a forged ring
+//!   mapping (geometry validated at attach and kept local, shared values read once, indices
+//!   range-checked). Not contained: two processes believing they hold one object; a forged ring
 //!   lock naming a live process (that ring waits while it lives).
 //!
 //! # Recovery after a process dies (DESIGN.md, "Recovery semantics")
@@ -80,11 +79,10 @@ use crate::repr::Index;
 /// The position-independent handle of a [`SharedPool`] object: its index (the same in every
 /// process) plus the minting attachment's serial (8 bytes, as is `Option<SharedHandle<T>>`).
 ///
-/// It owns its object like a `Box` (not `Clone`, not `Copy`) and is accepted only by the attachment
-/// that minted it: every access checks the serial and the owner table, so a handle of another
-/// region or attachment, or of one that is gone, panics. To move an object to another attachment or
-/// process, [`SharedPool::send`] it. A dropped handle leaks its object until its attachment is gone
-/// and [`SharedPool::reclaim_in_use_of_dead`] runs.
+/// It owns its object like a `Box` (neither `Clone` nor `Copy`), and only its minting attachment
+/// accepts it: every access checks the serial and the owner table (another's panics). Objects move
+/// between attachments by [`SharedPool::send`]. A dropped handle leaks its object until its
+/// attachment is gone and [`SharedPool::reclaim_in_use_of_dead`] runs.
 ///
 /// ```
 /// use idxpool::shared::{fingerprint, SharedHandle, SharedOptions, SharedPool};
@@ -179,11 +177,11 @@ impl<T> Eq for SharedHandle<T> {}
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedOptions {
-    /// Per-process cache size in objects (0..=512; 0 = no cache), run by the core's cache algorithm
-    /// under [`SharedOptions::policy`] (by default DPDK 26.07: a full cache flushes its coldest
-    /// half to the common ring, an empty one refills half) and its limit (`1.5 x size <= capacity`
-    /// for Classic, `size <= capacity` otherwise). `None` (default): `min(32, capacity)`; a size
-    /// the capacity cannot take fails [`SharedPool::create`].
+    /// Per-process cache size in objects (0..=512; 0 = no cache; `None`, the default: `min(32,
+    /// capacity)`), run by the core's cache algorithm under [`SharedOptions::policy`] (default DPDK
+    /// 26.07: a full cache flushes its coldest half to the common ring, an empty one refills half)
+    /// within its limit (`1.5 x size <= capacity` for Classic, else `size <= capacity`;
+    /// [`SharedPool::create`] fails otherwise).
     pub cache_size: Option<u32>,
     /// Process slots (1..=128): how many attachments may exist at once (default 16).
     pub max_processes: u32,

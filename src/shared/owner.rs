@@ -91,10 +91,9 @@ impl ProcessId {
         })
     }
 
-    /// True while the process runs: `/proc/<pid>/stat` exists, has the same start time, and is not
-    /// a zombie (`Z`) or dead (`X`); needs a shared pid namespace. Without `/proc/<pid>`,
-    /// `kill(pid, 0)` decides: a pid that exists but is hidden (`hidepid`) counts as alive, so
-    /// nothing is reclaimed from a process not proven dead.
+    /// True while the process runs: `/proc/<pid>/stat` has the same start time, not a zombie (`Z`)
+    /// or dead (`X`); needs a shared pid namespace. Else `kill(pid, 0)` decides: a hidden pid
+    /// (`hidepid`) counts as alive, so nothing is reclaimed from a process not proven dead.
     pub fn is_alive(self) -> bool {
         match read_stat(self.pid) {
             Ok(st) => st.start_time == self.start_time && st.state != b'Z' && st.state != b'X',

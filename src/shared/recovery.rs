@@ -370,11 +370,10 @@ impl<T> SharedPool<T> {
     /// Runs [`SharedPool::reclaim_dead`], then returns the objects of gone attachments (dead
     /// processes, pool values dropped with handles out) to the common ring; returns how many.
     ///
-    /// Explicit, because only the caller knows no live process still works on those objects (e.g.
-    /// the dead process wrote an index into another object; using it afterwards is a logic error).
-    /// A leftover handle of the gone attachment is refused everywhere (its serial matches no
-    /// attachment), and an index rebuilt with the `unsafe` [`super::SharedHandle::from_raw`] is
-    /// refused by the owner check unless the object went to that very attachment again.
+    /// Explicit, because only the caller knows no live process still uses those objects (e.g. the
+    /// dead one stored an index elsewhere; using it is then a logic error). A gone attachment's
+    /// leftover handle matches no serial; one rebuilt by [`super::SharedHandle::from_raw`] fails
+    /// the owner check unless the object went back to that very attachment.
     pub fn reclaim_in_use_of_dead(&self) -> usize {
         self.reclaim_dead();
         let (rs, id) = self.party();
@@ -446,9 +445,8 @@ impl<T> SharedPool<T> {
         (v, stuck)
     }
 
-    /// Takes a census of every object (its entry in ring, caches or channels, and its owner word)
-    /// and checks they agree. Read-only; exact only when no process operates on the pool meanwhile
-    /// (e.g. the others exited or wait), else a best-effort snapshot.
+    /// Read-only census of every object: its entry in ring, caches or channels vs its owner word.
+    /// Exact only while no process operates on the pool (e.g. the others exited or wait).
     pub fn audit(&self) -> SharedAudit {
         let cap = self.params.capacity;
         let mut a = SharedAudit {

@@ -1,12 +1,8 @@
-//! The process's own record of each shared region it has attached ([`ProcessRegion`], shared by
-//! `Arc` among its attachments of the region), where no peer can write. It holds what the region's
-//! owner table and header cannot be trusted for:
-//!
-//! * **which objects this process holds** (a bit per object): a claim whose bit is set already is a
-//!   forged entry and is refused, so the process never has two live handles to one object, however
-//!   many attachments it has;
-//! * **the layout the region was attached with**: every later attachment here must read the same
-//!   header, field by field.
+//! The process's own record of each shared region it attached ([`ProcessRegion`], shared by `Arc`
+//! among its attachments of the region), where no peer can write: which objects the process holds
+//! (a claim whose bit is set already is a forged entry, refused, so the process never has two live
+//! handles to one object, however many attachments it has), and the layout attached with (every
+//! later attachment here must read the same header, field by field).
 //!
 //! A region is identified by its file's device and inode, not the process id: after `fork`, a
 //! child's new attachments join the copied record, so they never hand out an object a copy of a

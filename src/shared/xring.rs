@@ -12,14 +12,12 @@ use super::header::ProcSlot;
 use super::owner::{split_holder, GEN_MASK, RECLAIM_BIT};
 use super::SharedPool;
 
-/// One ring's state (128-byte aligned: two rings' states never share a cache line pair).
+/// One ring's state (128-byte aligned: no shared cache line pair): `lock` (0 = free, else the
+/// operator's [`lock_id`]) and free-running `head` (next to take) and `tail` (next to fill).
 #[repr(C, align(128))]
 pub(crate) struct XRingState {
-    /// 0 = free; else the lock id of the operator (see [`lock_id`]).
     pub lock: AtomicU64,
-    /// Consumer index (next entry to take), free-running.
     pub head: AtomicU32,
-    /// Producer index (next slot to fill), free-running.
     pub tail: AtomicU32,
 }
 
@@ -62,30 +60,24 @@ pub(crate) fn lock_slot(id: u64) -> u32 {
     split_holder(id as u32).0
 }
 
-/// Where a killed test process stops (the deterministic kill points of the kill test).
+/// Where a killed test process stops (the kill tests' deterministic points): `LOCKED` lock taken,
+/// no record; `PREPARED` record prepared, nothing applied; `MID_APPLY` ring side applied (slots,
+/// index), the other not; `APPLIED` all applied, record still PREPARED; `UNLOCKING` record idle,
+/// lock held; `CACHE_POP` object held, still cached; `CACHE_PUSH` objects cached, still held;
+/// `RECLAIM` dead slot taken over, cache not flushed; `CACHE_POP_RUN` / `CACHE_PUSH_RUN` a run's
+/// first object marked held / free, the others not, all cached; `COUNT`: points are `1..COUNT`.
 #[doc(hidden)]
 pub mod kill_point {
-    /// Lock taken, record not yet prepared.
     pub const LOCKED: u32 = 1;
-    /// Record prepared, nothing applied.
     pub const PREPARED: u32 = 2;
-    /// Ring side applied (slots and index), the other side not yet.
     pub const MID_APPLY: u32 = 3;
-    /// Everything applied, record still PREPARED.
     pub const APPLIED: u32 = 4;
-    /// Record idle, lock still held.
     pub const UNLOCKING: u32 = 5;
-    /// Cache get: object marked held, still in the cache.
     pub const CACHE_POP: u32 = 6;
-    /// Cache put: objects in the cache, still marked held.
     pub const CACHE_PUSH: u32 = 7;
-    /// Reclaimer: dead slot taken over, its cache not yet flushed.
     pub const RECLAIM: u32 = 8;
-    /// Cache get of a run: the first of several objects marked held, the rest not, all cached.
     pub const CACHE_POP_RUN: u32 = 9;
-    /// Cache put of a run: all in the cache, the first marked free, the others still held.
     pub const CACHE_PUSH_RUN: u32 = 10;
-    /// Number of points (1..COUNT).
     pub const COUNT: u32 = 11;
 }
 
@@ -340,8 +332,7 @@ impl<T> SharedPool<T> {
         r
     }
 
-    /// Writes the record of `txn`'s operation (`entries` into the record array first), marks it
-    /// prepared, applies it, and marks it idle.
+    /// Records `txn`'s operation (`entries` first), marks it prepared, applies it, marks it idle.
     ///
     /// The operator applies its own decisions (`kind` .. `holder`) and its own copy of the entries
     /// (the ring's head for a dequeue, the cache's pre-image for a flush, the objects for a held

@@ -21,16 +21,15 @@ use crate::shared::xring::{XRing, REC_IDLE};
 use crate::shared::SharedOptions;
 
 impl<T: Pod> SharedPool<T> {
-    /// Creates the region `name` holding `capacity` objects of `T` and attaches to it (the
-    /// primary). `name` is a file name, looked up in the hugetlbfs mount and `/dev/shm`, or an
-    /// absolute path. `fingerprint` identifies `T` ([`crate::shared::fingerprint`]): attaches
-    /// passing another value fail. Objects start zeroed.
+    /// Creates the region `name` with `capacity` zeroed objects of `T` and attaches (the primary).
+    /// `name`: a file name (in the hugetlbfs mount or `/dev/shm`) or an absolute path.
+    /// `fingerprint` identifies `T` ([`crate::shared::fingerprint`]); attaches with another fail.
     ///
     /// # Errors
-    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, a relative path, longer than
-    /// [`crate::shared::MAX_NAME_LEN`] bytes, an absolute path longer than
+    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, relative path, over
+    /// [`crate::shared::MAX_NAME_LEN`] bytes or an absolute path over
     /// [`crate::shared::MAX_PATH_LEN`]; checked first), capacity (0 or above 2^31), cache size
-    /// (above 512 or the capacity), process or channel count, or an alignment of `T` above 4096;
+    /// (above 512 or the capacity), process or channel count, or `T` aligned above 4096;
     /// [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be created
     /// (`AlreadyExists`: the name is taken by a region a live process uses, or by a regular file:
     /// remove a stale one with [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge
@@ -38,14 +37,13 @@ impl<T: Pod> SharedPool<T> {
     ///
     /// # Backing
     /// By default (mode 0600, `unlink_on_drop`) the region is a memfd (`MFD_HUGETLB` on hugetlbfs)
-    /// sealed against shrinking and growing ([`SharedPool::is_sealed`]), and `name` a symbolic link
-    /// to a *member link* `.<name>.member.<pid>.<fd>.<inode>` -> `/proc/<pid>/fd/<fd>`, which
-    /// attach opens like a file. Every attachment publishes its own member link, so the name works
-    /// while any attached process lives (an attacher finding the name's member dead comes in
-    /// through another's and re-points the name). Once every process is gone the name is stale and
-    /// `create` replaces it ([`SharedPool::replaced_stale`]). With a wider mode (other users cannot
-    /// open `/proc/<pid>/fd`) or `unlink_on_drop(false)` (the region outlives every process), it is
-    /// a regular file at `name`, which a peer with write access could truncate.
+    /// sealed against resizing ([`SharedPool::is_sealed`]), and `name` a symbolic link to a *member
+    /// link* `.<name>.member.<pid>.<fd>.<inode>` -> `/proc/<pid>/fd/<fd>`, opened like a file. Each
+    /// attachment publishes its own, so the name works while any attached process lives (an
+    /// attacher finding the name's member dead comes in through another's and re-points the name);
+    /// once all are gone it is stale and `create` replaces it ([`SharedPool::replaced_stale`]).
+    /// With a wider mode (`/proc/<pid>/fd` is closed to others) or `unlink_on_drop(false)` (to
+    /// outlive every process), it is a regular file at `name`, which any writer could truncate.
     pub fn create(
         name: &str,
         capacity: u32,

@@ -35,9 +35,8 @@ use region_cache::{with_entries, with_scratch, RegionCache};
 /// secondaries ([`SharedPool::attach`]), mapped at any address. Each value is one *attachment*: a
 /// process slot with an in-region LIFO cache; `Send`, not `Sync`.
 ///
-/// Dropping an attachment flushes its cache and frees its slot; dropping the creator's also removes
-/// the name (unless disabled), while attached processes go on. Ownership model and recovery:
-/// [module documentation](crate::shared).
+/// Dropping an attachment flushes its cache and frees its slot; the creator's also removes the name
+/// (unless disabled), while attached processes go on. Ownership, recovery: [`crate::shared`].
 ///
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
@@ -54,9 +53,8 @@ use region_cache::{with_entries, with_scratch, RegionCache};
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub struct SharedPool<T> {
-    /// This process's record of the region, shared by its attachments: the objects the process
-    /// holds, and the header they must agree with. First, so it drops before the mapping and the
-    /// file (a record never outlives the hold on the inode, whose number could be reused).
+    /// This process's record of the region (`registry`). First, so it drops before the mapping and
+    /// the file: a record never outlives the hold on the inode, whose number could be reused.
     region: Arc<ProcessRegion>,
     pub(crate) map: memmap2::MmapMut,
     pub(crate) base: NonNull<u8>,
@@ -528,12 +526,11 @@ impl<T: Pod> SharedPool<T> {
     #[inline]
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
         let i = self.check_handle(h, "get_mut");
-        // SAFETY: i < capacity: the object lies in the mapping at objects + i * stride, aligned
-        // (stride, offset: multiples of align_of::<T>() <= page alignment). The handle was minted
-        // by this attachment, whose process-local record holds the object, and is borrowed mutably;
-        // handles are not Clone, and a claim mints one only if the record did not hold the object
-        // already (whatever the owner word says), so no other reference to it exists in this
-        // process. T: Pod, so another process's bytes are a valid T.
+        // SAFETY: i < capacity: the object lies aligned in the mapping at objects + i * stride
+        // (stride, offset: multiples of align_of::<T>() <= page alignment). The handle is this
+        // attachment's, borrowed mutably, and its process-local record holds the object; handles
+        // are not Clone and a claim mints one only if the record did not hold it already (whatever
+        // the word says), so nothing else here refers to it. T: Pod: any bytes are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
 

@@ -35,10 +35,10 @@ pub(super) fn with_entries<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
 }
 
 /// The shared pool's mechanics of the cache algorithm ([`CacheOps`]): the attachment's cache array
-/// and length word in its process slot, and the recoverable common ring. How each step (pop and
-/// push of a run, refill, flush, bypass) stays recoverable after a kill at any instruction:
-/// DESIGN.md, "Per-process cache". Corrupt entries are dropped, counted, and written as
-/// [`NO_ENTRY`] in the caller's buffer (`SharedPool::get_entries` strikes them).
+/// and length word in its process slot, and the recoverable common ring. Why each step (run pop and
+/// push, refill, flush, bypass) survives a kill anywhere: DESIGN.md, "Per-process cache". Corrupt
+/// entries are dropped, counted, and written as [`NO_ENTRY`] in the caller's buffer
+/// (`SharedPool::get_entries` strikes them).
 ///
 /// **The length is read once** per run ([`RegionCache::new`]) and clamped to the fill limit: every
 /// decision of the run uses that copy, so `len <= 2 x size` holds whatever a peer writes into the
