@@ -1,6 +1,5 @@
-//! The backing file of a shared region: where it lives (hugetlbfs or `/dev/shm`), how it is
-//! created (a sealed memfd, or a regular file built under a temporary name) and published
-//! under its name only once initialised. DESIGN.md, "Backing file".
+//! The backing file of a shared region (DESIGN.md, "Backing file"): where it lives, how it is made
+//! (sealed memfd, or regular file under a temp name) and published once initialised.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -24,8 +23,7 @@ use crate::error::PoolError;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SharedBacking {
-    /// A file on hugetlbfs: huge pages (the mount's page size, 2 MiB by default), reserved at
-    /// creation, never swapped.
+    /// A file on hugetlbfs: huge pages (the mount's, 2 MiB by default), reserved, never swapped.
     Hugetlbfs,
     /// A file on `/dev/shm` (tmpfs, 4 KiB pages).
     Shm,
@@ -110,21 +108,16 @@ pub(crate) fn fs_info(f: &File) -> io::Result<(SharedBacking, u64)> {
     }
 }
 
-/// The longest pool name, in bytes: a plain name, or the last component of an absolute path.
-///
-/// One limit for every backing and mode, checked up front: the names derived from a pool name
-/// (the memfd name `idxpool:<name>`, the temporary file `.<name>.<pid>.<nanos>.tmp` and the
-/// member links `.<name>.member.<pid>.<fd>.<inode>`) must fit the kernel's limits (249 bytes
-/// for a memfd name, 255 for a file name) whatever the pid, descriptor and inode numbers.
+/// The longest pool name in bytes (a plain name or an absolute path's last part), in every mode:
+/// derived names (memfd `idxpool:<name>`, temporary `.<name>.<pid>.<nanos>.tmp`, member links
+/// `.<name>.member.<pid>.<fd>.<inode>`) then fit the kernel's limits (249 bytes memfd, 255 file).
 pub const MAX_NAME_LEN: usize = 200;
 
-/// The longest absolute path accepted as a pool name, in bytes (`PATH_MAX` is 4096, and the
-/// names derived in the same directory are up to 48 bytes longer).
+/// The longest absolute-path pool name, in bytes (`PATH_MAX` 4096; derived names add up to 48).
 pub const MAX_PATH_LEN: usize = 4000;
 
-/// Checks a pool name: non-empty, no NUL, and either a plain file name (no `/`, not `.` or
-/// `..`) or an absolute path; at most [`MAX_NAME_LEN`] bytes (the last component of an
-/// absolute path), an absolute path at most [`MAX_PATH_LEN`].
+/// Checks a pool name: non-empty, no NUL, a plain file name (no `/`, not `.` or `..`) or an
+/// absolute path, within [`MAX_NAME_LEN`] and [`MAX_PATH_LEN`].
 pub(crate) fn check_name(name: &str) -> Result<(), PoolError> {
     let bad = |why: &str| {
         Err(PoolError::config(format!(
@@ -250,8 +243,7 @@ impl TempFile {
         Ok(t)
     }
 
-    /// Links the initialised file under `final_path` (fails with `AlreadyExists` if taken) and
-    /// removes the temporary name.
+    /// Links the initialised file at `final_path` (`AlreadyExists` if taken), unlinks the tmp name.
     pub(crate) fn publish(mut self, final_path: &Path) -> Result<File, PoolError> {
         std::fs::hard_link(&self.tmp, final_path).map_err(|e| file_err(final_path, "create", e))?;
         self.published = true;
@@ -293,14 +285,12 @@ pub(crate) fn same_inode(path: &Path, file: &File) -> bool {
     }
 }
 
-/// A new region in a sealed memfd (a peer cannot shrink it under the others).
-///
-/// `memfd_create(MFD_ALLOW_SEALING [| MFD_HUGETLB])`, mode set with `fchmod`, sized to `len`
-/// rounded up to the page, pages reserved with `fallocate`, then sealed with `F_SEAL_SHRINK |
-/// F_SEAL_GROW | F_SEAL_SEAL`: from then on `ftruncate` (and `open(O_TRUNC)`) fails with
-/// `EPERM` for everyone, the seals cannot be removed, and no access to the mapping can fault
-/// with SIGBUS because the file shrank. The name is published as a symbolic link to
-/// `/proc/<pid>/fd/<fd>` ([`publish_link`]).
+/// A new region in a sealed memfd (no peer can shrink it under the others):
+/// `memfd_create(MFD_ALLOW_SEALING [| MFD_HUGETLB])`, `fchmod`, sized to `len` rounded up to the
+/// page, reserved with `fallocate`, then sealed `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`:
+/// `ftruncate` (and `open(O_TRUNC)`) then fails (`EPERM`), the seals are permanent, and no access
+/// can fault (SIGBUS) on a shrunk file. The name is a symbolic link to `/proc/<pid>/fd/<fd>`
+/// ([`publish_link`]).
 pub(crate) struct SealedRegion {
     pub(crate) file: File,
     pub(crate) len: u64,
@@ -373,17 +363,16 @@ impl SealedRegion {
     }
 }
 
-/// An exclusive `flock` on a directory, held while a sealed region's name is created,
-/// replaced or re-pointed (so two processes never both judge one name stale and replace it).
-/// Released when dropped (or when the holder dies).
+/// An exclusive `flock` on a directory, held while a sealed region's name is created, replaced or
+/// re-pointed (two processes never both judge a name stale and replace it); released on drop (or
+/// death).
 pub(crate) struct DirLock(#[allow(dead_code)] File);
 
 /// How long [`lock_dir`] waits for another holder (who holds it for a few system calls).
 const DIR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Locks directory `dir` (`flock(LOCK_EX | LOCK_NB)`, retried while another process changes a
-/// name in it, which takes a few system calls). Fails with `WouldBlock` after
-/// [`DIR_LOCK_WAIT`] (a process that holds the lock for good) rather than waiting forever.
+/// Locks directory `dir` (`flock(LOCK_EX | LOCK_NB)`, retried while another process changes a name
+/// in it). Fails with `WouldBlock` after [`DIR_LOCK_WAIT`] (a holder that never lets go).
 pub(crate) fn lock_dir(dir: &Path) -> Result<DirLock, PoolError> {
     let f = OpenOptions::new()
         .read(true)
@@ -422,9 +411,8 @@ pub(crate) fn ino(file: &File) -> io::Result<u64> {
     Ok(file.metadata()?.ino())
 }
 
-/// One member of a sealed region, as its link names it: `.<base>.member.<pid>.<fd>.<ino>`, a
-/// symbolic link to `/proc/<pid>/fd/<fd>` (the member's descriptor of the memfd whose inode
-/// number is `ino`).
+/// One member of a sealed region, as its link names it: `.<base>.member.<pid>.<fd>.<ino>` ->
+/// `/proc/<pid>/fd/<fd>` (its descriptor of the memfd of inode `ino`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Member {
     pub(crate) pid: u32,
@@ -453,9 +441,8 @@ impl Member {
         it.next().is_none().then_some(m)
     }
 
-    /// Opens the member's descriptor (`/proc/<pid>/fd/<fd>`) if it is still the region of
-    /// inode `ino`: `Ok(None)` when the member is gone (no such process or descriptor, or the
-    /// pid and descriptor now name another file).
+    /// Opens the member's descriptor (`/proc/<pid>/fd/<fd>`) if it is still the region of inode
+    /// `ino`; `Ok(None)` when the member is gone (no such process or descriptor, or another file).
     fn open(&self) -> io::Result<Option<File>> {
         match open_existing(Path::new(&format!("/proc/{}/fd/{}", self.pid, self.fd))) {
             Ok(f) if ino(&f)? == self.ino => Ok(Some(f)),
@@ -466,10 +453,9 @@ impl Member {
     }
 }
 
-/// Publishes this process's membership of the sealed region `file`, whose name is the link
-/// `link`: creates `<dir>/.<base>.member.<pid>.<fd>.<ino> -> /proc/<pid>/fd/<fd>` and returns
-/// its path and the member. Any member's link lets a new process reach the region after the
-/// creator died: [`resolve_link`] falls back to them.
+/// Publishes this process's membership of the sealed region `file` named by `link`: creates
+/// `<dir>/.<base>.member.<pid>.<fd>.<ino> -> /proc/<pid>/fd/<fd>`; returns its path and the member.
+/// After the creator's death, [`resolve_link`] reaches the region through any member's link.
 pub(crate) fn publish_member(file: &File, link: &Path) -> Result<(PathBuf, Member), PoolError> {
     let (dir, base) = split_link(link);
     let m = Member {
@@ -485,20 +471,17 @@ pub(crate) fn publish_member(file: &File, link: &Path) -> Result<(PathBuf, Membe
     Ok((path, m))
 }
 
-/// Publishes the sealed region's name `final_path`: a symbolic link to the member link of
-/// `m` (relative, in the same directory), which leads on to `/proc/<pid>/fd/<fd>`. `open`
-/// follows both into the memfd (a new open file description, checked against the memfd's
-/// mode and the kernel's ptrace access rules: same user). Fails with `AlreadyExists` if the
-/// name is taken (`symlink` is atomic).
+/// Publishes the sealed region's name `final_path` (atomic `symlink`: `AlreadyExists` if taken): a
+/// relative link to `m`'s member link, which leads to `/proc/<pid>/fd/<fd>`; `open` follows both
+/// into the memfd (a new open file description; mode and ptrace rules: same user).
 pub(crate) fn publish_link(m: &Member, final_path: &Path) -> Result<(), PoolError> {
     let (_, base) = split_link(final_path);
     std::os::unix::fs::symlink(m.link_name(&base), final_path)
         .map_err(|e| file_err(final_path, "create", e))
 }
 
-/// Points the name `link` at member `m`, if it still names the member `old` (atomic `rename`
-/// of a new link over it, under the directory lock). Used by an attacher that reached the
-/// region through another member because the name's member is gone.
+/// Points the name `link` at member `m` if it still names `old` (atomic `rename` under the
+/// directory lock): for an attacher that came in through another member, the name's being gone.
 pub(crate) fn repoint_link(link: &Path, old: &Member, m: &Member) -> Result<(), PoolError> {
     let (dir, base) = split_link(link);
     let _lock = lock_dir(&dir)?;
@@ -526,8 +509,7 @@ pub(crate) fn read_link_member(link: &Path) -> Option<Member> {
     Member::parse(&base, t)
 }
 
-/// The member links of the region of inode `ino` (any region: `None`) named `link`, with
-/// their members.
+/// The member links named `link` of the region of inode `ino` (`None`: any region).
 fn member_links(link: &Path, ino: Option<u64>) -> Vec<(PathBuf, Member)> {
     let (dir, base) = split_link(link);
     let prefix = format!(".{base}.member.");
@@ -556,9 +538,8 @@ pub(crate) enum Resolved {
     Stale { member: Member },
 }
 
-/// Resolves the sealed-region name `link` whose member is `m` (from [`read_link_member`]):
-/// opens the region through the name if its member lives, else through any live member's link
-/// (removing the links of members found gone).
+/// Resolves the sealed-region name `link` of member `m` ([`read_link_member`]): opens the region
+/// through it if `m` lives, else through any live member's link (removing gone members' links).
 pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
     match open_existing(link) {
         Ok(f) if ino(&f)? == m.ino => return Ok(Resolved::Live { file: f, via: None }),
@@ -583,8 +564,7 @@ pub(crate) fn resolve_link(link: &Path, m: Member) -> io::Result<Resolved> {
     }
 }
 
-/// Removes the links of members of the region of inode `ino` named `link` that are gone
-/// (killed members leave theirs behind).
+/// Removes the links of the gone members (killed ones leave theirs) of region `ino` named `link`.
 pub(crate) fn prune_member_links(link: &Path, ino: u64) {
     for (path, m) in member_links(link, Some(ino)) {
         if matches!(m.open(), Ok(None)) {
@@ -593,9 +573,8 @@ pub(crate) fn prune_member_links(link: &Path, ino: u64) {
     }
 }
 
-/// Removes the member links of the region of inode `ino` (of any region named `link`:
-/// `None`), when the name is replaced or removed: processes attached keep working, and new
-/// ones cannot reach a region without a name anyway.
+/// Removes the member links of the region of inode `ino` (`None`: any region named `link`) once the
+/// name is replaced or removed: attached processes go on; a nameless region is unreachable anyway.
 pub(crate) fn remove_member_links(link: &Path, ino: Option<u64>) {
     for (path, _) in member_links(link, ino) {
         let _ = std::fs::remove_file(path);
@@ -609,8 +588,7 @@ pub(crate) fn seals(file: &File) -> i32 {
     r.max(0)
 }
 
-/// Byte range of the per-slot liveness lock of process slot `s` in the region file: one byte
-/// at offset `s` (locks may lie beyond the end of a file; they do not touch its data).
+/// Slot `s`'s liveness lock range: the byte at offset `s` (past the file's end is fine).
 fn slot_flock(s: u32, ty: libc::c_short) -> libc::flock {
     // SAFETY: flock is plain integers; all-zero is a valid value, every used field is set.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
@@ -621,10 +599,9 @@ fn slot_flock(s: u32, ty: libc::c_short) -> libc::flock {
     fl
 }
 
-/// Takes the open-file-description lock of slot `s` on `file` (`F_OFD_SETLK`, write,
-/// non-blocking). `Ok(false)` when another open file description holds it (a live process).
-/// The kernel releases it when the description's last fd closes, e.g. when its process dies,
-/// in any pid namespace.
+/// Takes slot `s`'s open-file-description lock on `file` (`F_OFD_SETLK`, write, non-blocking):
+/// `Ok(false)` when another open file description (a live process) holds it. The kernel releases it
+/// when the description's last fd closes (e.g. its process dies), in any pid namespace.
 pub(crate) fn lock_slot(file: &File, s: u32) -> io::Result<bool> {
     let fl = slot_flock(s, libc::F_WRLCK as libc::c_short);
     // SAFETY: fcntl with a valid flock on an open fd.
@@ -639,15 +616,12 @@ pub(crate) fn lock_slot(file: &File, s: u32) -> io::Result<bool> {
     }
 }
 
-/// An attachment that holds a slot's liveness lock, as the fork handlers see it. A forked
-/// child inherits the attachment's descriptor and its mapping of the region, and both keep the
-/// parent's open file description, and so its `F_OFD_SETLK` slot lock, alive (a mapping holds
-/// a reference to the file too): while a child that never touches the pool lived (a worker, a
-/// helper process), a dead parent's slot read as alive and a ring lock the parent died holding
-/// was never taken over (tests/shared_fork.rs). So in the child the descriptor is pointed at
-/// `/dev/null` and the mapping replaced, at the same addresses, by private zero pages: the
-/// child's copy of the attachment, which must not be used there (DESIGN.md, "Limits"), then
-/// reaches nothing of the region, and its drop closes `/dev/null` and unmaps those pages.
+/// An attachment holding a slot's liveness lock, for the fork handlers. A child's inherited
+/// descriptor and mapping keep the parent's open file description, and so its `F_OFD_SETLK` slot
+/// lock, alive: while the child lives, a dead parent's slot would read as alive and a ring lock it
+/// died holding never taken over (tests/shared_fork.rs). So in the child the descriptor is pointed
+/// at `/dev/null` and the mapping replaced in place by zero pages: the child's copy (unused there:
+/// DESIGN.md, "Limits") reaches nothing, and its drop closes `/dev/null` and unmaps those pages.
 #[cfg(not(any(miri, loom)))]
 struct ForkedAttachment {
     fd: libc::c_int,
@@ -658,10 +632,9 @@ struct ForkedAttachment {
 #[cfg(not(any(miri, loom)))]
 impl crate::fork::Participant for ForkedAttachment {
     fn fork_child(&self) {
-        // SAFETY: raw system calls only (open, dup3, close, mmap: no lock, no allocation, as
-        // the child of a multithreaded fork requires); the path is a NUL-terminated literal;
-        // dup3 replaces descriptor `fd` and MAP_FIXED the mapping [addr, addr + len), both
-        // owned by this process's copy of the attachment, which is never used in the child.
+        // SAFETY: raw system calls only (no lock, no allocation, as a multithreaded fork's child
+        // requires); a NUL-terminated path; dup3 replaces descriptor `fd` and MAP_FIXED the mapping
+        // [addr, addr + len), both this process's copy's, never used in the child.
         unsafe {
             let nul = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
             if nul >= 0 {
@@ -680,9 +653,8 @@ impl crate::fork::Participant for ForkedAttachment {
     }
 }
 
-/// Lists an attachment (its descriptor `file` and its mapping `[addr, addr + len)`; it holds a
-/// slot lock) with the fork handlers ([`ForkedAttachment`]); returns the key for
-/// [`unlist_for_fork`], 0 when nothing is listed.
+/// Lists an attachment holding a slot lock (descriptor `file`, mapping `[addr, addr + len)`) with
+/// the fork handlers ([`ForkedAttachment`]); returns the key for [`unlist_for_fork`] (0: none).
 pub(crate) fn list_for_fork(file: &File, addr: *const u8, len: usize) -> usize {
     #[cfg(not(any(miri, loom)))]
     {
@@ -692,8 +664,7 @@ pub(crate) fn list_for_fork(file: &File, addr: *const u8, len: usize) -> usize {
             len,
         });
         let key = (&*part as *const ForkedAttachment).cast::<()>();
-        // SAFETY: the part is owned by the list until unlisted with `key`; it holds numbers,
-        // no pointer it dereferences.
+        // SAFETY: the list owns the part until unlisted by `key`; it holds numbers, no pointers.
         unsafe { crate::fork::register_owned(key, part) };
         key as usize
     }
@@ -718,8 +689,7 @@ pub(crate) fn unlock_slot(file: &File, s: u32) {
     unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
 }
 
-/// Whether another open file description holds the lock of slot `s` (`F_OFD_GETLK`); `None`
-/// when the filesystem does not support it.
+/// Whether another description holds slot `s`'s lock (`F_OFD_GETLK`); `None` if unsupported.
 pub(crate) fn slot_locked_by_other(file: &File, s: u32) -> Option<bool> {
     let mut fl = slot_flock(s, libc::F_WRLCK as libc::c_short);
     // SAFETY: fcntl with a valid flock on an open fd; the kernel writes the result into fl.

@@ -1,12 +1,10 @@
-//! Handle channels: rings in the region that carry handles between processes.
+//! Handle channels: rings in the region carrying handles between processes.
 //!
-//! Channel `c` is a recoverable ring (`xring`, id `1 + c`) of `u32` object indices, sized to
-//! hold every object of the pool, so a send never fails for lack of room. A handle in a
-//! channel is marked [`IN_CHANNEL`] in the owner table: the send's record sets the mark as it
-//! publishes the entries, the receive's record claims them as it takes them, both under the
-//! channel's lock, so a process killed inside either leaves an operation the next user of the
-//! channel completes. Object contents written before `send` are visible after `recv`
-//! (release/acquire on the ring's lock and indices).
+//! Channel `c` is a recoverable ring (`xring`, id `1 + c`) of object indices that holds every
+//! object: a send never lacks room. A handle in a channel is marked [`IN_CHANNEL`] in the owner
+//! table: the send's record sets the mark as it publishes the entries, the receive's record claims
+//! them as it takes them, both under the channel's lock, so the next user completes one whose
+//! process was killed. Contents written before `send` are visible after `recv` (release/acquire).
 
 use bytemuck::Pod;
 
@@ -24,12 +22,10 @@ impl<T: Pod> SharedPool<T> {
         })
     }
 
-    /// Sends a held object to channel `chan`: ownership passes to whichever attachment
-    /// receives it.
+    /// Sends a held object to channel `chan`: whichever attachment receives it now owns it.
     ///
     /// # Panics
-    /// When `chan` is out of range, or the handle is not this attachment's (see
-    /// [`SharedPool::get_mut`]).
+    /// When `chan` is out of range, or as [`SharedPool::put`] (a handle not this attachment's).
     pub fn send(&self, chan: u32, h: SharedHandle<T>) {
         let ring = self.chan(chan);
         let e = self.check_handle(&h, "send");
@@ -71,8 +67,7 @@ impl<T: Pod> SharedPool<T> {
         }
     }
 
-    /// Receives up to `max` handles from channel `chan` (one ring operation per 64),
-    /// appending them to `out`; returns how many.
+    /// Receives up to `max` handles from `chan` into `out` (one ring op per 64); returns how many.
     ///
     /// # Panics
     /// When `chan` is out of range.
@@ -92,10 +87,9 @@ impl<T: Pod> SharedPool<T> {
         total
     }
 
-    /// Empties channel `chan`, returning the objects in it to the common ring; returns how
-    /// many came back. E.g. for the inbox of a process that died (its unprocessed work). A
-    /// death inside a send or receive no longer wedges a channel (the next operation
-    /// completes it), so this is only about the objects, not the ring.
+    /// Empties channel `chan` into the common ring, e.g. the inbox of a dead process (its
+    /// unprocessed work); returns how many came back. Only about the objects: a death inside a send
+    /// or receive does not wedge the channel (the next operation completes it).
     ///
     /// # Panics
     /// When `chan` is out of range.

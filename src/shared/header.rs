@@ -1,10 +1,9 @@
-//! The region header and the layout of a shared region: where every section starts.
+//! The region header and layout: where every section starts.
 //!
-//! The layout is a pure function of [`Params`]: the creator computes it and writes both the
-//! parameters and the resulting offsets into the header; an attaching process reads a copy of
-//! the header, recomputes the offsets from the parameters and compares them field by field.
-//! So a process never trusts an offset that it did not compute itself, and every offset it uses
-//! lies inside the mapping (the file length must be the computed end rounded up to the page).
+//! The layout is a pure function of [`Params`]: the creator writes the parameters and the resulting
+//! offsets into the header; an attacher recomputes the offsets from a copy of the parameters and
+//! compares them field by field. So a process never uses an offset it did not compute, and every
+//! offset lies inside the mapping (the file's length must be the computed end, page-rounded).
 
 use std::mem::{align_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -15,17 +14,11 @@ use crate::error::PoolError;
 
 /// `"IDXPSHRD"` in little-endian byte order.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"IDXPSHRD");
-/// Format version of the region; bump on any change of the layout below.
-///
-/// Version 2: recoverable rings (`XRingState`: lock, head, tail), redo records in
-/// the process slots and a records section.
-///
-/// Version 3: the flush policy in [`Params`] (`policy`, `_reserved`), cache arrays
-/// and records of `2 x cache_size` entries (a Classic refill overshoots the fill limit
-/// transiently, as in the core's caches).
+/// Format version of the region; bump on any layout change. 2: recoverable rings (lock, head,
+/// tail), redo records in the process slots. 3: the flush policy in [`Params`]; cache arrays and
+/// records of `2 x cache_size` entries (a Classic refill overshoots the fill limit transiently).
 pub(crate) const VERSION: u32 = 3;
-/// Alignment of every section: the ring state's (128 bytes), so states of different rings
-/// never share a cache line pair.
+/// Alignment of every section: the ring state's (128): rings' states never share a line pair.
 pub(crate) const SECTION_ALIGN: u64 = {
     let a = align_of::<XRingState>();
     if a > 128 {
@@ -44,27 +37,20 @@ pub(crate) const MAX_CHANNELS: u32 = 64;
 /// Largest pool capacity (the rings' slot counts stay within 2^31).
 pub(crate) const MAX_CAPACITY: u32 = 1 << 31;
 
-/// What the layout is computed from. Plain integers, no padding holes.
+/// What the layout is computed from: plain integers, no padding holes. `obj_size`/`obj_align`:
+/// `size_of`/`align_of::<T>()`; `stride`: bytes between objects; `cache_size`: per process, 0 =
+/// none; `max_procs`: process slots; `policy`: [`policy_code`]; `_reserved`: zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Params {
-    /// `size_of::<T>()`.
     pub obj_size: u64,
-    /// `align_of::<T>()`.
     pub obj_align: u64,
-    /// Bytes between consecutive objects.
     pub stride: u64,
-    /// Number of objects.
     pub capacity: u32,
-    /// Per-process cache size (entries), 0 = no cache.
     pub cache_size: u32,
-    /// Number of process slots.
     pub max_procs: u32,
-    /// Number of handle channels.
     pub channels: u32,
-    /// The caches' flush policy ([`policy_code`]).
     pub policy: u32,
-    /// Zero.
     pub _reserved: u32,
 }
 
@@ -111,41 +97,30 @@ impl Params {
     }
 }
 
-/// Offsets (bytes from the region start) of the sections, and derived sizes.
+/// Byte offsets of the sections, in order, and derived sizes: `channels` ring states and slot
+/// arrays, `state_stride` and `chan_stride` bytes apart; `max_procs` [`ProcSlot`]s, record arrays
+/// (`rec_cap` u32 entries, `rec_stride` apart) and cache arrays (`2 x cache_size` u32 entries,
+/// `cache_stride` apart); the owner table (`capacity` u32 words) and the objects.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Sections {
-    /// [`RegionStats`].
     pub stats: u64,
-    /// The common ring's [`RingState`].
     pub ring_state: u64,
-    /// The common ring's slots (`ring_slot_count` x u32).
     pub ring_slots: u64,
     /// Slot count of the common ring and of each channel ring (a power of two).
     pub ring_slot_count: u64,
-    /// `channels` ring states, `state_stride` bytes apart.
     pub chan_states: u64,
-    /// `channels` slot arrays, `chan_stride` bytes apart.
     pub chan_slots: u64,
-    /// Bytes between consecutive ring states.
     pub state_stride: u64,
-    /// Bytes between consecutive channel slot arrays.
     pub chan_stride: u64,
-    /// `max_procs` [`ProcSlot`]s.
     pub procs: u64,
-    /// `max_procs` record entry arrays of `rec_cap` u32 entries, `rec_stride` bytes apart.
     pub records: u64,
     /// Entries of a record array: `max(2 x cache_size, REC_BATCH)`.
     pub rec_cap: u64,
-    /// Bytes between consecutive record arrays.
     pub rec_stride: u64,
-    /// `max_procs` cache arrays of `2 x cache_size` u32 entries, `cache_stride` bytes apart.
     pub caches: u64,
-    /// Bytes between consecutive cache arrays.
     pub cache_stride: u64,
-    /// The owner table: `capacity` u32 words.
     pub owners: u64,
-    /// Object 0.
     pub objects: u64,
     /// End of the region (its length before page rounding).
     pub end: u64,
@@ -176,53 +151,47 @@ impl Sections {
     }
 }
 
-/// The first bytes of a region. Written once by the creator before the region is published
-/// under its name, immutable afterwards; read by copy (`read_volatile`), never by reference.
+/// The first bytes of a region: [`MAGIC`], [`VERSION`], `size_of::<Header>()`, the user's type
+/// fingerprint, the layout's inputs and outputs, and the creator's pid and start time (clock ticks
+/// since boot, `/proc/<pid>/stat` field 22). Written once by the creator before the region is
+/// published, immutable afterwards; read by copy (`read_volatile`), never by reference.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Header {
-    /// [`MAGIC`].
     pub magic: u64,
-    /// [`VERSION`].
     pub version: u32,
-    /// `size_of::<Header>()`.
     pub header_size: u32,
-    /// The user's type fingerprint.
     pub fingerprint: u64,
-    /// Layout inputs.
     pub params: Params,
-    /// Layout outputs.
     pub sections: Sections,
-    /// pid of the creator.
     pub creator_pid: u32,
-    /// Padding, zero.
     pub _pad: u32,
-    /// Start time of the creator (clock ticks since boot, `/proc/<pid>/stat` field 22).
     pub creator_start: u64,
 }
 
-/// Region-wide counters (atomics in the region).
+/// Region-wide counters (atomics): `corrupt_entries` (entries dropped: out of range or naming a
+/// held object), `reclaimed_slots` and `reclaimed_cached` (dead processes' slots freed and cached
+/// objects returned by `reclaim_dead`), `reclaimed_in_use` (gone attachments' objects returned by
+/// `reclaim_in_use_of_dead`), `repaired_lost` (by `repair_lost`), `completed_ops` (ring locks taken
+/// from dead operators, their operation completed), `attaches` (the creator's included).
 #[repr(C)]
 pub(crate) struct RegionStats {
-    /// Entries found out of range or naming an object already held: dropped.
     pub corrupt_entries: AtomicU64,
-    /// Process slots of dead processes freed by `reclaim_dead`.
     pub reclaimed_slots: AtomicU64,
-    /// Objects returned from dead processes' caches.
     pub reclaimed_cached: AtomicU64,
-    /// Objects held by gone attachments returned by `reclaim_in_use_of_dead`.
     pub reclaimed_in_use: AtomicU64,
-    /// Objects returned by `repair_lost`.
     pub repaired_lost: AtomicU64,
-    /// Ring locks taken from dead operators (their prepared operation completed).
     pub completed_ops: AtomicU64,
-    /// Successful attaches (including the creator's).
     pub attaches: AtomicU64,
 }
 
-/// One process slot: who holds it, its cache length, and the redo record of the ring
-/// operation its operator (the holder, or the reclaimer of a dead holder) has in flight (see
-/// `xring`). 128 bytes, so slots of different processes never share a cache line.
+/// One process slot (128 bytes: no shared cache line): its holder, cache length, and the redo
+/// record of the ring operation its operator (holder, or a dead holder's reclaimer) has in flight
+/// (`xring`): `rec_state` (`REC_IDLE` or `REC_PREPARED`), `rec_lock` (the lock id it was prepared
+/// under), `rec_ring` (0 common, 1 + c channel c), `rec_kind` (`xring::K_*`), `rec_pos` (ring index
+/// before: tail for enqueues, head for dequeues), `rec_n` (entries moved), `rec_len` and `rec_slot`
+/// (cache kinds: cache length before, cache slot), `rec_mark` (owner word set by a held enqueue,
+/// expected by a held dequeue), `rec_holder` (a held dequeue's new holder).
 #[repr(C, align(128))]
 pub(crate) struct ProcSlot {
     /// 0 = free; else the packed identity of the holder (see `owner::ProcessId::pack`), with
@@ -230,30 +199,19 @@ pub(crate) struct ProcSlot {
     pub owner: AtomicU64,
     /// Bumped by each claim; the holder id of the attachment is `(gen, slot)`.
     pub gen: AtomicU32,
-    /// Entries in this slot's cache (written by the holder only, or its reclaimer, or the
-    /// completer of their prepared record).
+    /// Entries in this slot's cache (written by the holder, its reclaimer, or their completer).
     pub len: AtomicU32,
     /// Bumped by each takeover of the slot by a reclaimer (part of reclaimer lock ids).
     pub reclaim_seq: AtomicU32,
-    /// `REC_IDLE` or `REC_PREPARED`.
     pub rec_state: AtomicU32,
-    /// Lock id the record was prepared under.
     pub rec_lock: AtomicU64,
-    /// Ring id (0 common, 1 + c channel c).
     pub rec_ring: AtomicU32,
-    /// Operation kind (`xring::K_*`).
     pub rec_kind: AtomicU32,
-    /// Ring index before the operation (tail for enqueues, head for dequeues).
     pub rec_pos: AtomicU32,
-    /// Entries moved.
     pub rec_n: AtomicU32,
-    /// Cache length before the operation (cache kinds).
     pub rec_len: AtomicU32,
-    /// Cache slot concerned (cache kinds).
     pub rec_slot: AtomicU32,
-    /// Owner word set (held enqueue) or expected (held dequeue).
     pub rec_mark: AtomicU32,
-    /// New holder id (held dequeue).
     pub rec_holder: AtomicU32,
 }
 
@@ -397,12 +355,10 @@ fn mismatch(field: &'static str, expected: u64, found: u64) -> Result<(), PoolEr
 }
 
 impl Header {
-    /// Validates a header copy read from a region of `file_len` bytes on a filesystem of
-    /// `page`-byte pages against the object type (`obj_size`, `obj_align`) and `fingerprint`
-    /// of the attaching process. Checks in order: magic, version, header size, policy, object
-    /// size, alignment, fingerprint, the parameter ranges (stride among them), every
-    /// recomputed section offset, and the file length: exactly the region end rounded up to
-    /// the page, as the creator sized it.
+    /// Validates a header copy from a region of `file_len` bytes (`page`-byte pages) against the
+    /// attacher's `obj_size`, `obj_align` and `fingerprint`, in order: magic, version, header size,
+    /// policy, object size and alignment, fingerprint, parameter ranges (stride too), every
+    /// recomputed offset, then the file length (the end, page-rounded, as created).
     pub(crate) fn validate(
         &self,
         file_len: u64,
@@ -446,10 +402,9 @@ impl Header {
         for ((field, e), (_, f)) in want.fields().into_iter().zip(self.sections.fields()) {
             mismatch(field, e, f)?;
         }
-        // The file's size, which a peer cannot change (the memfd is sealed against shrinking
-        // and growing): the creator sized it to the layout's end rounded up to the page, so
-        // a forged layout must end in the same page as the true one. Within a process, the
-        // region's record (`registry`) refuses any other layout outright.
+        // The file's size, which a peer cannot change (the memfd is sealed), is the layout's end
+        // rounded up to the page: a forged layout must end in the same page as the true one. Within
+        // a process, the region's record (`registry`) refuses any other layout outright.
         let sized = want
             .end
             .checked_next_multiple_of(page)
@@ -553,8 +508,7 @@ mod tests {
         let mut bad = h;
         bad.params.policy = 0; // no policy
         assert_eq!(field(bad.validate(len, 4096, 24, 8, 7)), "policy");
-        // Another valid policy changes no offset here (every policy's caches take 2 x size
-        // entries): the region's policy is what every attachment runs.
+        // Every policy gives the same offsets (caches of 2 x size): the region's is what all run.
         for p in FlushPolicy::ALL {
             let mut other = h;
             other.params.policy = policy_code(p);

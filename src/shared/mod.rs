@@ -1,14 +1,11 @@
 //! One pool, many processes: a named shared region with position-independent handles.
 //!
 //! A [`SharedPool`] lives entirely inside one file-backed `MAP_SHARED` region (hugetlbfs when
-//! mounted, else `/dev/shm`): header, common ring, handle channels, per-process caches, a
-//! per-object owner table and the objects. Nothing in the region is a pointer: every section is
-//! found by an offset from the region start, and every object by its index
-//! (`objects + index x stride`). A [`SharedHandle`] is that index (plus the serial of the
-//! attachment that minted it), so it names the same object in every process that maps the
-//! region, wherever the mapping landed. DPDK cannot offer this: its secondary processes must
-//! map the hugepages at the primary's virtual addresses because its rings and caches hold
-//! pointers.
+//! mounted, else `/dev/shm`): header, common ring, handle channels, per-process caches, owner
+//! table, objects. No pointers: sections are found by offset, objects by index (`objects + index x
+//! stride`). A [`SharedHandle`] is that index (plus its attachment's serial), so it names the same
+//! object in every process, wherever the mapping landed; DPDK's secondaries must map the hugepages
+//! at the primary's addresses, as its rings and caches hold pointers.
 //!
 //! ```no_run
 //! use idxpool::shared::{SharedOptions, SharedPool, fingerprint};
@@ -27,30 +24,29 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Ownership model (DESIGN.md, "Ownership model" and "Threat model", has every peer action)
+//! # Ownership model (DESIGN.md, "Ownership model" and "Threat model")
 //!
 //! * **Objects are `bytemuck::Pod`**: whatever another process writes is a valid `T`.
-//! * **One holder per object**, recorded in the region's owner table (free, in a channel, or
-//!   one attachment) and changed by compare-and-swap; the process also records what its
-//!   attachments hold, so a forged entry for one of them is dropped and counted
-//!   ([`SharedPool::corrupt_entries`]), never a second handle.
-//! * **A handle is accepted only by the attachment that minted it** ([`SharedHandle`]): safe
-//!   code cannot hold two `&mut T` to one object in one process.
-//! * **A [`SharedPool`] value is one attachment with one cache**: `Send`, not `Sync`; threads
-//!   that want their own cache attach separately, and so does a `fork` child.
-//! * **Peers' mistakes are contained**: they cannot make this process access memory outside
-//!   its mapping (geometry validated at attach and kept local, shared values read once, every
-//!   index range-checked). Not contained: two processes believing they hold one object, and a
-//!   forged ring lock naming a live process (that ring waits while it lives).
+//! * **One holder per object**, recorded in the owner table (free, in a channel, or one attachment)
+//!   and changed by CAS; the process's own record of its attachments' objects drops and counts a
+//!   forged entry ([`SharedPool::corrupt_entries`]) instead of minting a second handle.
+//! * **A handle is accepted only by the attachment that minted it** ([`SharedHandle`]): safe code
+//!   cannot hold two `&mut T` to one object in one process.
+//! * **A [`SharedPool`] value is one attachment with one cache**: `Send`, not `Sync`; a thread or
+//!   `fork` child wanting its own cache attaches separately.
+//! * **Peers' mistakes are contained**: they cannot make this process access memory outside its
+//!   mapping (geometry validated at attach and kept local, shared values read once, indices
+//!   range-checked). Not contained: two processes believing they hold one object; a forged ring
+//!   lock naming a live process (that ring waits while it lives).
 //!
 //! # Recovery after a process dies (DESIGN.md, "Recovery semantics")
 //!
-//! Every ring operation writes a redo record first, and whoever finds the ring's lock held by
-//! a dead process completes it: a process killed at any instruction costs the others at most
-//! its own work. [`SharedPool::reclaim_dead`] frees its slot and cache;
-//! [`SharedPool::reclaim_in_use_of_dead`] returns the objects it held (only the caller knows
-//! no live process still works on them); [`SharedPool::reset_channel`] returns a channel's
-//! messages; [`SharedPool::audit`] checks every object is in one place; the `unsafe`
+//! Every ring operation writes a redo record first, and whoever finds the ring's lock held by a
+//! dead process completes it: a process killed at any instruction costs the others at most its own
+//! work. [`SharedPool::reclaim_dead`] frees its slot and cache;
+//! [`SharedPool::reclaim_in_use_of_dead`] returns the objects it held (only the caller knows no
+//! live process still uses them); [`SharedPool::reset_channel`] returns a channel's messages;
+//! [`SharedPool::audit`] checks every object is in one place; the `unsafe`
 //! [`SharedPool::repair_lost`] repairs what corruption lost.
 //!
 //! Linux only. Liveness is a per-slot open-file-description lock (`F_OFD_SETLK`) on the region
@@ -80,17 +76,13 @@ use crate::handle::Handle;
 use crate::pool::Invariant;
 use crate::repr::Index;
 
-/// The position-independent handle of a [`SharedPool`] object: the object's index (the same in
-/// every process and every mapping of the region) plus the serial of the attachment that minted
-/// it (8 bytes; `Option<SharedHandle<T>>` is 8 bytes too).
+/// The position-independent handle of a [`SharedPool`] object: its index (the same in every
+/// process) plus the minting attachment's serial (8 bytes, as is `Option<SharedHandle<T>>`).
 ///
-/// It owns its object like a `Box` (not `Clone`, not `Copy`). It is accepted only by the
-/// attachment (the [`SharedPool`] value) that minted it: every access checks the serial and
-/// the region's owner table, so a handle of another region or attachment, or of one that is
-/// gone, panics instead of reaching an object someone else holds. To move an object to
-/// another attachment or process, [`SharedPool::send`] it (the receiver mints its own
-/// handle). A dropped handle leaks its object until its attachment is gone and
-/// [`SharedPool::reclaim_in_use_of_dead`] runs.
+/// It owns its object like a `Box` (neither `Clone` nor `Copy`), and only its minting attachment
+/// accepts it: every access checks the serial and the owner table (another's panics). Objects move
+/// between attachments by [`SharedPool::send`]. A dropped handle leaks its object until its
+/// attachment is gone and [`SharedPool::reclaim_in_use_of_dead`] runs.
 ///
 /// ```
 /// use idxpool::shared::{fingerprint, SharedHandle, SharedOptions, SharedPool};
@@ -109,16 +101,14 @@ use crate::repr::Index;
 /// ```
 #[must_use = "dropping a handle leaks its object; put it back into its pool"]
 pub struct SharedHandle<T> {
-    /// The core's handle code (entry `index + 1` in a `NonZeroU32`, raw conversions,
-    /// equality), for objects of the shared brand. Its object parameter `Invariant<T>` keeps
-    /// the shared handle invariant in `T` (as the core handle) and `Send + Sync` whatever `T`.
+    /// The core's handle code (entry `index + 1` in a `NonZeroU32`) for the shared brand;
+    /// `Invariant<T>` keeps it invariant in `T` and `Send + Sync` whatever `T`.
     handle: Handle<Invariant<T>, SharedBrand, Index>,
     /// Process-local serial of the minting attachment (`SharedPool::serial`), never 0.
     serial: u32,
 }
 
-/// The brand of shared-pool handles: the attachment is checked at run time (serial and owner
-/// word on every access), not by a type.
+/// Brand of shared handles: the attachment is checked at run time (serial, owner word).
 pub(crate) enum SharedBrand {}
 
 impl<T> SharedHandle<T> {
@@ -142,9 +132,8 @@ impl<T> SharedHandle<T> {
         self.serial
     }
 
-    /// Gives up the handle and returns the object's index, e.g. to store it in an object or in
-    /// a foreign queue. The object stays held by this attachment (per the owner table) until a
-    /// handle rebuilt with [`SharedHandle::from_raw`] is put back or sent.
+    /// Gives up the handle and returns the object's index; the object stays held by this attachment
+    /// until a handle rebuilt by [`SharedHandle::from_raw`] is put or sent.
     #[inline]
     pub fn into_raw(self) -> u32 {
         self.handle.into_raw()
@@ -153,10 +142,9 @@ impl<T> SharedHandle<T> {
     /// Rebuilds a handle of attachment `pool` from [`SharedHandle::into_raw`].
     ///
     /// # Safety
-    /// `index` must come from `into_raw` of a handle minted by `pool`, and this must be the
-    /// only handle rebuilt from that call. The pool checks the owner table on access (an
-    /// object `pool` does not hold panics), but two handles to one object held by `pool`
-    /// would give two `&mut T`.
+    /// `index` must come from `into_raw` of a handle minted by `pool`, and this must be the only
+    /// handle rebuilt from it. Accesses check the owner table (an object `pool` does not hold
+    /// panics), but two handles to one held object would give two `&mut T`.
     #[inline]
     pub unsafe fn from_raw(pool: &SharedPool<T>, index: u32) -> Self {
         Self::new(index, pool.serial)
@@ -189,31 +177,26 @@ impl<T> Eq for SharedHandle<T> {}
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedOptions {
-    /// Per-process cache size in objects (0..=512; 0 = no cache). The cache runs the core
-    /// pool's cache algorithm under [`SharedOptions::policy`] (by default DPDK 26.07: a full
-    /// cache flushes its coldest half to the common ring, an empty one refills half); the
-    /// policy's limit applies (`1.5 x size <= capacity` for Classic, `size <= capacity` for
-    /// the others). `None` (the default): `min(32, capacity)`; a size the capacity cannot take
-    /// is an error of [`SharedPool::create`].
+    /// Per-process cache size in objects (0..=512; 0 = no cache; `None`, the default: `min(32,
+    /// capacity)`), run by the core's cache algorithm under [`SharedOptions::policy`] (default DPDK
+    /// 26.07: a full cache flushes its coldest half to the common ring, an empty one refills half)
+    /// within its limit (`1.5 x size <= capacity` for Classic, else `size <= capacity`;
+    /// [`SharedPool::create`] fails otherwise).
     pub cache_size: Option<u32>,
     /// Process slots (1..=128): how many attachments may exist at once (default 16).
     pub max_processes: u32,
-    /// Number of handle channels (0..=64), each an MPMC ring that can hold every object
-    /// (default 1).
+    /// Number of handle channels (0..=64, default 1), each an MPMC ring that can hold every object.
     pub channels: u32,
     /// Filesystem of the region. Default: [`SharedBackingPolicy::Auto`].
     pub backing: SharedBackingPolicy,
     /// File mode of the backing file (default 0o600: only the creating user may attach).
     pub mode: u32,
-    /// Whether dropping the creator's pool removes the name (default true). Attached processes
-    /// keep their mappings either way.
+    /// Whether dropping the creator's pool removes the name (default true; mappings stay).
     pub unlink_on_drop: bool,
-    /// Object placement, as in [`crate::PoolBuilder::stride`] (default
-    /// [`StrideMode::Auto`]).
+    /// Object placement, as [`crate::PoolBuilder::stride`] (default [`StrideMode::Auto`]).
     pub stride: StrideMode,
-    /// The caches' flush policy, as in [`crate::PoolBuilder::policy`] (default
-    /// [`FlushPolicy::DEFAULT`]). Recorded in the region header: every attachment runs the
-    /// creator's policy.
+    /// The caches' flush policy, as [`crate::PoolBuilder::policy`] (default
+    /// [`FlushPolicy::DEFAULT`]), recorded in the header: every attachment runs the creator's.
     pub policy: FlushPolicy,
 }
 

@@ -1,16 +1,12 @@
 //! Process identity, liveness, and the words of the per-object owner table.
 //!
-//! A process is identified by its pid **and** its start time (`/proc/<pid>/stat` field 22,
-//! clock ticks since boot), so a pid reused by a later process is not mistaken for the
-//! original holder. A zombie (killed but not yet reaped by its parent) counts as dead.
+//! A process is its pid **and** start time (`/proc/<pid>/stat` field 22, ticks since boot): a
+//! reused pid is not the original holder; a zombie (killed, unreaped) is dead.
 //!
-//! Owner-table words:
-//! * [`FREE`] (0): the object is free: in the common ring or in one process cache;
-//! * [`IN_CHANNEL`] (`u32::MAX`): the object travels in a handle channel;
-//! * anything else: a *holder id* `(gen << 8) | (slot + 1)`: held by the attachment that
-//!   claimed process slot `slot` when the slot's generation counter became `gen` (mod 2^24).
-//!   Each claim of a slot bumps its generation, so the ids of attachments that are gone never
-//!   match the slot's current holder.
+//! Owner-table words: [`FREE`] (0: in the common ring or a process cache), [`IN_CHANNEL`]
+//! (`u32::MAX`: in a handle channel), else a *holder id* `(gen << 8) | (slot + 1)`: the attachment
+//! that claimed process slot `slot` when its generation counter became `gen` (mod 2^24). Each claim
+//! bumps the generation, so gone attachments' ids never match the slot's current holder.
 
 use std::io;
 
@@ -63,8 +59,7 @@ struct Stat {
 
 fn read_stat(pid: u32) -> io::Result<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Field 2 (comm) is in parentheses and may itself contain spaces and ')': the fields that
-    // follow start after the last ')'.
+    // Field 2 (comm) is parenthesised and may hold spaces and ')': the rest follows the last ')'.
     let rest = text
         .rfind(')')
         .map(|i| &text[i + 1..])
@@ -96,12 +91,9 @@ impl ProcessId {
         })
     }
 
-    /// True while the process runs: `/proc/<pid>/stat` exists, records the same start time,
-    /// and the process is not a zombie (`Z`) or dead (`X`). Needs a shared pid namespace.
-    ///
-    /// When `/proc/<pid>` is absent, `kill(pid, 0)` decides: a pid that exists but is hidden
-    /// from us (`hidepid` mounts) counts as alive, so nothing is reclaimed from a process that
-    /// is not proven dead.
+    /// True while the process runs: `/proc/<pid>/stat` has the same start time, not a zombie (`Z`)
+    /// or dead (`X`); needs a shared pid namespace. Else `kill(pid, 0)` decides: a hidden pid
+    /// (`hidepid`) counts as alive, so nothing is reclaimed from a process not proven dead.
     pub fn is_alive(self) -> bool {
         match read_stat(self.pid) {
             Ok(st) => st.start_time == self.start_time && st.state != b'Z' && st.state != b'X',

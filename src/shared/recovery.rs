@@ -99,19 +99,16 @@ pub struct SharedAudit {
     pub in_caches: usize,
     /// Entries in handle channels.
     pub in_channels: usize,
-    /// Objects held by current attachments (live ones, and dead ones whose slot
-    /// `reclaim_dead` has not freed yet).
+    /// Objects held by current attachments (live, or dead but not yet freed by `reclaim_dead`).
     pub held_attached: usize,
     /// Objects held by attachments that are gone (reclaimable with `reclaim_in_use_of_dead`).
     pub held_orphaned: usize,
-    /// Objects both held by an attachment and still in its own cache: a process killed
-    /// between the two steps of a get or put (`reclaim_dead` resolves it).
+    /// Objects held and still in the holder's cache (killed mid get/put; `reclaim_dead` fixes it).
     pub held_and_cached: usize,
     /// Free objects (owner word FREE) found in no ring and no cache: damage (corrupt ring
     /// indices emptied, or a broken `unsafe` contract). Returned by `repair_lost`.
     pub lost_free: Vec<u32>,
-    /// Objects marked in a channel but in none: damage, as `lost_free`. Returned by
-    /// `repair_lost`.
+    /// Objects marked in a channel but in none: damage, as `lost_free`.
     pub lost_in_channel: Vec<u32>,
     /// Objects found in more than one place, or in a place their owner word contradicts.
     pub duplicates: Vec<u32>,
@@ -220,16 +217,13 @@ impl<T> SharedPool<T> {
         owner == 0 || cur != g
     }
 
-    /// Frees the process slots of dead processes (pid gone, pid reused by another process, or
-    /// zombie) and returns their cached objects to the common ring. Objects those processes
-    /// held are counted in [`ReclaimReport::in_use_of_dead`], not reclaimed.
+    /// Frees dead processes' slots (pid gone, reused, or a zombie), returning their cached objects
+    /// to the common ring; objects they held are only counted ([`ReclaimReport::in_use_of_dead`]).
     ///
-    /// A ring operation the dead process was inside of is completed first (its lock is
-    /// taken over and its prepared record applied; see the `xring` module), so the slot's
-    /// cache and owner words are settled before they are read.
-    ///
-    /// Safe to call from any attachment at any time, by several processes at once (each dead
-    /// slot is taken over with a CAS; a reclaimer that dies itself is taken over in turn).
+    /// A ring operation the dead process was inside is completed first (lock taken over, prepared
+    /// record applied: `xring`), so the slot's cache and owner words are settled before they are
+    /// read. Safe from any attachment at any time, by several processes at once (each dead slot is
+    /// taken over by CAS; a reclaimer that dies is taken over in turn).
     pub fn reclaim_dead(&self) -> ReclaimReport {
         let mut rep = ReclaimReport::default();
         let mine = RECLAIM_BIT | self.ident.pack();
@@ -242,8 +236,7 @@ impl<T> SharedPool<T> {
             if w == 0 {
                 continue;
             }
-            // The slot's liveness lock: held by a live holder (or a live reclaimer), free when
-            // it died. Taking it makes us the slot's only reclaimer until we free the slot.
+            // Liveness lock: held while holder/reclaimer lives; taking it makes us sole reclaimer.
             let locked = match file::lock_slot(&self.file, s) {
                 Ok(true) => true,
                 Ok(false) => continue,
@@ -271,8 +264,8 @@ impl<T> SharedPool<T> {
             let dead_id = holder_id(s, ps.gen.load(Ordering::SeqCst));
             let my_lock = reclaim_lock_id(dead_id, seq);
             let party = (s, my_lock);
-            // 1. Ring locks held for this slot (by the dead holder, or by a dead reclaimer
-            //    before us): take them over, complete what was prepared, release.
+            // 1. Ring locks held for this slot (by the dead holder or a dead reclaimer): take them
+            //    over, complete what was prepared, release.
             for r in std::iter::once(&self.ring).chain(&self.chans) {
                 let x = r.st().lock.load(Ordering::Acquire);
                 if x != 0
@@ -286,8 +279,7 @@ impl<T> SharedPool<T> {
                     r.st().lock.store(0, Ordering::Release);
                 }
             }
-            //    A record still prepared: another process took that lock over and is
-            //    completing it; wait for it under the lock.
+            //    Still prepared: another process took the lock over and completes it; wait for it.
             if ps.rec_state.load(Ordering::Acquire) == REC_PREPARED {
                 match self.ring_by_id(ps.rec_ring.load(Ordering::Relaxed)) {
                     Some(r) => {
@@ -306,11 +298,10 @@ impl<T> SharedPool<T> {
                     }
                 }
             }
-            // 2. The cache: entries held by the dead attachment *and* still in its cache (it
-            //    died between the two steps of a get or put) are freed; entries out of range,
-            //    held elsewhere or listed twice are dropped (rewriting the cache in place
-            //    keeps every valid entry at or before its old position, so a reclaimer
-            //    killed halfway leaves a cache whose valid entries are the same set).
+            // 2. The cache: entries held by the dead attachment *and* still cached (it died between
+            //    a get's or put's two steps) are freed; entries out of range, held elsewhere or
+            //    listed twice are dropped (the in-place rewrite keeps valid entries at or before
+            //    their old positions, so a reclaimer killed halfway leaves the same valid set).
             let len = ps.len.load(Ordering::Acquire).min(self.cache_cap()) as usize;
             let cache = self.cache_of(s);
             let mut back = Vec::with_capacity(len);
@@ -376,24 +367,20 @@ impl<T> SharedPool<T> {
             .count()
     }
 
-    /// Runs [`SharedPool::reclaim_dead`], then returns to the common ring every object held by
-    /// an attachment that is gone (a dead process, or a pool value dropped while handles were
-    /// out). Returns how many objects came back.
+    /// Runs [`SharedPool::reclaim_dead`], then returns the objects of gone attachments (dead
+    /// processes, pool values dropped with handles out) to the common ring; returns how many.
     ///
-    /// Explicit, because only the caller knows that no live process still works on those
-    /// objects (e.g. the dead process had written an index into another object before dying;
-    /// using that index after this call is a logic error). A handle of the gone attachment
-    /// that is still around in this process is refused by every attachment (its serial matches
-    /// none), and an index rebuilt with the `unsafe` [`super::SharedHandle::from_raw`] is
-    /// refused by the owner check unless the object was handed to that very attachment again.
+    /// Explicit, because only the caller knows no live process still uses those objects (e.g. the
+    /// dead one stored an index elsewhere; using it is then a logic error). A gone attachment's
+    /// leftover handle matches no serial; one rebuilt by [`super::SharedHandle::from_raw`] fails
+    /// the owner check unless the object went back to that very attachment.
     pub fn reclaim_in_use_of_dead(&self) -> usize {
         self.reclaim_dead();
         let (rs, id) = self.party();
         let mut total = 0;
         let mut from = 0usize;
         loop {
-            // The list is built under the common ring's lock, so two reclaimers never both
-            // return one object, and a reclaimer killed midway is completed by the next.
+            // Under the ring's lock: no object returned twice; a killed reclaimer is completed.
             let (n, next) = self.with_ring(&self.ring, rs, id, K_ENQ_HELD, |p, t| {
                 let mut back = Vec::new();
                 let mut i = from;
@@ -433,8 +420,7 @@ impl<T> SharedPool<T> {
         total
     }
 
-    /// The entries of a ring, read without consuming (quiescent use), and a description of
-    /// its lock when held.
+    /// A ring's entries, read without consuming (quiescent use), and its held lock described.
     pub(crate) fn ring_entries(&self, ring: &XRing) -> (Vec<u32>, Option<String>) {
         let st = ring.st();
         let lock = st.lock.load(Ordering::Acquire);
@@ -459,10 +445,8 @@ impl<T> SharedPool<T> {
         (v, stuck)
     }
 
-    /// Takes a census of every object: where its entry is (ring, caches, channels) and what
-    /// the owner table says, and checks that they agree. Exact only when no process operates
-    /// on the pool meanwhile (e.g. after the others exited or while they wait); otherwise it
-    /// is a best-effort snapshot. Reads only: changes nothing.
+    /// Read-only census of every object: its entry in ring, caches or channels vs its owner word.
+    /// Exact only while no process operates on the pool (e.g. the others exited or wait).
     pub fn audit(&self) -> SharedAudit {
         let cap = self.params.capacity;
         let mut a = SharedAudit {
@@ -543,8 +527,7 @@ impl<T> SharedPool<T> {
                     } else {
                         a.held_attached += 1;
                     }
-                    // The cache number of the holder's slot (slot + 1), if the word names
-                    // one: a peer may write a holder byte of 0, which names none.
+                    // The holder's cache number (slot + 1), if any: a peer may write holder byte 0.
                     let own_cache = split_holder(w)
                         .0
                         .checked_add(1)
@@ -560,19 +543,17 @@ impl<T> SharedPool<T> {
         a
     }
 
-    /// Returns to the common ring the objects that [`SharedPool::audit`] finds lost (free but
-    /// in no ring or cache; marked in a channel but in none). Returns how many.
+    /// Returns to the common ring the objects [`SharedPool::audit`] finds lost (free but in no ring
+    /// or cache; in a channel by their word but in none); returns how many.
     ///
     /// # Safety
-    /// No other process (and no other attachment in this process) may operate on the pool
-    /// during the call: objects in flight in another process look lost and would end up in
-    /// two places (two holders of one object).
+    /// No other process or attachment may operate on the pool during the call: objects in flight
+    /// elsewhere look lost and would end up with two holders.
     pub unsafe fn repair_lost(&self) -> usize {
         let a = self.audit();
         let mut back = a.lost_free;
         back.extend(a.lost_in_channel);
-        // An object an attachment of this process holds by its own account is not lost (its
-        // owner word was forged): returning it would let a later get mint a second handle.
+        // Ours by our own account: not lost (a forged word); returning it would mint a 2nd handle.
         back.retain(|&e| !self.process_holds(e));
         self.enq_held(&self.ring, &back, FREE);
         self.stats()

@@ -1,18 +1,13 @@
-//! The process's own record of each shared region it has attached: one [`ProcessRegion`] per
-//! region and process, shared (by `Arc`) by every attachment of that region in the process,
-//! where no peer can write. It holds what the region's owner table and header cannot be
-//! trusted for inside the process:
+//! The process's own record of each shared region it attached ([`ProcessRegion`], shared by `Arc`
+//! among its attachments of the region), where no peer can write: which objects the process holds
+//! (a claim whose bit is set already is a forged entry, refused, so the process never has two live
+//! handles to one object, however many attachments it has), and the layout attached with (every
+//! later attachment here must read the same header, field by field).
 //!
-//! * **which objects this process holds** (one bit per object): a claim whose bit is set
-//!   already is a forged entry and is refused, so the process never has two live handles to
-//!   one object, however many attachments it has;
-//! * **the layout the region was attached with**: every later attachment of the region in the
-//!   process must read the same header, field by field.
-//!
-//! A region is identified by its backing file's device and inode, not by the process id: after
-//! `fork`, a child's new attachments join the copied record, so they never hand out an object
-//! a copy of a parent's attachment holds (tests/shared_fork.rs). Why, and the price: DESIGN.md,
-//! "Ownership model". The list keeps `Weak`s and forgets dead ones.
+//! A region is identified by its file's device and inode, not the process id: after `fork`, a
+//! child's new attachments join the copied record, so they never hand out an object a copy of a
+//! parent's attachment holds (tests/shared_fork.rs; why, and the price: DESIGN.md, "Ownership
+//! model"). The list keeps `Weak`s and forgets dead ones.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -33,22 +28,19 @@ pub(crate) struct ProcessRegion {
     held: Box<[AtomicU64]>,
 }
 
-/// The regions of this process (after a fork, the records copied from the parent, which the
-/// child's copies of the parent's attachments keep alive).
-/// A global lock of the fork module's order: taken for a lookup at create and attach, never
-/// on a get or put, and nothing else is taken under it.
+/// The regions of this process (after a fork, also the records copied from the parent, kept alive
+/// by the child's copies of its attachments). A global lock of the fork module's order, taken for a
+/// lookup at create and attach, never on a get or put; nothing is taken under it.
 static REGIONS: GlobalLock<Vec<Weak<ProcessRegion>>> = GlobalLock::new(Vec::new());
 
 impl ProcessRegion {
-    /// The record of the region in `file`, whose header copy `header` the caller validated
-    /// (attach) or computed (create): the existing record of this process if the region is
-    /// attached here already, else a new one.
+    /// The record of the region in `file`, whose header copy `header` the caller validated (attach)
+    /// or computed (create): this process's record if the region is attached here, else a new one.
     ///
     /// # Errors
-    /// [`PoolError::LayoutMismatch`] naming the first field (a parameter, a section offset,
-    /// or `fingerprint`) in which `header` differs from the one the region is attached with
-    /// in this process (`expected` is that one's, `found` the new copy's);
-    /// [`PoolError::SharedFile`] when the file cannot be `fstat`ed.
+    /// [`PoolError::LayoutMismatch`] naming the first field (parameter, section offset,
+    /// `fingerprint`) where `header` differs from the one attached here (`expected`: that one's;
+    /// `found`: this copy's); [`PoolError::SharedFile`] when `fstat` fails.
     pub(crate) fn join(
         file: &File,
         path: &std::path::Path,
@@ -105,12 +97,11 @@ impl ProcessRegion {
         Ok(())
     }
 
-    /// Records that an attachment of this process claimed object `e`; false (and no change)
-    /// when one holds it already, or `e` is out of range.
+    /// Records that an attachment of this process claimed object `e`; false (no change) when one
+    /// holds it already or `e` is out of range.
     ///
-    /// Acquire: the previous holder in this process released the object with
-    /// [`ProcessRegion::release`] (release) after its last access, so this claim's accesses
-    /// come after it even when the owner word, a peer's to write, carried no order.
+    /// Acquire: the previous holder here released the object ([`ProcessRegion::release`]) after its
+    /// last access, so ours follow it even if the (peer-writable) owner word carried no order.
     #[inline(always)]
     pub(crate) fn claim(&self, e: u32) -> bool {
         let Some(w) = self.held.get((e >> 6) as usize) else {
@@ -128,8 +119,7 @@ impl ProcessRegion {
         }
     }
 
-    /// Releases every object whose bit is set in `bits`, word `w` of the bitmap (an
-    /// attachment that goes, with what it still held).
+    /// Releases the objects set in `bits`, bitmap word `w` (a departing attachment's holdings).
     pub(crate) fn release_word(&self, w: usize, bits: u64) {
         if let Some(word) = self.held.get(w) {
             word.fetch_and(!bits, Ordering::Release);

@@ -1,11 +1,10 @@
 //! The recoverable ring of a shared region: one operation in flight per ring (its lock), each
-//! described by a redo record in the operator's process slot before it changes anything, and
-//! applied by absolute stores only, so that a process killed at any instruction inside it is
-//! completed by whoever takes the lock over ([`SharedPool::lock_holder_gone`],
-//! [`SharedPool::complete_dead`]). The four steps, and why they make an operation atomic for
-//! everyone else: DESIGN.md, "Recovery semantics". Like DPDK's HTS ring mode, this trades the
-//! MPMC ring's overlapping operations for one at a time; the common ring is touched once per
-//! half a cache of gets or puts (the cost: BENCHMARKS.md section 8).
+//! described by a redo record in the operator's process slot before it changes anything and applied
+//! by absolute stores only, so a process killed at any instruction inside it is completed by
+//! whoever takes the lock over ([`SharedPool::lock_holder_gone`], [`SharedPool::complete_dead`]).
+//! Why the four steps make an operation atomic for everyone else: DESIGN.md, "Recovery semantics".
+//! Like DPDK's HTS ring mode, it trades the MPMC ring's overlapping operations for one at a time;
+//! the common ring is touched once per half a cache of gets or puts (BENCHMARKS.md).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -13,15 +12,12 @@ use super::header::ProcSlot;
 use super::owner::{split_holder, GEN_MASK, RECLAIM_BIT};
 use super::SharedPool;
 
-/// The state of one ring in the region: lock, consumer index, producer index. 128-byte
-/// aligned, so two rings' states never share a cache line pair.
+/// One ring's state (128-byte aligned: no shared cache line pair): `lock` (0 = free, else the
+/// operator's [`lock_id`]) and free-running `head` (next to take) and `tail` (next to fill).
 #[repr(C, align(128))]
 pub(crate) struct XRingState {
-    /// 0 = free; else the lock id of the operator (see [`lock_id`]).
     pub lock: AtomicU64,
-    /// Consumer index (next entry to take), free-running.
     pub head: AtomicU32,
-    /// Producer index (next slot to fill), free-running.
     pub tail: AtomicU32,
 }
 
@@ -42,12 +38,10 @@ pub(crate) const K_DEQ_HELD: u32 = 4;
 /// A struck record entry (an index no pool has: capacities are at most 2^31).
 pub(crate) const NO_ENTRY: u32 = u32::MAX;
 
-/// Entries a record holds besides a cache pre-image: bulk operations on held objects go in
-/// chunks of this many.
+/// Entries a record holds besides a cache pre-image: the chunk of bulk held-object operations.
 pub(crate) const REC_BATCH: u32 = 64;
 
-/// Bit of a lock id that marks the reclaimer of a dead slot (then bits 32..62 hold the slot's
-/// reclaim sequence number).
+/// Lock-id bit of a dead slot's reclaimer (bits 32..62 then hold the slot's reclaim sequence).
 const RECLAIMER: u64 = 1 << 63;
 
 /// Lock id of the attachment with holder id `me`.
@@ -66,31 +60,24 @@ pub(crate) fn lock_slot(id: u64) -> u32 {
     split_holder(id as u32).0
 }
 
-/// Where a killed test process stops (the deterministic kill points of the kill test).
+/// Where a killed test process stops (the kill tests' deterministic points): `LOCKED` lock taken,
+/// no record; `PREPARED` record prepared, nothing applied; `MID_APPLY` ring side applied (slots,
+/// index), the other not; `APPLIED` all applied, record still PREPARED; `UNLOCKING` record idle,
+/// lock held; `CACHE_POP` object held, still cached; `CACHE_PUSH` objects cached, still held;
+/// `RECLAIM` dead slot taken over, cache not flushed; `CACHE_POP_RUN` / `CACHE_PUSH_RUN` a run's
+/// first object marked held / free, the others not, all cached; `COUNT`: points are `1..COUNT`.
 #[doc(hidden)]
 pub mod kill_point {
-    /// Lock taken, record not yet prepared.
     pub const LOCKED: u32 = 1;
-    /// Record prepared, nothing applied.
     pub const PREPARED: u32 = 2;
-    /// Ring side applied (slots and index), the other side not yet.
     pub const MID_APPLY: u32 = 3;
-    /// Everything applied, record still PREPARED.
     pub const APPLIED: u32 = 4;
-    /// Record idle, lock still held.
     pub const UNLOCKING: u32 = 5;
-    /// Cache get: object marked held, still in the cache.
     pub const CACHE_POP: u32 = 6;
-    /// Cache put: objects in the cache, still marked held.
     pub const CACHE_PUSH: u32 = 7;
-    /// Reclaimer: dead slot taken over, its cache not yet flushed.
     pub const RECLAIM: u32 = 8;
-    /// Cache get of a run: the first of several objects marked held, the others not yet,
-    /// all still in the cache.
     pub const CACHE_POP_RUN: u32 = 9;
-    /// Cache put of a run: all in the cache, the first marked free, the others still held.
     pub const CACHE_PUSH_RUN: u32 = 10;
-    /// Number of points (1..COUNT).
     pub const COUNT: u32 = 11;
 }
 
@@ -109,9 +96,8 @@ pub fn op_code(kind: u32, channel: bool) -> u32 {
 }
 
 /// Test hook: SIGKILL this process the `nth` time (1-based) it passes kill point `point`
-/// (see [`kill_point`]), counting only inside ring operations of code `op` (see [`op_code`];
-/// 0 = any, and the cache and reclaim points ignore it). For the kill tests only; costs one
-/// relaxed load per point when unarmed.
+/// ([`kill_point`]), counting only inside ring operations of code `op` ([`op_code`]; 0 = any; the
+/// cache and reclaim points ignore it). Costs one relaxed load per point when unarmed.
 #[doc(hidden)]
 pub fn arm_kill_point(point: u32, op: u32, nth: u32) {
     KILL_LEFT.store(nth.max(1), Ordering::SeqCst);
@@ -153,8 +139,7 @@ pub(crate) struct XRing {
 impl XRing {
     #[inline(always)]
     pub(crate) fn st(&self) -> &XRingState {
-        // SAFETY: the state lies at a validated, aligned offset inside the mapping, which
-        // outlives the view (both are fields of the pool; the view is dropped with it).
+        // SAFETY: validated, aligned offset in the mapping, which outlives the view (pool fields).
         unsafe { &*self.state }
     }
 
@@ -196,9 +181,8 @@ impl Txn<'_> {
 }
 
 impl<T> SharedPool<T> {
-    /// Reads the `buf.len()` entries at the ring's head (each slot once) into `buf`: the
-    /// entries of a dequeue, which [`SharedPool::commit`] writes into the redo record before
-    /// the head moves. `buf.len() <= t.count()`.
+    /// Reads the `buf.len()` (<= `t.count()`) entries at the ring's head, each slot once: a
+    /// dequeue's entries, which [`SharedPool::commit`] records before the head moves.
     #[inline]
     pub(crate) fn read_head(t: &Txn<'_>, buf: &mut [u32]) {
         for (k, b) in buf.iter_mut().enumerate() {
@@ -236,9 +220,8 @@ impl<T> SharedPool<T> {
     pub(crate) fn lock_holder_gone(&self, id: u64) -> bool {
         let (s, g) = split_holder(id as u32);
         if s == self.slot {
-            // Our own slot: this attachment is inside no ring operation when it asks (one
-            // user at a time, no nesting), and nobody reclaims a live slot: a forged or
-            // leftover word, taken over rather than waited on.
+            // Our own slot: this attachment is in no ring operation when it asks (one user, no
+            // nesting) and nobody reclaims a live slot: a forged or leftover word, taken over.
             return true;
         }
         let Some(ps) = self.procs().get(s as usize) else {
@@ -260,9 +243,8 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// Takes `ring`'s lock for `id`, stealing it from a dead holder (and completing the dead
-    /// holder's prepared operation) after a bounded spin. Waits as long as a live holder
-    /// holds it.
+    /// Takes `ring`'s lock for `id`; after a bounded spin, steals it from a dead holder (completing
+    /// its prepared operation). Waits as long as a live holder holds it.
     pub(crate) fn lock_ring(&self, ring: &XRing, id: u64) {
         let lock = &ring.st().lock;
         let mut spins = 0u32;
@@ -295,10 +277,9 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// With `ring` locked by us after taking it from a dead operator: completes every record
-    /// prepared for this ring. At most one exists (its operator held the lock), but it need
-    /// not be the dead operator's own: that one may have died while completing the record of
-    /// an earlier dead holder, so every slot is scanned (128 at most; only on a steal).
+    /// With `ring` locked by us after a steal from a dead operator: completes every record prepared
+    /// for this ring. At most one exists, but not necessarily the dead operator's (it may have died
+    /// completing an earlier dead holder's), so every slot (<= 128) is scanned.
     pub(crate) fn complete_dead(&self, ring: &XRing) {
         for (s, ps) in self.procs().iter().enumerate() {
             if ps.rec_state.load(Ordering::Acquire) == REC_PREPARED
@@ -311,8 +292,7 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// Runs `f` with `ring` locked for the operator `(rec_slot, id)`; `f` describes its
-    /// operation with [`SharedPool::commit`].
+    /// Runs `f` with `ring` locked for operator `(rec_slot, id)`; `f` uses [`SharedPool::commit`].
     pub(crate) fn with_ring<R>(
         &self,
         ring: &XRing,
@@ -330,9 +310,9 @@ impl<T> SharedPool<T> {
         let head = st.head.load(Ordering::Relaxed);
         let tail = st.tail.load(Ordering::Relaxed);
         let head = if tail.wrapping_sub(head) > ring.capacity {
-            // Corrupt indices (more entries than objects): the ring is emptied, the damage
-            // counted; its objects show up in `audit().lost_free` and `repair_lost` returns
-            // them. Without this, a dequeue could take the same slots forever.
+            // Corrupt indices (more entries than objects): empty the ring, count the damage
+            // (`audit().lost_free` shows its objects, `repair_lost` returns them); else a dequeue
+            // could take the same slots forever.
             st.head.store(tail, Ordering::Release);
             self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
             tail
@@ -352,14 +332,12 @@ impl<T> SharedPool<T> {
         r
     }
 
-    /// Writes the record of `txn`'s operation (`entries` into the record array first), marks
-    /// it prepared, applies it, and marks it idle.
+    /// Records `txn`'s operation (`entries` first), marks it prepared, applies it, marks it idle.
     ///
-    /// The operator applies its own decisions (`kind` .. `holder`) and its own copy of the
-    /// entries, `entries` (the ring's head for a dequeue, the cache's pre-image for a cache
-    /// flush, the objects for a held enqueue), never what it reads back from the record,
-    /// which a peer may have rewritten since: the record is for a completer, if the operator
-    /// dies. A held dequeue strikes in `entries` (as [`NO_ENTRY`]) those it did not claim.
+    /// The operator applies its own decisions (`kind` .. `holder`) and its own copy of the entries
+    /// (the ring's head for a dequeue, the cache's pre-image for a flush, the objects for a held
+    /// enqueue), never the record read back, which a peer may have rewritten: the record is for a
+    /// completer. A held dequeue strikes in `entries` (as [`NO_ENTRY`]) those it did not claim.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit(
         &self,
@@ -397,9 +375,8 @@ impl<T> SharedPool<T> {
         ps.rec_state.store(REC_IDLE, Ordering::Release);
     }
 
-    /// Applies the prepared record of slot `s` to `ring` (locked by the caller): the
-    /// completer's redo. Reads every field of the record once, and its entries once, into
-    /// process-local copies, and applies those.
+    /// The completer's redo: applies slot `s`'s prepared record to `ring` (locked by the caller)
+    /// from process-local copies of its fields and entries, each read once.
     pub(crate) fn apply(&self, ring: &XRing, s: u32) {
         let ps = &self.procs()[s as usize];
         let rec = self.rec_entries(s);
@@ -420,9 +397,8 @@ impl<T> SharedPool<T> {
         self.apply_op(ring, &op, &mut entries);
     }
 
-    /// Applies operation `op` with entries `entries` to `ring` (locked by the caller).
-    /// Idempotent: every effect is an absolute store computed from `op` and `entries`. Every
-    /// count is clamped to `entries` and every index checked, whatever `op` says.
+    /// Applies `op` with `entries` to `ring` (locked by the caller). Idempotent (absolute stores
+    /// computed from `op` and `entries`); counts are clamped to `entries`, indices checked.
     fn apply_op(&self, ring: &XRing, op: &Op, entries: &mut [u32]) {
         let cap = self.params.capacity;
         let have = entries.len() as u32;
@@ -481,12 +457,10 @@ impl<T> SharedPool<T> {
                         if *e >= cap {
                             continue;
                         }
-                        // An entry whose word was not `mark` is not claimed by this operation
-                        // (held already, even by the claimer itself: a duplicate entry) and
-                        // is struck, so the operator mints no handle for it. A redo by a
-                        // completer may strike entries the first pass claimed: harmless, as
-                        // nobody mints handles from a dead operator's record (they stay held
-                        // by it: orphans).
+                        // A word other than `mark` (held already, even by the claimer: a duplicate)
+                        // is not claimed and the entry struck: no handle for it. A completer's redo
+                        // may strike what the first pass claimed: harmless, no handle is minted
+                        // from a dead operator's record.
                         if self.owners()[*e as usize]
                             .compare_exchange(
                                 op.mark,
@@ -509,20 +483,14 @@ impl<T> SharedPool<T> {
     }
 }
 
-/// A ring operation: what its redo record says (see the `rec_*` fields of [`ProcSlot`]).
+/// A ring operation: what its redo record says (see [`ProcSlot`]).
 pub(crate) struct Op {
     kind: u32,
-    /// Ring index before the operation (tail for enqueues, head for dequeues).
     pos: u32,
-    /// Entries moved.
     n: u32,
-    /// Cache length before the operation (cache kinds).
     len: u32,
-    /// Cache slot concerned (cache kinds).
     cache_slot: u32,
-    /// Owner word set (held enqueue) or expected (held dequeue).
     mark: u32,
-    /// New holder id (held dequeue).
     holder: u32,
 }
 
@@ -562,13 +530,11 @@ mod tests {
         ring.st().tail.store(t + 1, Ordering::SeqCst);
     }
 
-    /// Bad input: a ring lock naming no slot, and a prepared record of garbage, are
-    /// contained (the lock is taken over, the record dropped and counted): no hang, no crash.
+    /// A lock naming no slot, a garbage prepared record: taken over, dropped and counted; no hang.
     #[test]
     fn corrupt_lock_and_record_are_contained() {
         let (name, pool) = pool("xcorrupt", 32, 4);
-        // A lock id naming slot 200 of 16, and slot 3's record prepared for the common ring
-        // with a kind that does not exist and absurd sizes.
+        // Lock id naming slot 200 of 16; slot 3's record: common ring, no such kind, absurd sizes.
         pool.ring.st().lock.store(0xdead_00c9, Ordering::SeqCst);
         let ps = &pool.procs()[3];
         let garbage = Op {
@@ -589,8 +555,7 @@ mod tests {
         pool.flush();
         let a = pool.audit();
         assert!(a.is_consistent(), "{a}");
-        // Garbage ring indices: counts are clamped; the next operation empties the ring
-        // and counts the damage; the objects are found lost and repaired.
+        // Garbage indices: counts clamped; the next operation empties the ring (counted); repaired.
         pool.ring.st().head.store(5, Ordering::SeqCst);
         pool.ring.st().tail.store(u32::MAX - 3, Ordering::SeqCst);
         assert!(pool.ring_count() <= 32);
@@ -606,8 +571,7 @@ mod tests {
         let _ = SharedPool::<u8>::remove(&name);
     }
 
-    /// A channel entry naming an object the receiver already holds (a peer wrote it there)
-    /// must not give the receiver a second handle to it (two `&mut T`).
+    /// A forged channel entry for an object the receiver holds mints no second handle (`&mut T`).
     #[test]
     fn duplicate_of_a_held_object_in_a_channel_is_dropped() {
         let (name, pool) = pool("xdup", 8, 0);
@@ -631,11 +595,10 @@ mod tests {
         let _ = SharedPool::<u8>::remove(&name);
     }
 
-    /// A hostile peer's two plain writes (the owner word of an object this
-    /// attachment holds set back to FREE, and its index appended to the common ring, or to a
-    /// channel with the word IN_CHANNEL) must not make the attachment mint a second handle to
-    /// it, through a cache refill, a cache-less get or a receive: the forged entry is dropped
-    /// and counted, and the first handle goes on working.
+    /// A hostile peer's two plain writes (a held object's owner word set to FREE and its index
+    /// appended to the common ring, or to a channel with the word IN_CHANNEL) must not mint a
+    /// second handle through a refill, a cache-less get or a receive: the forged entry is dropped
+    /// and counted, the first handle keeps working.
     #[test]
     fn forged_free_of_a_held_object_mints_no_second_handle() {
         for cache in [0u32, 4] {
@@ -693,10 +656,9 @@ mod tests {
         }
     }
 
-    /// `fallocate(FALLOC_FL_PUNCH_HOLE)` on the sealed region succeeds (seals
-    /// do not stop it) and zeroes everything: header, rings, slots, the owner table. The
-    /// attachments must go on without a panic: every owner word that no longer names the
-    /// holder is counted, and the pool stays usable.
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE)` on the sealed region succeeds (seals don't stop it) and
+    /// zeroes everything. The attachments must go on without a panic: every owner word no longer
+    /// naming the holder is counted, and the pool stays usable.
     #[test]
     fn punched_hole_is_counted_not_a_panic() {
         use std::os::unix::io::AsRawFd;

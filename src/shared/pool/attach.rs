@@ -21,36 +21,29 @@ use crate::shared::xring::{XRing, REC_IDLE};
 use crate::shared::SharedOptions;
 
 impl<T: Pod> SharedPool<T> {
-    /// Creates the region `name` holding `capacity` objects of `T` and attaches to it (the
-    /// primary). `name` is a file name, looked up in the hugetlbfs mount and `/dev/shm`, or an
-    /// absolute path. `fingerprint` identifies `T` (see [`crate::shared::fingerprint`]): attaches that
-    /// pass another value fail. Objects start zeroed.
+    /// Creates the region `name` with `capacity` zeroed objects of `T` and attaches (the primary).
+    /// `name`: a file name (in the hugetlbfs mount or `/dev/shm`) or an absolute path.
+    /// `fingerprint` identifies `T` ([`crate::shared::fingerprint`]); attaches with another fail.
     ///
     /// # Errors
-    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, a relative path, longer than
-    /// [`crate::shared::MAX_NAME_LEN`] bytes, or an absolute path longer than [`crate::shared::MAX_PATH_LEN`]:
-    /// the same limits in every mode, checked first), capacity (0 or above 2^31), cache size
-    /// (above 512 or the capacity), process or channel count, or an alignment of `T` above
-    /// 4096; [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be
-    /// created (`AlreadyExists` if the name is taken by a region that a live process still
-    /// uses, or by a regular file: remove a stale one with [`SharedPool::remove`]), sized,
-    /// reserved (`fallocate`: no huge pages / tmpfs full), sealed or mapped.
+    /// [`PoolError::InvalidConfig`] for a bad name (empty, NUL, relative path, over
+    /// [`crate::shared::MAX_NAME_LEN`] bytes or an absolute path over
+    /// [`crate::shared::MAX_PATH_LEN`]; checked first), capacity (0 or above 2^31), cache size
+    /// (above 512 or the capacity), process or channel count, or `T` aligned above 4096;
+    /// [`PoolError::SizeOverflow`]; [`PoolError::SharedFile`] when the file cannot be created
+    /// (`AlreadyExists`: the name is taken by a region a live process uses, or by a regular file:
+    /// remove a stale one with [`SharedPool::remove`]), sized, reserved (`fallocate`: no huge
+    /// pages, tmpfs full), sealed or mapped.
     ///
     /// # Backing
-    /// By default (mode 0600: nothing for group and others; `unlink_on_drop`), the region is a
-    /// memfd (`MFD_HUGETLB` on the hugetlbfs candidate) sealed against shrinking and growing,
-    /// and `name` is a symbolic link to a *member link* `.<name>.member.<pid>.<fd>.<inode>`,
-    /// itself a link to `/proc/<pid>/fd/<fd>`: attaching opens it like a file, but nobody can
-    /// truncate the region ([`SharedPool::is_sealed`]). Every attachment publishes
-    /// a member link of its own, so the name works as long as any attached process lives,
-    /// the creator or not (an attacher whose name leads to a dead member goes
-    /// through another member's link and points the name at its own). Once every process of
-    /// the region is gone, the name is stale and `create` replaces it
-    /// ([`SharedPool::replaced_stale`] says so). Dropping the creator's pool removes the name
-    /// (`unlink_on_drop`): attached processes go on, new ones cannot attach.
-    /// With a wider mode (other users must attach, and `/proc/<pid>/fd` is closed to them) or
-    /// `unlink_on_drop(false)` (the region must outlive every process), the region is a
-    /// regular file at `name`, which a peer with write access could truncate.
+    /// By default (mode 0600, `unlink_on_drop`) the region is a memfd (`MFD_HUGETLB` on hugetlbfs)
+    /// sealed against resizing ([`SharedPool::is_sealed`]), and `name` a symbolic link to a *member
+    /// link* `.<name>.member.<pid>.<fd>.<inode>` -> `/proc/<pid>/fd/<fd>`, opened like a file. Each
+    /// attachment publishes its own, so the name works while any attached process lives (an
+    /// attacher finding the name's member dead comes in through another's and re-points the name);
+    /// once all are gone it is stale and `create` replaces it ([`SharedPool::replaced_stale`]).
+    /// With a wider mode (`/proc/<pid>/fd` is closed to others) or `unlink_on_drop(false)` (to
+    /// outlive every process), it is a regular file at `name`, which any writer could truncate.
     pub fn create(
         name: &str,
         capacity: u32,
@@ -117,8 +110,7 @@ impl<T: Pod> SharedPool<T> {
                 "a pool of this name exists (remove a stale one with SharedPool::remove)",
             ));
         }
-        // Not held while the region is built (a large one takes a while): a name that
-        // another creator publishes meanwhile makes our publication fail with AlreadyExists.
+        // Unlocked while the region is built (can be slow): a rival's name then fails our publish.
         drop(lock);
         let order: Vec<(PathBuf, SharedBacking)> = match opts.backing {
             _ if name.starts_with('/') => cands,
@@ -163,11 +155,8 @@ impl<T: Pod> SharedPool<T> {
         Err(last.unwrap_or_else(|| PoolError::config("no place for the shared region")))
     }
 
-    /// Creates the region for candidate `path`: a sealed memfd published as a link at `path`
-    /// when only this user may attach (mode without group/other bits, the default 0600) and
-    /// the name goes with the creator (`unlink_on_drop`, the default); else a regular file
-    /// built under a temporary name and linked at `path` (which a peer with write access
-    /// could truncate: see DESIGN.md, threat model).
+    /// Creates the region at candidate `path`: a sealed memfd published as a link, or a regular
+    /// file built under a temporary name and linked at `path` (as `create`'s "Backing" says).
     fn create_at(
         path: &Path,
         backing: SharedBacking,
@@ -178,8 +167,7 @@ impl<T: Pod> SharedPool<T> {
         opts: &SharedOptions,
     ) -> Result<Self, PoolError> {
         if opts.mode & 0o077 == 0 && opts.unlink_on_drop {
-            // hugetlbfs cannot hold a symbolic link (EINVAL): a huge-page memfd is named from
-            // /dev/shm, where attach looks next.
+            // hugetlbfs has no symlinks (EINVAL): name huge-page memfds from /dev/shm (tried next).
             let link = match (backing, path.file_name()) {
                 (SharedBacking::Hugetlbfs, Some(f)) => Path::new(file::SHM_DIR).join(f),
                 _ => path.to_path_buf(),
@@ -256,11 +244,9 @@ impl<T: Pod> SharedPool<T> {
 
     /// Writes the header and fills the common ring with every object, before publication.
     fn init_region(&mut self) {
-        // SAFETY: the region is ours alone until published: no other process can map it yet.
-        // The header is written at offset 0 of the mapping (page-aligned, large enough).
+        // SAFETY: unpublished, so ours alone; offset 0 of the mapping: page-aligned, big enough.
         unsafe { self.base.as_ptr().cast::<Header>().write(self.header) };
-        // The file is zero-filled: ring states unlocked and empty, owner table all FREE,
-        // process slots free with idle records, stats 0. The common ring gets every object.
+        // Zero-filled: rings unlocked and empty, owners FREE, slots free and idle, stats 0.
         for i in 0..self.params.capacity {
             self.ring.slot(i).store(i, Ordering::Relaxed);
         }
@@ -270,21 +256,20 @@ impl<T: Pod> SharedPool<T> {
             .store(self.params.capacity, Ordering::Release);
     }
 
-    /// Attaches to the existing region `name` (a secondary), at whatever address the kernel
-    /// picks. `T` and `fingerprint` must match the creator's.
+    /// Attaches to the existing region `name` (a secondary), at whatever address the kernel picks.
+    /// `T` and `fingerprint` must match the creator's.
     ///
     /// # Errors
     /// [`PoolError::InvalidConfig`] for a bad name (as [`SharedPool::create`]);
     /// [`PoolError::SharedFile`] when no region of that name exists, or only a stale one
-    /// whose processes are all gone (`source.kind()` is `NotFound`), when it cannot be opened
-    /// (`PermissionDenied`, `IsADirectory`, not a regular file) or mapped;
-    /// [`PoolError::LayoutMismatch`] naming the first header field that
-    /// differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
-    /// `file_len`: the file's size is not the layout's end rounded up to the page), or, when
-    /// this process has the region attached already, the first field in which the header
-    /// differs from the one it was attached with (`expected` is that one's: a peer rewrote the
-    /// header); [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when every
-    /// process slot is held by a live process.
+    /// (`source.kind()` is `NotFound`), or it cannot be opened (`PermissionDenied`, `IsADirectory`,
+    /// not a regular file) or mapped; [`PoolError::LayoutMismatch`] naming the first header field
+    /// that differs (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section offset,
+    /// `file_len`: the size is not the layout's end rounded up to the page), or, when this process
+    /// has the region attached already, the first field differing from the header it was attached
+    /// with (`expected`: that one's; a peer rewrote the header);
+    /// [`PoolError::FingerprintMismatch`]; [`PoolError::NoProcessSlot`] when live processes hold
+    /// every slot.
     pub fn attach(name: &str, fingerprint: u64) -> Result<Self, PoolError> {
         file::check_name(name)?;
         let ident = ProcessId::current()
@@ -330,9 +315,8 @@ impl<T: Pod> SharedPool<T> {
             // As the creator rounds the file's size (`file::SealedRegion`, `TempFile`).
             let page = page.max(4096);
             let map = map_file(&f, len, &path)?;
-            // SAFETY: the mapping is at least size_of::<Header>() bytes (checked above) and
-            // page-aligned; the header is plain integers (any bit pattern valid). A volatile
-            // copy: the region is shared memory that another process could be writing.
+            // SAFETY: the mapping is page-aligned and >= size_of::<Header>() (checked); the header
+            // is plain integers. Volatile: another process could be writing the shared memory.
             let header = unsafe { map.as_ptr().cast::<Header>().read_volatile() };
             header.validate(
                 len,
@@ -344,9 +328,8 @@ impl<T: Pod> SharedPool<T> {
             let mut pool = Self::from_map(map, header, path.clone(), f, backing, page, ident)?;
             pool.claim_slot()?;
             if sealed.is_some() {
-                // Any member's link lets later processes in; a name whose member
-                // is gone (we came in through another's) is pointed at ours. Best effort:
-                // the attachment works without (only later joins depend on it).
+                // Any member's link lets later processes in; a name whose member is gone (we came
+                // through another's) is pointed at ours. Best effort: only later joins need it.
                 if let Ok((member_link, m)) = file::publish_member(&pool.file, &path) {
                     pool.member_link = Some(member_link);
                     if let Some(old) = relink {
@@ -366,8 +349,7 @@ impl<T: Pod> SharedPool<T> {
         })
     }
 
-    /// Builds the process-local view over a mapping whose header copy is validated (attach) or
-    /// was just computed (create). Does not claim a slot.
+    /// The process-local view of a mapping whose header is validated or computed; claims no slot.
     fn from_map(
         mut map: memmap2::MmapMut,
         header: Header,
@@ -382,9 +364,8 @@ impl<T: Pod> SharedPool<T> {
         debug_assert!(sections.end as usize <= map.len());
         let nn =
             |off: u64| NonNull::new(base.as_ptr().wrapping_add(off as usize)).expect("non-null");
-        // The state and slot offsets were computed by this process from the validated
-        // parameters and lie inside the mapping, which lives as long as the pool (the ring
-        // views are fields dropped with it).
+        // The offsets were computed here from validated parameters and lie inside the mapping,
+        // which outlives the ring views (fields dropped with the pool).
         let mask = sections.ring_slot_count as u32 - 1;
         let view = |state: u64, slots: u64, id: u32| XRing {
             state: nn(state).as_ptr().cast(),
@@ -408,8 +389,7 @@ impl<T: Pod> SharedPool<T> {
             params.stride as usize,
             params.capacity,
         );
-        // The process's record of the region: the one of an attachment here already (whose
-        // header this one must equal), or a new one.
+        // The process's record of the region: an earlier attachment's (same header), or new.
         let region = ProcessRegion::join(&file, &path, &header)?;
         Ok(SharedPool {
             region,
@@ -446,10 +426,9 @@ impl<T: Pod> SharedPool<T> {
 
     /// Takes a free process slot, reclaiming dead processes' slots once if none is free.
     ///
-    /// Liveness lock first, owner word second: the slot's `F_OFD_SETLK` byte lock
-    /// on this attachment's own open file description is held for the attachment's life, so
-    /// "owner word set and nobody holds the lock" proves the holder dead, in any pid namespace
-    /// and whatever became of its pid.
+    /// Liveness lock first, owner word second: the slot's `F_OFD_SETLK` byte lock on this
+    /// attachment's open file description is held for its life, so "owner word set, lock free"
+    /// proves the holder dead, in any pid namespace, whatever became of its pid.
     fn claim_slot(&mut self) -> Result<(), PoolError> {
         let packed = self.ident.pack();
         for attempt in 0..2 {
@@ -494,8 +473,7 @@ impl<T: Pod> SharedPool<T> {
     }
 }
 
-/// The next attachment serial of this process: 1, 2, ... Never reused, so a handle of an
-/// attachment that is gone matches no attachment of this process.
+/// The process's next attachment serial (1, 2, ...), never reused: gone ones' handles match none.
 fn next_serial() -> Result<u32, PoolError> {
     static NEXT: AtomicU32 = AtomicU32::new(1);
     NEXT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
@@ -513,11 +491,10 @@ fn is_exists(e: &PoolError) -> bool {
 
 fn map_file(f: &File, len: u64, path: &Path) -> Result<memmap2::MmapMut, PoolError> {
     let len = usize::try_from(len).map_err(|_| PoolError::overflow("shared region length"))?;
-    // A MAP_SHARED mapping of a file that other processes map too, by design. The process
-    // never forms references to region bytes except atomics and objects held under the
-    // owner-table protocol (see the module docs).
-    // SAFETY: (above); truncation of the file by another process would fault (SIGBUS), which
-    // the pool's files never do.
+    // A MAP_SHARED mapping of a file other processes map too, by design; the process forms no
+    // references to region bytes except atomics and objects held under the owner-table protocol.
+    // SAFETY: (above); another process truncating the file would fault us (SIGBUS): sealed regions
+    // cannot shrink, and the pool never truncates.
     unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
         .map_err(|e| file::file_err(path, "map", e))
 }

@@ -32,14 +32,11 @@ use region_cache::{with_entries, with_scratch, RegionCache};
 /// A fixed-size pool of `T` shared by several processes through a named region.
 ///
 /// Created once by a primary ([`SharedPool::create`]) and attached by name by any number of
-/// secondaries ([`SharedPool::attach`]), which may map the region at any address. Each value is
-/// one *attachment*: it holds one process slot with an in-region LIFO cache (DPDK 26.07
-/// flush/refill: a full cache sends its coldest half to the common ring, an empty one takes half
-/// a cache from it). `Send`, not `Sync`: one thread uses an attachment at a time.
+/// secondaries ([`SharedPool::attach`]), mapped at any address. Each value is one *attachment*: a
+/// process slot with an in-region LIFO cache; `Send`, not `Sync`.
 ///
-/// Dropping an attachment flushes its cache and frees its slot; dropping the creator's also
-/// removes the name (unless disabled); attached processes keep working on their mappings.
-/// The ownership model and recovery: [module documentation](crate::shared).
+/// Dropping an attachment flushes its cache and frees its slot; the creator's also removes the name
+/// (unless disabled), while attached processes go on. Ownership, recovery: [`crate::shared`].
 ///
 /// ```
 /// use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
@@ -56,10 +53,8 @@ use region_cache::{with_entries, with_scratch, RegionCache};
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub struct SharedPool<T> {
-    /// This process's record of the region, shared by its attachments of it: which objects
-    /// the process holds, and the header every attachment here must agree with. First, so
-    /// that it is dropped before the mapping and the file (a region's record never outlives
-    /// the last attachment's hold on the inode, whose number could be reused).
+    /// This process's record of the region (`registry`). First, so it drops before the mapping and
+    /// the file: a record never outlives the hold on the inode, whose number could be reused.
     region: Arc<ProcessRegion>,
     pub(crate) map: memmap2::MmapMut,
     pub(crate) base: NonNull<u8>,
@@ -68,8 +63,7 @@ pub struct SharedPool<T> {
     /// The cache algorithm's decisions for this region (`params.plan()`).
     pub(crate) plan: CachePlan,
     pub(crate) sections: Sections,
-    /// Where object `i` lives in this process's mapping (`objects + i x stride`): the core
-    /// pool's geometry, so the address arithmetic is the core's (`Geometry::ptr_of_index`).
+    /// Where object `i` lives in this mapping: the core's geometry (`objects + i x stride`).
     geometry: Geometry,
     pub(crate) ring: XRing,
     pub(crate) chans: Vec<XRing>,
@@ -78,20 +72,16 @@ pub struct SharedPool<T> {
     /// Our holder id in the owner table.
     pub(crate) me: u32,
     pub(crate) ident: ProcessId,
-    /// Process-local serial of this attachment, stamped into every handle it mints (never 0,
-    /// never reused in this process): see [`SharedPool::check_held`].
+    /// Process-local serial of this attachment (never 0, never reused), stamped into its handles.
     pub(crate) serial: u32,
     /// Whether this attachment holds its slot's `F_OFD_SETLK` liveness lock.
     ofd_locked: bool,
     /// Its descriptor's key with the fork handlers (`file::list_for_fork`; 0: not listed).
     fork_key: usize,
-    /// What this attachment holds, by its own account: one bit per object, set and cleared
-    /// with the process-wide record (`region`) at each claim and release. It says which
-    /// attachment holds an object, for the handle checks and for the release of what an
-    /// attachment still holds when it goes.
+    /// What this attachment holds by its own account (a bit per object), kept with the process-wide
+    /// record (`region`): for the handle checks and the release at drop.
     held: Box<[Cell<u64>]>,
-    /// Sealed-region mode: this attachment's member link (`.<name>.member.<pid>.<fd>.<ino>`),
-    /// removed on drop.
+    /// Sealed region: this attachment's member link, removed on drop.
     member_link: Option<PathBuf>,
     /// `create` found the name left by a region whose processes are all gone and replaced it.
     replaced_stale: bool,
@@ -105,9 +95,8 @@ pub struct SharedPool<T> {
     _not_sync: PhantomData<Cell<()>>,
 }
 
-// SAFETY: the attachment's state (mapping, rings over it, slot) is not tied to a thread; objects
-// move between threads only as T: Send values. Not Sync (PhantomData<Cell>): the in-region
-// cache has one user at a time.
+// SAFETY: the attachment's state (mapping, rings, slot) is not tied to a thread; objects cross
+// threads only as T: Send values. Not Sync (PhantomData<Cell>): one user of the cache at a time.
 unsafe impl<T: Send> Send for SharedPool<T> {}
 
 impl<T> SharedPool<T> {
@@ -163,13 +152,11 @@ impl<T> SharedPool<T> {
         &self.procs()[self.slot as usize]
     }
 
-    /// Whether the operator of slot `s`, whose owner word is `w`, lives: another open file
-    /// description holds the slot's liveness lock (any pid namespace); where the filesystem
-    /// has no OFD locks, the recorded pid and start time decide.
+    /// Whether the operator of slot `s` (owner word `w`) lives: another open file description holds
+    /// the slot's liveness lock; without OFD locks, pid and start time decide.
     pub(crate) fn slot_alive(&self, s: u32, w: u64) -> bool {
         if s == self.slot {
-            // Our own slot: `F_OFD_GETLK` on our own open file description, which holds the
-            // lock, would report it free.
+            // Our own slot: `F_OFD_GETLK` on our own (locking) description would say free.
             return true;
         }
         match file::slot_locked_by_other(&self.file, s) {
@@ -200,10 +187,9 @@ impl<T> SharedPool<T> {
         (self.slot, lock_id(self.me))
     }
 
-    /// Moves held objects `v` into `ring`, setting their owner words to `mark` (FREE for the
-    /// common ring, IN_CHANNEL for a channel), in recoverable chunks of `REC_BATCH`. Objects
-    /// that do not fit (only when the region is corrupt: every ring holds every object) stay
-    /// marked held by us and are counted in `corrupt_entries`.
+    /// Moves held objects `v` into `ring` with owner words set to `mark` (FREE: common ring;
+    /// IN_CHANNEL: channel), in recoverable chunks of `REC_BATCH`. What does not fit (only in a
+    /// corrupt region: every ring holds every object) stays ours, counted in `corrupt_entries`.
     pub(crate) fn enq_held(&self, ring: &XRing, v: &[u32], mark: u32) {
         let (rs, id) = self.party();
         for chunk in v.chunks(REC_BATCH as usize) {
@@ -222,10 +208,9 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// Takes up to `max` (at most `REC_BATCH`) entries from `ring` whose owner word is `from`
-    /// and claims them for this attachment; passes each claimed index to `out` (entries out
-    /// of range, held elsewhere or listed twice are dropped and counted). Returns how many
-    /// entries left the ring (0: it was empty).
+    /// Takes up to `max` (<= `REC_BATCH`) entries with owner word `from` from `ring`, claims them,
+    /// and passes each claimed index to `out` (entries out of range, held elsewhere or listed twice
+    /// are dropped and counted). Returns how many left the ring (0: empty).
     pub(crate) fn deq_held(
         &self,
         ring: &XRing,
@@ -245,12 +230,10 @@ impl<T> SharedPool<T> {
             p.commit(t, K_DEQ_HELD, t.head, n, 0, 0, from, p.me, buf);
             n
         });
-        // The entries as this operation read them (each ring slot once), those it did not
-        // claim struck (NO_ENTRY: its owner word was not `from`).
+        // The entries as read (each ring slot once); those not claimed are struck (NO_ENTRY).
         for &e in &buf[..n as usize] {
-            // Struck entries fail the range check. A claimed entry is not held in this
-            // process already, by this attachment or another (a forged FREE / IN_CHANNEL word,
-            // or an entry listed twice: the first claim set the process's bit).
+            // Struck entries fail the range check; a claimed one must not be held in this process
+            // already (a forged FREE / IN_CHANNEL word, or an entry listed twice).
             let ok = e < self.params.capacity && self.mark_held(e);
             if ok {
                 out(e);
@@ -261,10 +244,9 @@ impl<T> SharedPool<T> {
         n
     }
 
-    /// Moves the first `n` entries of cache `cs` (the coldest) into the common ring, as the
-    /// operator `party`; `len` is the caller's copy of the cache's length (its one read of the
-    /// length word, or what it computed). Returns the length afterwards, computed from `len`
-    /// (never read back from the word, which a peer may have written meanwhile).
+    /// Moves the first (coldest) `n` entries of cache `cs` into the common ring as operator
+    /// `party`; `len` is the caller's copy of the cache length. Returns the new length, computed
+    /// from `len`, never read back (a peer may have written the word).
     pub(crate) fn flush_cache(&self, cs: u32, len: u32, n: u32, party: (u32, u64)) -> u32 {
         let len = len.min(self.cache_cap());
         let moved = self.with_ring(&self.ring, party.0, party.1, K_ENQ_CACHE, |p, t| {
@@ -272,8 +254,7 @@ impl<T> SharedPool<T> {
             if n == 0 {
                 return 0;
             }
-            // The cache's pre-image, each entry read once: what the record holds and what
-            // the flush applies (the first `n` to the ring, the rest to the cache's bottom).
+            // The cache's pre-image, read once: what the record holds and the flush applies.
             with_entries(len as usize, |pre| {
                 for (b, c) in pre.iter_mut().zip(&p.cache_of(cs)[..len as usize]) {
                     *b = c.load(Ordering::Relaxed);
@@ -285,10 +266,10 @@ impl<T> SharedPool<T> {
         len - moved
     }
 
-    /// Panics unless handle `h` was minted by this attachment (serial: unique in the process)
-    /// and this attachment holds its object ([`SharedPool::check_held`]). Between the two
-    /// checks, only a broken `unsafe` contract (`from_raw`, `repair_lost`) gives two `&mut T`;
-    /// `reset_channel` takes back only objects in a channel, which no live handle owns.
+    /// Panics unless `h` was minted by this attachment (serial, unique in the process) and this
+    /// attachment holds its object ([`SharedPool::check_held`]). Past both checks, only a broken
+    /// `unsafe` contract (`from_raw`, `repair_lost`) gives two `&mut T`; `reset_channel` takes back
+    /// only objects in a channel, which no live handle owns.
     #[inline]
     pub(crate) fn check_handle(&self, h: &SharedHandle<T>, what: &str) -> u32 {
         let i = h.index();
@@ -304,14 +285,12 @@ impl<T> SharedPool<T> {
         i
     }
 
-    /// Panics unless this attachment holds object `i` by its own account (the process-local
-    /// record: only a broken `from_raw` contract gets here). An owner word that disagrees is
-    /// the work of a peer (a forged word, a punched hole): counted in `corrupt_entries`,
-    /// never a panic.
+    /// Panics unless this attachment holds object `i` by its process-local record (only a broken
+    /// `from_raw` contract fails). An owner word that disagrees is a peer's work (a forged word, a
+    /// punched hole): counted in `corrupt_entries`, never a panic.
     ///
-    /// The fast path reads only the owner word: when it names us, the handle is ours (handles
-    /// are minted from claims that set the record's bit, cleared only by `put`/`send`, which
-    /// consume the handle). The record is consulted only when the word disagrees.
+    /// Fast path: a word naming us proves the handle ours (handles come from claims that set the
+    /// record's bit, cleared only by `put`/`send`, which consume the handle).
     #[inline]
     pub(crate) fn check_held(&self, i: u32, what: &str) {
         match self.owners().get(i as usize) {
@@ -333,9 +312,8 @@ impl<T> SharedPool<T> {
         self.stats().corrupt_entries.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Records that this attachment now holds object `e` (`e < capacity`); false (and no
-    /// change) when an attachment of this process (this one or another of the same region)
-    /// holds it already.
+    /// Records that this attachment now holds object `e` (`e < capacity`); false (no change) when
+    /// an attachment of this process holds it already.
     #[inline(always)]
     pub(crate) fn mark_held(&self, e: u32) -> bool {
         let Some(w) = self.held.get((e >> 6) as usize) else {
@@ -362,8 +340,7 @@ impl<T> SharedPool<T> {
         }
     }
 
-    /// Whether an attachment of this process (this one or another of the region) holds
-    /// object `e`.
+    /// Whether an attachment of this process holds object `e`.
     pub(crate) fn process_holds(&self, e: u32) -> bool {
         self.region.holds(e)
     }
@@ -383,16 +360,14 @@ impl<T> SharedPool<T> {
         RegionCache::new(self)
     }
 
-    /// Entries a cache array holds (`2 x cache_size`): what every cache length read from the
-    /// region is clamped to.
+    /// Entries a cache array holds (`2 x cache_size`); every length read is clamped to it.
     #[inline(always)]
     pub(crate) fn cache_cap(&self) -> u32 {
         2 * self.params.cache_size
     }
 
-    /// The one get of the shared pool: the cache algorithm ([`cache::get`]) over this
-    /// attachment's in-region cache. Fills `dst[..k]` with claimed objects (owner word ours),
-    /// entries found corrupt dropped; `Bulk`: `Ok(n)` or `Err(())` with nothing taken.
+    /// The one get: [`cache::get`] over this attachment's in-region cache. Fills `dst[..k]` with
+    /// claimed objects, dropping corrupt entries; `Bulk`: `Ok(n)` or `Err(())` with nothing taken.
     fn get_entries(&self, dst: &mut [MaybeUninit<u32>], behavior: Behavior) -> Result<usize, ()> {
         let n = dst.len();
         let mut have = 0;
@@ -458,8 +433,8 @@ impl<T: Pod> SharedPool<T> {
     /// Takes one object (from this attachment's cache, refilled from the common ring).
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`] when the cache and the ring are empty (objects may still sit in
-    /// other processes' caches or in channels: see [`SharedPool::available`]).
+    /// [`PoolError::Exhausted`] when cache and ring are empty (objects may still sit in other
+    /// caches or channels: [`SharedPool::available`]).
     #[inline]
     pub fn get(&self) -> Result<SharedHandle<T>, PoolError> {
         let mut one = [MaybeUninit::uninit()];
@@ -472,13 +447,11 @@ impl<T: Pod> SharedPool<T> {
         ))
     }
 
-    /// Appends exactly `n` handles to `out`, or none (bulk): one run through the cache
-    /// algorithm (served from the cache, refilled, or bypassing it as the policy says).
+    /// Appends exactly `n` handles to `out`, or none (bulk): one run of the cache algorithm.
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`] when fewer than `n` could be taken (at once, without
-    /// allocating, when `n` exceeds the capacity); those taken go back. `available` counts
-    /// what this attachment could reach afterwards: its cache plus the common ring.
+    /// [`PoolError::Exhausted`] when fewer than `n` could be taken (at once, without allocating,
+    /// when `n` exceeds the capacity); those taken go back. `available`: this cache plus the ring.
     pub fn get_bulk(&self, out: &mut Vec<SharedHandle<T>>, n: usize) -> Result<(), PoolError> {
         if n > self.params.capacity as usize {
             return Err(self.exhausted(n));
@@ -492,8 +465,7 @@ impl<T: Pod> SharedPool<T> {
         self.get_vec(out, n, Behavior::Burst).unwrap_or(0)
     }
 
-    /// The get of the `Vec` forms: the handles of what [`SharedPool::get_entries`] takes
-    /// (`n` at most the capacity), appended to `out`; returns how many.
+    /// The `Vec` forms' get: appends the handles of what [`SharedPool::get_entries`] takes.
     fn get_vec(
         &self,
         out: &mut Vec<SharedHandle<T>>,
@@ -511,8 +483,7 @@ impl<T: Pod> SharedPool<T> {
         })
     }
 
-    /// The error of a get of `n` that failed: `available` is what this attachment could take
-    /// now, its cache plus the common ring (a snapshot, at most the capacity).
+    /// Error of a failed get of `n`; `available`: this cache plus the common ring (snapshot).
     fn exhausted(&self, n: usize) -> PoolError {
         PoolError::Exhausted {
             requested: n,
@@ -523,10 +494,9 @@ impl<T: Pod> SharedPool<T> {
     /// Returns an object to the pool.
     ///
     /// # Panics
-    /// When the handle was minted by another attachment (of this or another pool, or one that
-    /// is gone), or this attachment does not hold the object by its own record (a handle
-    /// rebuilt by `from_raw` in the wrong place). An owner word in the region that disagrees
-    /// (a peer's corruption) is counted in [`SharedPool::corrupt_entries`], not a panic.
+    /// When the handle was minted by another attachment (of any pool, or gone), or this attachment
+    /// does not hold the object by its own record (a misplaced `from_raw`). An owner word that
+    /// disagrees (a peer's corruption) is counted in [`SharedPool::corrupt_entries`], not a panic.
     #[inline]
     pub fn put(&self, h: SharedHandle<T>) {
         let e = self.check_handle(&h, "put");
@@ -552,20 +522,15 @@ impl<T: Pod> SharedPool<T> {
     /// The object of a handle this attachment holds.
     ///
     /// # Panics
-    /// When the handle was minted by another attachment, or this attachment does not hold
-    /// the object by its own record (as [`SharedPool::put`]; a disagreeing owner word is
-    /// counted, not a panic).
+    /// As [`SharedPool::put`].
     #[inline]
     pub fn get_mut<'a>(&'a self, h: &'a mut SharedHandle<T>) -> &'a mut T {
         let i = self.check_handle(h, "get_mut");
-        // i < capacity; the object lies at objects + i * stride inside the mapping, aligned
-        // (stride and the section offset are multiples of align_of::<T>() <= the page
-        // alignment of the mapping).
-        // SAFETY: (above) the handle was minted by this attachment, whose process-local record
-        // says it holds the object, and the handle is borrowed mutably; handles are not Clone
-        // and a claim mints a handle only if the record did not hold the object already
-        // (whatever the shared owner word says), so no other reference to the object exists
-        // in this process; T: Pod, so any bytes another process wrote are a valid T.
+        // SAFETY: i < capacity: the object lies aligned in the mapping at objects + i * stride
+        // (stride, offset: multiples of align_of::<T>() <= page alignment). The handle is this
+        // attachment's, borrowed mutably, and its process-local record holds the object; handles
+        // are not Clone and a claim mints one only if the record did not hold it already (whatever
+        // the word says), so nothing else here refers to it. T: Pod: any bytes are a valid T.
         unsafe { &mut *self.obj_ptr(i) }
     }
 
@@ -591,8 +556,7 @@ impl<T: Pod> Mempool for SharedPool<T> {
     type Handle = SharedHandle<T>;
     forward!(get put get_bulk get_burst put_bulk get_ref get_mut capacity stride
         cache_size policy available in_use ring_count flush);
-    /// True when `h` was minted by this attachment (its serial): the check `check_handle`
-    /// panics on, without the panic.
+    /// True when this attachment minted `h` (serial): `check_handle`'s check, without the panic.
     #[inline(always)]
     fn owns(&self, h: &SharedHandle<T>) -> bool {
         h.serial() == self.serial
@@ -615,8 +579,7 @@ impl<T> SharedPool<T> {
         self.params.cache_size
     }
 
-    /// The caches' flush policy (the creator's [`SharedOptions::policy`](crate::shared::SharedOptions::policy), recorded in the
-    /// region header).
+    /// Caches' flush policy: the creator's [`SharedOptions::policy`](super::SharedOptions::policy).
     pub fn policy(&self) -> FlushPolicy {
         self.plan.policy
     }
@@ -651,9 +614,8 @@ impl<T> SharedPool<T> {
         self.page_size
     }
 
-    /// True when the region cannot shrink: it lives in a memfd sealed with `F_SEAL_SHRINK`
-    /// (the default for mode 0600; see [`SharedPool::create`]), so no peer can truncate it
-    /// under the others (which would make their next access fault with SIGBUS).
+    /// True when the region is a memfd sealed with `F_SEAL_SHRINK` (default for mode 0600, see
+    /// [`SharedPool::create`]): no peer can truncate it under the others (SIGBUS).
     pub fn is_sealed(&self) -> bool {
         file::seals(&self.file) & libc::F_SEAL_SHRINK != 0
     }
@@ -724,10 +686,9 @@ impl<T> SharedPool<T> {
         self.stats().corrupt_entries.load(Ordering::Relaxed)
     }
 
-    /// True when [`SharedPool::create`] found the name taken by a stale sealed region (its
-    /// creator and every process attached to it gone: nothing can reach that region any
-    /// more) and replaced it. A name whose region still has a live process is never replaced
-    /// (`create` fails with `AlreadyExists`).
+    /// True when [`SharedPool::create`] replaced a stale sealed region of the same name (its
+    /// creator and every attached process gone). A name whose region has a live process is never
+    /// replaced (`AlreadyExists`).
     pub fn replaced_stale(&self) -> bool {
         self.replaced_stale
     }
@@ -745,9 +706,8 @@ impl<T> SharedPool<T> {
         self.stats().attaches.load(Ordering::Relaxed)
     }
 
-    /// Removes the region's name now (as the creator's drop does): attached processes keep
-    /// their mappings and go on working; new attaches fail with `NotFound`. Removes nothing if
-    /// the name now belongs to another region (a newer pool of the same name).
+    /// Removes the region's name now (as the creator's drop does): attached processes go on, new
+    /// attaches fail with `NotFound`. Removes nothing if the name now names another region.
     ///
     /// # Errors
     /// [`PoolError::SharedFile`] with `NotFound` when the name is already gone or taken by
@@ -809,12 +769,8 @@ impl<T> SharedPool<T> {
 
 impl<T> Drop for SharedPool<T> {
     fn drop(&mut self) {
-        // A forked child's copy of an attachment (dropped when the child leaves a scope) is
-        // not the attachment: the process slot, its cache, the liveness lock (an open file
-        // description the child shares with the parent) and the region's name are the
-        // parent's, which still uses them. The copy only closes its descriptor and unmaps its
-        // mapping (the fields' drops); the region is left exactly as the parent has it
-        // (tests/shared_fork.rs).
+        // A forked child's copy is not the attachment (slot, cache, liveness lock, name are the
+        // parent's): only the fields' drops run (`file::ForkedAttachment`, tests/shared_fork.rs).
         file::unlist_for_fork(self.fork_key);
         if self.ident.pid != std::process::id() {
             return;
@@ -823,8 +779,7 @@ impl<T> Drop for SharedPool<T> {
             self.flush();
             // Objects still held by this attachment become orphans (reclaim_in_use_of_dead).
             self.my_slot().owner.store(0, Ordering::Release);
-            // ... which the process no longer holds: another attachment of the region here may
-            // claim them once they are reclaimed.
+            // ... and released here, so this process's other attachments can claim them later.
             for (w, bits) in self.held.iter().enumerate() {
                 if bits.get() != 0 {
                     self.region.release_word(w, bits.get());

@@ -1,5 +1,4 @@
-//! The shared pool's mechanics of the one cache algorithm: the attachment's cache array in
-//! its process slot, and the recoverable common ring.
+//! The shared pool's mechanics of the cache algorithm ([`RegionCache`]).
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,8 +24,7 @@ pub(super) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<u32>]) 
     }
 }
 
-/// Runs `f` on `n` zeroed entries (on the stack up to [`STACK_RUN`]): the process-local copy
-/// of a ring operation's entries.
+/// Runs `f` on `n` zeroed entries (on the stack up to [`STACK_RUN`]): a ring operation's entries.
 pub(super) fn with_entries<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
     if n <= STACK_RUN {
         let mut a = [0u32; STACK_RUN];
@@ -36,17 +34,16 @@ pub(super) fn with_entries<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
     }
 }
 
-/// The shared pool's mechanics of the cache algorithm (see [`CacheOps`]): the attachment's
-/// cache array and length word in its process slot, and the recoverable common ring. How each
-/// step (pop and push of a run, refill, flush, bypass) stays recoverable after a kill at any
-/// instruction: DESIGN.md, "Per-process cache". Entries found corrupt are dropped, counted, and
-/// written as [`NO_ENTRY`] in the caller's buffer, which `SharedPool::get_entries` strikes.
+/// The shared pool's mechanics of the cache algorithm ([`CacheOps`]): the attachment's cache array
+/// and length word in its process slot, and the recoverable common ring. Why each step (run pop and
+/// push, refill, flush, bypass) survives a kill anywhere: DESIGN.md, "Per-process cache". Corrupt
+/// entries are dropped, counted, and written as [`NO_ENTRY`] in the caller's buffer
+/// (`SharedPool::get_entries` strikes them).
 ///
-/// **The length is read once**, by [`RegionCache::new`] (once per run of the algorithm), and
-/// clamped to the fill limit: every decision of the run is taken on that copy (`len`), so
-/// `len <= 2 x size` holds whatever a peer writes into the word, which is only stored (for the
-/// recovery of a dead holder). A peer's write can make the run use stale or foreign entries
-/// (checked by every claim) or lose objects (found by `audit`), never index outside the cache.
+/// **The length is read once** per run ([`RegionCache::new`]) and clamped to the fill limit: every
+/// decision of the run uses that copy, so `len <= 2 x size` holds whatever a peer writes into the
+/// word (only stored, for recovery). Such a write can make the run use stale or foreign entries
+/// (every claim checks) or lose objects (`audit` finds them), never index out of the cache.
 pub(crate) struct RegionCache<'p, T> {
     pub(super) pool: &'p SharedPool<T>,
     /// This run's copy of the cache length (`<= 2 x size`).
@@ -54,9 +51,8 @@ pub(crate) struct RegionCache<'p, T> {
 }
 
 impl<'p, T> RegionCache<'p, T> {
-    /// The mechanics of `pool`'s cache for one run of the algorithm: reads the length word
-    /// once. A value above the fill limit (no honest run leaves one) is a peer's write:
-    /// clamped, counted in `corrupt_entries`.
+    /// One run's mechanics of `pool`'s cache: reads the length word once; one above the fill limit
+    /// (a peer's write) is clamped and counted (`corrupt_entries`).
     #[inline(always)]
     pub(super) fn new(pool: &'p SharedPool<T>) -> Self {
         let word = pool.my_slot().len.load(Ordering::Relaxed);
@@ -100,8 +96,7 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
         }
         let p = self.pool;
         let len = self.len();
-        // The algorithm never asks for more than `len` (it decided on the same copy); a
-        // shortfall is written as struck entries rather than left uninitialised.
+        // The algorithm asks for at most `len` (decided on the same copy); a shortfall is struck.
         debug_assert!(k <= len);
         let take = k.min(len);
         let cache = &p.cache_of(p.slot)[len - take..len];
@@ -172,10 +167,9 @@ impl<T> CacheOps<u32> for RegionCache<'_, T> {
         n as usize
     }
 
-    /// Leaves the refilled entries in the cache: only a Dpdk2607 burst refill that came up
-    /// short gets here (the other policies refill all or nothing, and a full refill serves
-    /// the get), and then `len < n <= size / 2`, well within the fill limit. Moving them back
-    /// would be a second recoverable ring operation for nothing.
+    /// Leaves them cached: only a short Dpdk2607 burst refill gets here (other policies refill all
+    /// or nothing; a full one serves the get), so `len < n <= size/2` is within the fill limit, and
+    /// moving them back would be a second ring operation for nothing.
     fn unrefill(&mut self, _k: usize) {}
 
     fn flush_bottom(&mut self, k: usize) {
