@@ -459,7 +459,7 @@ pub(crate) fn flush_all<E: Copy, M: CacheOps<E>>(m: &mut M) {
 /// `__rte_cache_aligned` and crossbeam's `CachePadded` on x86_64): its owner writes `len` and
 /// the counters on every operation, and two threads' caches allocated side by side must not
 /// share a line (the adjacent-line prefetcher pulls lines in pairs).
-#[repr(align(128))]
+#[repr(C, align(128))]
 pub(crate) struct Cache<E> {
     /// Entries held; written only by the owner (relaxed store, no RMW), read by anyone.
     /// A full word although it never exceeds `2 x CACHE_MAX_SIZE`: every operation loads
@@ -477,15 +477,21 @@ pub(crate) struct Cache<E> {
     /// Largest get that refills the cache; larger ones go straight to the ring.
     max_get: u32,
     policy: FlushPolicy,
-    /// The entry array, `2 x size` entries (`capacity()`), in whole cache lines starting on a
-    /// line (DPDK's `objs` is `__rte_cache_aligned` too): the caches' copies are wide vector
-    /// moves (64 bytes in builds with AVX-512), and a move that straddles two lines, read
-    /// back right after it was written (a put then a get of the same entries), cannot take its
-    /// bytes from the store (BENCHMARKS.md 33).
-    objs: Box<[Line]>,
     _entries: PhantomData<E>,
     pub(crate) counters: Counters,
+    /// The entry array, inline as DPDK's `objs[RTE_MEMPOOL_CACHE_MAX_SIZE * 2]`: a token
+    /// reaches it at a constant offset from the cache, with no pointer to load per operation.
+    /// Room for `2 x CACHE_MAX_SIZE` entries of up to 8 bytes; `2 x size` are used
+    /// (`capacity()`). Whole cache lines starting on a line (DPDK's is `__rte_cache_aligned`
+    /// too): the copies are wide vector moves (64 bytes with AVX-512), and a move that
+    /// straddles two lines, read back right after it was written (a put then a get of the
+    /// same entries), cannot take its bytes from the store (BENCHMARKS.md 33).
+    objs: [Line; OBJ_LINES],
 }
+
+/// Lines of a cache's entry array: `2 x CACHE_MAX_SIZE` entries of 8 bytes (the pointer twin's;
+/// 4-byte entries use the first half at most).
+const OBJ_LINES: usize = 2 * CACHE_MAX_SIZE as usize * 8 / CACHE_LINE;
 
 /// One cache line of entry storage (see `Cache::objs`).
 #[repr(C, align(64))]
@@ -518,8 +524,8 @@ impl<E: Copy> Cache<E> {
         // the fast paths were tuned with.
         const {
             assert!(
-                align_of::<E>() <= CACHE_LINE,
-                "entries fit the lines' alignment"
+                align_of::<E>() <= CACHE_LINE && size_of::<E>() <= 8,
+                "entries fit the lines' alignment and the array's room"
             )
         };
         let plan = CachePlan::new(size, policy);
@@ -530,11 +536,9 @@ impl<E: Copy> Cache<E> {
             max_put: plan.max_put,
             max_get: plan.max_get,
             policy,
-            objs: (0..(2 * size as usize * size_of::<E>()).div_ceil(CACHE_LINE))
-                .map(|_| Line(UnsafeCell::new(MaybeUninit::uninit())))
-                .collect(),
             _entries: PhantomData,
             counters,
+            objs: [const { Line(UnsafeCell::new(MaybeUninit::uninit())) }; OBJ_LINES],
         }
     }
 
@@ -635,9 +639,9 @@ pub(crate) enum Put {
 /// `Clone`, and only its `unsafe` constructor can make one, so holding one proves that nobody
 /// else mutates the cache.
 ///
-/// It keeps the cache's entry array and flush threshold by value, so that an owner that keeps
-/// the token (a [`crate::LocalCache`]) may keep them in registers across a loop of gets and
-/// puts. The length has one home, the cache's `len`: each operation reads it once and stores
+/// It keeps the cache's flush threshold by value, so that an owner that keeps the token (a
+/// [`crate::LocalCache`]) may keep it in a register across a loop of gets and puts; the entry
+/// array is inline in the cache, at a constant offset from the cache pointer. The length has one home, the cache's `len`: each operation reads it once and stores
 /// it once (a relaxed store, for counts by other threads), as DPDK's `cache->len`; a second
 /// copy in the token cost a store per operation.
 pub(crate) struct CacheMut<'a, E> {
@@ -647,7 +651,6 @@ pub(crate) struct CacheMut<'a, E> {
     /// field of a value passed by value is protected for the whole call under Stacked and
     /// Tree Borrows (the companion may be the pool's last owner: `drop(cache)`).
     ring: NonNull<Ring<E>>,
-    objs: *mut E,
     fill_limit: usize,
     /// Borrows the cache for 'a; `*mut ()` makes the token neither Send nor Sync.
     _owner: PhantomData<(&'a Cache<E>, *mut ())>,
@@ -670,7 +673,6 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         CacheMut {
             cache,
             ring,
-            objs: c.objs(),
             fill_limit: c.fill_limit() as usize,
             _owner: PhantomData,
         }
@@ -692,6 +694,12 @@ impl<'a, E: Copy> CacheMut<'a, E> {
     fn cache(&self) -> &'a Cache<E> {
         // SAFETY: valid for 'a (constructor contract).
         unsafe { self.cache.as_ref() }
+    }
+
+    /// The cache's entry array: at a constant offset from the cache (no load).
+    #[inline(always)]
+    fn objs(&self) -> *mut E {
+        self.cache().objs()
     }
 
     /// Entries held now.
@@ -757,7 +765,6 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         let mut local = CacheMut {
             cache: self.cache,
             ring: self.ring,
-            objs: self.objs,
             fill_limit: self.fill_limit,
             _owner: PhantomData,
         };
@@ -788,7 +795,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len:
         // the caller's check of the length it read, which only this token's owner writes);
         // dst has room for n and does not overlap the cache's array (it is a &mut).
-        unsafe { copy_entries(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        unsafe { copy_entries(self.objs().add(len - n), dst.as_mut_ptr().cast(), n) };
         self.set_len(len - n);
         self.count(Counter::GetSuccessBulk, 1);
         self.count(Counter::GetSuccessObjs, n);
@@ -805,7 +812,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         }
         // SAFETY: objs[len - n .. len] are initialised entries (cache invariant); dst has room
         // for n and does not overlap the cache's array (it is a &mut); S covers n (contract).
-        unsafe { S::copy(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        unsafe { S::copy(self.objs().add(len - n), dst.as_mut_ptr().cast(), n) };
         self.set_len(len - n);
         self.count(Counter::GetSuccessBulk, 1);
         self.count(Counter::GetSuccessObjs, n);
@@ -865,7 +872,7 @@ impl<'a, E: Copy> CacheMut<'a, E> {
         }
         // SAFETY: len + n <= fill_limit <= capacity(); src does not overlap the cache; S
         // covers n (contract).
-        unsafe { S::copy(src.as_ptr(), self.objs.add(len), n) };
+        unsafe { S::copy(src.as_ptr(), self.objs().add(len), n) };
         self.set_len(new_len);
         self.count(Counter::PutBulk, 1);
         self.count(Counter::PutObjs, n);
@@ -947,7 +954,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
         debug_assert!(n <= len);
         // SAFETY: objs[len - n .. len] are initialised entries (cache invariant, n <= len);
         // dst has room for n and does not overlap the cache's array (it is a &mut).
-        unsafe { copy_entries(self.objs.add(len - n), dst.as_mut_ptr().cast(), n) };
+        unsafe { copy_entries(self.objs().add(len - n), dst.as_mut_ptr().cast(), n) };
         self.set_len(len - n);
     }
 
@@ -957,7 +964,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
         let len = self.len();
         // SAFETY: len + n fits the array (contract: the fast path checked the fill limit, the
         // flush path flushed first); src does not overlap the cache.
-        unsafe { copy_entries(src.as_ptr(), self.objs.add(len), n) };
+        unsafe { copy_entries(src.as_ptr(), self.objs().add(len), n) };
         self.set_len(len + n);
     }
 
@@ -966,7 +973,7 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
         let len = self.len();
         debug_assert!(len + want <= self.cache().capacity());
         // SAFETY: objs[len .. len + want] is inside the array (CachePlan::on_get_miss).
-        let got = unsafe { self.ring().dequeue_raw(self.objs.add(len), want, how).n };
+        let got = unsafe { self.ring().dequeue_raw(self.objs().add(len), want, how).n };
         self.set_len(len + got);
         got
     }
@@ -976,12 +983,12 @@ impl<E: Copy> CacheOps<E> for CacheMut<'_, E> {
         let len = self.len() - k;
         self.set_len(len);
         // SAFETY: objs[len .. len + k] are the entries the refill brought (initialised).
-        unsafe { enqueue_all(self.ring(), self.objs.add(len), k) };
+        unsafe { enqueue_all(self.ring(), self.objs().add(len), k) };
     }
 
     #[inline]
     fn flush_bottom(&mut self, k: usize) {
-        let (objs, len) = (self.objs, self.len());
+        let (objs, len) = (self.objs(), self.len());
         debug_assert!(k <= len);
         // SAFETY: k <= len, objs[..len] initialised; the moved tail stays inside objs.
         unsafe {
