@@ -1,26 +1,24 @@
 //! Brands: the type-level name that ties a handle to the one pool that can resolve it.
 //!
 //! A `Handle<T, B>` is only accepted by a pool of brand `B`, and at most one pool of a brand is
-//! alive at any time, so a handle can never be resolved by another pool (that would alias an
-//! object the other pool gave to someone else). This is checked by the compiler, costs nothing
-//! at run time and keeps handles at 4 bytes. Four kinds of identity:
+//! alive at a time, so no other pool can resolve a handle (it would alias an object given to
+//! someone else). Compiler-checked, free at run time, handles stay 4 bytes. Four kinds of identity:
 //!
-//! * named brands, declared with [`brand!`](macro@crate::brand): a pool claims its brand at creation
-//!   ([`PoolError::BrandInUse`] if a live pool holds it); dropping the pool releases the brand if
-//!   every object came home, else retires it for the life of the process, since handles of the
-//!   dead pool are still around;
-//! * [`Scoped`] brands, made fresh for each [`PoolBuilder::scoped`](crate::PoolBuilder::scoped)
-//!   call by an invariant lifetime (the "generativity" technique of GhostCell): any number of
-//!   pools of the same `T`, no registry, but handles cannot leave the closure;
-//! * [`Unchecked`]: created by an `unsafe` constructor whose caller promises never to mix the
-//!   handles of two such pools;
-//! * [`Runtime`]: no brand at all. Any number of run-time pools live at once, in structs, in
-//!   `Arc`s, on any thread. Each owns a disjoint range of the process's 32-bit handle space
-//!   (VPP's buffer-index space), so its handle is still the 4-byte entry and a handle of
-//!   another pool, or of a dropped one, fails **one range check** on every access, put and
-//!   conversion (a panic naming both pools, or [`PoolError::ForeignHandle`] from the `try_`
-//!   forms). A range is reused only after its pool was dropped with every object home; a pool
-//!   dropped with handles out quarantines its range for good (DESIGN.md, "Handle soundness").
+//! * named brands, declared with [`brand!`](macro@crate::brand): a pool claims its brand at
+//!   creation ([`PoolError::BrandInUse`] if a live pool holds it); its drop releases the brand if
+//!   every object came home, else retires it for the process's life (the dead pool's handles are
+//!   around);
+//! * [`Scoped`] brands, fresh for each [`PoolBuilder::scoped`](crate::PoolBuilder::scoped) call by
+//!   an invariant lifetime (GhostCell's "generativity"): any number of pools, no registry, but
+//!   handles cannot leave the closure;
+//! * [`Unchecked`]: an `unsafe` constructor whose caller promises never to mix two such pools'
+//!   handles;
+//! * [`Runtime`]: no brand. Any number of run-time pools, stored anywhere. Each owns a disjoint
+//!   range of the process's 32-bit handle space (VPP's buffer-index space), so its handle is still
+//!   the 4-byte entry and another (or a dropped) pool's handle fails **one range check** on every
+//!   access, put and conversion (a panic naming both pools, or [`PoolError::ForeignHandle`] from
+//!   `try_` forms). A range is reused only after its pool was dropped with every object home, else
+//!   quarantined for good (DESIGN.md, "Handle soundness").
 
 use std::marker::PhantomData;
 
@@ -29,14 +27,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::error::PoolError;
 
 /// How a handle proves it belongs to its pool: the pool's *identity*. Implemented by
-/// [`brand!`](macro@crate::brand) types, [`Scoped`], [`Unchecked`] (checked by the compiler,
-/// zero cost) and [`Runtime`] (checked at run time: one range compare).
+/// [`brand!`](macro@crate::brand) types, [`Scoped`], [`Unchecked`] (compiler-checked, zero cost)
+/// and [`Runtime`] (one range compare at run time).
 ///
 /// # Safety
-/// When `CHECKED` is false: at most one pool that can be built safely may carry the brand at
-/// any time, and handles of the brand are only ever minted by that pool. When `CHECKED` is
-/// true, the pool claims its own range of the handle space at build and checks every handle
-/// against it (the crate does this for every pool whose identity sets it).
+/// When `CHECKED` is false: at most one safely buildable pool carries the brand at a time, and only
+/// it mints the brand's handles. When true, the pool claims its own range of the handle space at
+/// build and checks every handle against it (the crate does so for every such identity).
 ///
 /// ```
 /// use idxpool::{Brand, Pool, PoolBuilder, PoolError, Runtime, Scoped};
@@ -54,9 +51,9 @@ use crate::error::PoolError;
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub unsafe trait Brand {
-    /// True for identities checked at run time ([`Runtime`]): every access, put and
-    /// conversion compares the handle's entry with the pool's range of the handle space.
-    /// False (the default) for brands: the compiler proved it, the check compiles away.
+    /// True for identities checked at run time ([`Runtime`]): every access, put and conversion
+    /// compares the handle's entry with the pool's range. False (default) for brands: the check
+    /// compiles away.
     ///
     /// ```
     /// use idxpool::{Brand, Runtime, Scoped, Unchecked};
@@ -68,10 +65,9 @@ pub unsafe trait Brand {
     const CHECKED: bool = false;
 }
 
-/// The identity of run-time pools: no brand to declare, any number of pools at once, stored
-/// anywhere. Each pool owns a disjoint range of the process's 32-bit handle space, checked with
-/// one compare on every use of a handle (see the [module docs](self)). Build one with
-/// [`PoolBuilder::build`](crate::PoolBuilder::build):
+/// The identity of run-time pools: no brand to declare, any number at once, stored anywhere; each
+/// owns a disjoint range of the handle space, checked with one compare per use ([module
+/// docs](self)). Built by [`PoolBuilder::build`](crate::PoolBuilder::build):
 ///
 /// ```
 /// use idxpool::{Handle, PoolBuilder, Runtime};
@@ -91,16 +87,16 @@ pub unsafe trait Brand {
 pub enum Runtime {}
 
 impl Runtime {
-    /// How the process's handle space is used: raw entries free for new run-time pools, and
-    /// held for good by pools dropped with objects still out (of `u32::MAX` in all); live
-    /// pools hold the rest. See [`crate::SpaceUsage`].
+    /// How the process's handle space (`u32::MAX` entries) is used: entries free for new run-time
+    /// pools and those quarantined by pools dropped with objects out; live pools hold the rest. See
+    /// [`crate::SpaceUsage`].
     pub fn space_usage() -> crate::SpaceUsage {
         crate::space::usage()
     }
 }
 
-// SAFETY: CHECKED: every pool of this identity claims a disjoint range of the handle space at
-// build (space.rs) and checks each handle against it before any use.
+// SAFETY: CHECKED: every pool of this identity claims a disjoint range of the handle space at build
+// (space.rs) and checks each handle against it before any use.
 unsafe impl Brand for Runtime {
     const CHECKED: bool = true;
 }
@@ -135,8 +131,8 @@ pub unsafe trait NamedBrand: Brand + 'static {
     fn slot() -> &'static BrandSlot;
 }
 
-/// Claim state of a named brand (a process-wide static; std atomics even under loom, since
-/// it is `const`-initialised).
+/// Claim state of a named brand (a process-wide static; std atomics even under loom:
+/// `const`-initialised).
 ///
 /// ```
 /// use idxpool::{NamedBrand, PoolBuilder};
@@ -195,9 +191,8 @@ impl BrandSlot {
     }
 }
 
-/// The brand of a pool made by [`PoolBuilder::scoped`](crate::PoolBuilder::scoped): unique per
-/// call through the invariant lifetime `'id`, which no other pool and no `'static` context
-/// shares.
+/// The brand of a [`PoolBuilder::scoped`](crate::PoolBuilder::scoped) pool: unique per call through
+/// the invariant lifetime `'id`, shared by no other pool or `'static` context.
 ///
 /// ```
 /// use idxpool::{Handle, Pool, PoolBuilder, Scoped};
@@ -222,8 +217,8 @@ pub struct Scoped<'id>(PhantomData<fn(&'id ()) -> &'id ()>);
 unsafe impl Brand for Scoped<'_> {}
 
 /// The brand of pools built with the `unsafe`
-/// [`PoolBuilder::build_unchecked`](crate::PoolBuilder::build_unchecked): the compiler does not
-/// keep their handles apart; the caller does.
+/// [`PoolBuilder::build_unchecked`](crate::PoolBuilder::build_unchecked): the caller, not the
+/// compiler, keeps their handles apart.
 ///
 /// ```
 /// use idxpool::{Pool, PoolBuilder, Unchecked};

@@ -29,14 +29,12 @@ use crate::ring::RingFlags;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StrideMode {
-    /// `size_of::<T>()` rounded up to the next power of two when it is below a cache line (so no
-    /// object straddles two lines), else to an **odd** number of cache lines. With an even
-    /// count (a 2048-byte object at a 2048-byte stride), the first line of every object maps to
-    /// the same few L1/L2 cache sets and every touch misses; an odd count spreads objects over
-    /// all sets, as DPDK's `optimize_object_size` spreads them over memory channels (its
-    /// 64-byte object header makes a 2 KiB mbuf's stride 2112). Costs at most one line per
-    /// object (+3% at 2 KiB). Types aligned to more than a line are not padded (the padding
-    /// would misalign them): their stride is their size.
+    /// `size_of::<T>()` rounded up to the next power of two below a cache line (no object straddles
+    /// two lines), else to an **odd** number of cache lines: with an even count (2 KiB objects at a
+    /// 2 KiB stride) the first line of every object maps to the same few L1/L2 sets and every touch
+    /// misses. As DPDK's `optimize_object_size` spreads objects over memory channels (its 64-byte
+    /// header makes a 2 KiB mbuf's stride 2112). Costs at most one line per object. Types aligned
+    /// to more than a line are not padded (it would misalign them): their stride is their size.
     #[default]
     Auto,
     /// `size_of::<T>()` (already a multiple of `align_of::<T>()`): densest.
@@ -64,8 +62,8 @@ impl StrideMode {
             StrideMode::Auto if size < CACHE_LINE => Ok(size.next_power_of_two()),
             StrideMode::Auto => {
                 let s = round(CACHE_LINE)?;
-                // Padding by one line keeps objects aligned only if their alignment is at most a
-                // line (an 8 KiB-aligned T at 8192 + 64 would be misaligned: tests/bad_input.rs).
+                // One line of padding keeps objects aligned only if their alignment is at most a
+                // line (tests/bad_input.rs).
                 if align <= CACHE_LINE && (s / CACHE_LINE).is_multiple_of(2) {
                     s.checked_add(CACHE_LINE)
                         .ok_or_else(|| PoolError::overflow("stride padding"))
@@ -86,13 +84,13 @@ impl StrideMode {
     }
 }
 
-/// The memory of one object while the pool is being built: uninitialised until
-/// [`InitSlot::write`] (or the `unsafe` [`InitSlot::assume_init`]) turns it into the
-/// [`Written`] proof that [`PoolBuilder::with_init`]'s initialiser must return.
+/// The memory of one object while the pool is being built: uninitialised until [`InitSlot::write`]
+/// (or the `unsafe` [`InitSlot::assume_init`]) turns it into the [`Written`] proof that
+/// [`PoolBuilder::with_init`]'s initialiser must return.
 ///
-/// `'s` is a fresh, invariant lifetime per object (the initialiser is higher-ranked over it),
-/// so a `Written<'s>` proves that *this* object was written: it can be neither made up, nor
-/// kept from an earlier object, nor passed for another one (tests/ui/init_*.rs).
+/// `'s` is a fresh, invariant lifetime per object (the initialiser is higher-ranked over it), so a
+/// `Written<'s>` proves that *this* object was written: it cannot be made up, kept from an earlier
+/// object or passed for another one (tests/ui/init_*.rs).
 ///
 /// ```
 /// use idxpool::PoolBuilder;
@@ -106,8 +104,7 @@ impl StrideMode {
 /// ```
 pub struct InitSlot<'s, T> {
     slot: &'s mut MaybeUninit<T>,
-    /// Set by [`InitSlot::write`]: the builder's unwind guard then drops this object too when
-    /// the initialiser panics after writing it.
+    /// Set by [`InitSlot::write`]: the builder's unwind guard then drops this object too.
     written: &'s AtomicBool,
     _invariant: PhantomData<fn(&'s ()) -> &'s ()>,
 }
@@ -137,16 +134,15 @@ impl<'s, T> InitSlot<'s, T> {
         Written(PhantomData)
     }
 
-    /// The object's (uninitialised) memory, to initialise it in place field by field, e.g. a
-    /// large object that should not be built on the stack first. Aligned and valid for
-    /// writes of `size_of::<T>()` bytes until the initialiser returns.
+    /// The object's uninitialised memory, to initialise a large object in place field by field.
+    /// Aligned and valid for writes of `size_of::<T>()` bytes until the initialiser returns.
     #[inline]
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.slot.as_mut_ptr()
     }
 
-    /// The object's memory as a `MaybeUninit<T>` (e.g. for `bytemuck`-style zeroing or a
-    /// byte copy), to be followed by [`InitSlot::assume_init`].
+    /// The object's memory as a `MaybeUninit<T>` (e.g. for zeroing or a byte copy), to be followed
+    /// by [`InitSlot::assume_init`].
     #[inline]
     pub fn as_uninit(&mut self) -> &mut MaybeUninit<T> {
         self.slot
@@ -156,8 +152,8 @@ impl<'s, T> InitSlot<'s, T> {
     /// [`InitSlot::as_uninit`].
     ///
     /// # Safety
-    /// The object must hold a valid `T` (as for [`MaybeUninit::assume_init`]): the pool
-    /// hands it out as `&T` / `&mut T` and drops it.
+    /// The object must hold a valid `T` (as for [`MaybeUninit::assume_init`]): the pool hands it
+    /// out as `&T` / `&mut T` and drops it.
     #[inline]
     pub unsafe fn assume_init(self) -> Written<'s> {
         Written(PhantomData)
@@ -169,20 +165,19 @@ pub(crate) enum Init<'a> {
     Zeroed,
     /// One call per object, in index order.
     Each(InitFn<'a>),
-    /// As `Each`, with the initialiser moved to `PoolBuilder::grow_init` (growable pools
-    /// keep it for `grow`).
+    /// As `Each`, with the initialiser moved to `PoolBuilder::grow_init` (kept for `grow`).
     Kept,
 }
 
-/// `slot.write(make(i))`, out of line: the temporary `T` lives in this frame only, so that
-/// building a pool of huge objects another way does not reserve a `T`-sized stack frame.
+/// `slot.write(make(i))`, out of line: the temporary `T` lives in this frame only, not in every
+/// builder's frame.
 #[inline(never)]
 fn write_by_value<T>(slot: &mut MaybeUninit<T>, make: &mut impl FnMut(u32) -> T, i: u32) {
     slot.write(make(i));
 }
 
-/// The largest cache size whose flush threshold under `policy` is at most `objects` (the
-/// inverse of [`FlushPolicy::fill_limit`]), capped at [`CACHE_MAX_SIZE`].
+/// The largest cache size whose flush threshold under `policy` is at most `objects` (the inverse of
+/// [`FlushPolicy::fill_limit`]), capped at [`CACHE_MAX_SIZE`].
 fn max_cache_size(policy: FlushPolicy, objects: u32) -> u32 {
     let cap = objects as u64;
     let max = match policy {
@@ -195,10 +190,9 @@ fn max_cache_size(policy: FlushPolicy, objects: u32) -> u32 {
     max.min(CACHE_MAX_SIZE as u64) as u32
 }
 
-/// The default cache size of a pool of `capacity` objects under `policy`: the largest size
-/// (at most [`DEFAULT_CACHE_SIZE`]) whose flush threshold is at most
-/// `capacity / DEFAULT_CACHE_SHARE`, so that the caches of `DEFAULT_CACHE_SHARE` threads,
-/// each at its flush threshold, cannot hold the whole pool between them.
+/// The default cache size for `capacity` under `policy`: the largest (at most
+/// [`DEFAULT_CACHE_SIZE`]) whose flush threshold is at most `capacity / DEFAULT_CACHE_SHARE` (see
+/// there).
 fn default_cache_size(policy: FlushPolicy, capacity: u32) -> u32 {
     DEFAULT_CACHE_SIZE.min(max_cache_size(policy, capacity / DEFAULT_CACHE_SHARE))
 }
@@ -235,16 +229,14 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
     pub(crate) grow_init: Option<InitFn<'static>>,
     /// Size and alignment of one object: `T`'s, or those [`PoolBuilder::bytes`] was given.
     pub(crate) layout: Layout,
-    /// A `(len, align)` that [`PoolBuilder::bytes`] could not make a layout of (reported at
-    /// build).
+    /// A `(len, align)` that [`PoolBuilder::bytes`] could not make a layout of (reported at build).
     bad_bytes: Option<(usize, usize)>,
     /// The reset hook ([`PoolBuilder::on_put`]).
     on_put: Option<crate::on_put::PutHook<T>>,
-    /// The object type's own reset, composed with the user's `on_put` hook at build so that
-    /// it runs first, when there is such a hook (packet buffers: the hook sees an empty buffer
-    /// at the default headroom; without a hook the pool has none, and the get resets,
-    /// `Element::RESET_ON_GET`). A function of the concrete type's module: a generic closure
-    /// here would need `T: 'static`.
+    /// The object type's own reset, composed at build to run before the user's `on_put` hook when
+    /// there is one (packet buffers: the hook sees an empty buffer at the default headroom; without
+    /// a hook, the get resets, `Element::RESET_ON_GET`). A function of the concrete type's module:
+    /// a generic closure here would need `T: 'static`.
     pub(crate) reset: Option<fn(crate::on_put::PutHook<T>) -> crate::on_put::PutHook<T>>,
     /// An error a typed constructor found, reported by build before anything is claimed.
     pub(crate) deferred: Option<PoolError>,
@@ -253,24 +245,21 @@ pub struct PoolBuilder<'a, T: ?Sized + Element, R: Repr = crate::repr::DefaultRe
 
 /// Default number of implicit per-thread cache slots per pool.
 pub const DEFAULT_MAX_THREADS: usize = 256;
-/// Largest accepted [`PoolBuilder::max_threads`] (2^20 slots, 16 MiB of slot array): more
-/// threads than this at once do not exist on the machines this pool targets, and a larger
-/// value is a mistake to report (`InvalidConfig`), not an allocation to try.
+/// Largest accepted [`PoolBuilder::max_threads`] (2^20 slots, 16 MiB of slot array): a larger value
+/// is a mistake to report (`InvalidConfig`), not an allocation to try.
 pub const MAX_THREADS_LIMIT: usize = 1 << 20;
-/// Default cache size (DPDK's maximum, as its perf test uses), lowered for pools of fewer
-/// than `8 x 512` objects (see [`PoolBuilder::cache_size`]).
+/// Default cache size (DPDK's maximum), lowered for pools of fewer than `8 x 512` objects (see
+/// [`PoolBuilder::cache_size`]).
 pub const DEFAULT_CACHE_SIZE: u32 = CACHE_MAX_SIZE;
 
-/// The default cache size keeps each cache's flush threshold
-/// ([`FlushPolicy::fill_limit`]) at most `capacity / DEFAULT_CACHE_SHARE`: the objects idle in
-/// the caches of up to `DEFAULT_CACHE_SHARE - 1` threads that put (consumers of a pipeline)
-/// leave some in the common ring, so a [`Pool::get_wait`] on another thread is served. A
-/// cache is thread-local and only its owner flushes it, so objects in it are unreachable by a
-/// waiter (DPDK's rule, `rte_mempool_create_empty`, only keeps *one* cache's threshold within
-/// the pool, and DPDK sizes pools as `n >= lcores x cache_size x 1.5 + descriptors`). The
-/// guarantee: `get_wait` is served while `threads that put x fill_limit < capacity`. A pool
-/// of fewer than `DEFAULT_CACHE_SHARE` objects gets no cache by default (every put reaches
-/// the ring).
+/// The default cache size keeps each cache's flush threshold ([`FlushPolicy::fill_limit`]) at most
+/// `capacity / DEFAULT_CACHE_SHARE`, so the objects idle in the caches of up to
+/// `DEFAULT_CACHE_SHARE - 1` putting threads (pipeline consumers) leave some in the common ring for
+/// a [`Pool::get_wait`] on another thread: a cache is thread-local and only its owner flushes it.
+/// DPDK's rule (`rte_mempool_create_empty`) keeps only *one* cache's threshold within the pool;
+/// DPDK sizes pools as `n >= lcores x cache_size x 1.5 + descriptors`. Guarantee: `get_wait` is
+/// served while `threads that put x fill_limit < capacity`. A pool of fewer than
+/// `DEFAULT_CACHE_SHARE` objects gets no cache by default.
 pub(crate) const DEFAULT_CACHE_SHARE: u32 = 8;
 
 impl<'a, T> PoolBuilder<'a, T> {
@@ -305,12 +294,11 @@ impl<'a, T: ?Sized + Element> PoolBuilder<'a, T> {
 }
 
 impl<'a> PoolBuilder<'a, [u8]> {
-    /// A pool of `capacity` byte buffers of `len` bytes each, aligned to `align` (a power of
-    /// two), all zero: the object size comes from configuration, as DPDK's
-    /// `rte_mempool_create(name, n, elt_size, ..)` and an mbuf pool's data room. Handles are
-    /// `Handle<[u8]>`; `pool.get_mut(&mut h)` is a `&mut [u8]` of `len` bytes. Every pool
-    /// operation (caches, ring, bulk, burst, prefetch, handle rings) is the same as for a
-    /// sized `T`. Invalid `len`/`align` are [`PoolError::InvalidConfig`] at build.
+    /// A pool of `capacity` zeroed byte buffers of `len` bytes aligned to `align` (a power of two):
+    /// the object size comes from configuration, as DPDK's `rte_mempool_create(name, n, elt_size,
+    /// ..)` and an mbuf pool's data room. Handles are `Handle<[u8]>`; `pool.get_mut(&mut h)` is a
+    /// `&mut [u8]` of `len` bytes; every pool operation is as for a sized `T`. Invalid
+    /// `len`/`align` are [`PoolError::InvalidConfig`] at build.
     ///
     /// ```
     /// let data_room = 2048 + 128; // from configuration
@@ -339,11 +327,11 @@ impl<'a> PoolBuilder<'a, [u8]> {
 }
 
 impl<'a, T> PoolBuilder<'a, T> {
-    /// A pool of `capacity` objects, object `i` made by `make(i)` at creation, in index order.
-    /// The value is moved into place (for objects of many KiB, [`PoolBuilder::with_init`]
-    /// writes in place without a stack temporary). If `make` panics, the objects already made are dropped, the region is unmapped and the
-    /// panic propagates. `make` is `Send`: a pool with a [`PoolBuilder::max_capacity`] keeps
-    /// it and calls it from the thread that calls [`Pool::grow`].
+    /// A pool of `capacity` objects, object `i` made by `make(i)` at creation, in index order, and
+    /// moved into place ([`PoolBuilder::with_init`] writes in place without a stack temporary). If
+    /// `make` panics, the objects made are dropped, the region unmapped and the panic propagates.
+    /// `make` is `Send`: a pool with a [`PoolBuilder::max_capacity`] keeps it and calls it from the
+    /// thread that calls [`Pool::grow`].
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<u64>::with_fn(4, |i| u64::from(i) * 10);
@@ -360,13 +348,12 @@ impl<'a, T> PoolBuilder<'a, T> {
     }
 
     /// A pool of `capacity` objects, each initialised once in place by `init(index, slot)` at
-    /// creation (DPDK's `obj_init`), in index order. `init` returns the [`Written`] proof that
-    /// only [`InitSlot::write`] (or the `unsafe` [`InitSlot::assume_init`]) produces, so an
-    /// initialiser that forgets to write does not compile. If `init` panics, the objects
-    /// already made are dropped (including the one of the panicking call if
-    /// [`InitSlot::write`] ran for it; one written through [`InitSlot::as_mut_ptr`] without
-    /// [`InitSlot::assume_init`] is not known to be whole and is not dropped), the region is
-    /// unmapped and the panic propagates. `init` is `Send`, as for [`PoolBuilder::with_fn`].
+    /// creation (DPDK's `obj_init`), in index order. `init` must return the [`Written`] proof, so
+    /// an initialiser that forgets to write does not compile. If `init` panics, the objects made
+    /// are dropped (the panicking call's too if [`InitSlot::write`] ran; one written through
+    /// [`InitSlot::as_mut_ptr`] without [`InitSlot::assume_init`] is not known to be whole and is
+    /// not), the region unmapped and the panic propagates. `init` is `Send`, as for
+    /// [`PoolBuilder::with_fn`].
     ///
     /// ```
     /// struct Packet { len: u16, data: [u8; 2046] }
@@ -384,8 +371,7 @@ impl<'a, T> PoolBuilder<'a, T> {
             capacity,
             Init::Each(Box::new(move |i, obj, written| {
                 let slot = obj.into_uninit::<T>();
-                // The returned proof can only come from this slot (fresh invariant lifetime
-                // per call): the object is initialised. `write` sets `written` itself.
+                // The proof can only come from this slot (fresh invariant lifetime per call).
                 let _written: Written<'_> = init(
                     i,
                     InitSlot {
@@ -407,8 +393,7 @@ impl<'a, T> PoolBuilder<'a, T> {
         Self::with_fn(capacity, |_| T::default())
     }
 
-    /// A pool of `capacity` all-zero objects. Fresh anonymous memory is already zero, so no
-    /// pass is made over the region.
+    /// A pool of `capacity` all-zero objects (fresh anonymous memory: no pass over the region).
     pub fn zeroed(capacity: u32) -> Self
     where
         T: bytemuck::Zeroable,
@@ -418,18 +403,14 @@ impl<'a, T> PoolBuilder<'a, T> {
 }
 
 impl<T: ?Sized + Element, R: Repr> PoolBuilder<'static, T, R> {
-    /// Reserves room for up to `max` objects (default: the capacity, no growth), of which
-    /// the pool holds `capacity` at build; [`Pool::grow`] adds more at run time. Everything
-    /// that names an object is sized for `max` at build, so growth moves nothing already
-    /// handed out: the region reserves address space for `max` objects (a `PROT_NONE`
-    /// mapping, no memory until `grow` maps it; the heap backing allocates it all), the
-    /// common ring has `max` slots (4 or 8 bytes each), a run-time pool takes its block of
-    /// the handle space for `max` objects, and debug builds keep a state byte per object.
-    /// The representation's limits apply to `max` ([`PoolError::ReprLimit`]). The
-    /// initialiser is kept in the pool to make the objects `grow` adds, so it must be
-    /// `'static` (this method exists only for builders whose initialiser is) and `Send` (as
-    /// every initialiser is: `grow` may run on any thread). A `max` below the capacity is
-    /// [`PoolError::InvalidConfig`] at build.
+    /// Reserves room for up to `max` objects (default: the capacity, no growth); [`Pool::grow`]
+    /// adds objects at run time. Everything that names an object is sized for `max` at build, so
+    /// growth moves nothing handed out: the region reserves address space (`PROT_NONE`, no memory
+    /// until `grow` maps it; the heap backing allocates it all), the common ring has `max` slots, a
+    /// run-time pool's handle-space block covers `max`, debug builds keep a state byte per object,
+    /// and the representation's limits apply to `max` ([`PoolError::ReprLimit`]). The initialiser
+    /// is kept for `grow`, so it must be `'static` (this method exists only for such builders) and
+    /// `Send`. A `max` below the capacity is [`PoolError::InvalidConfig`] at build.
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<u64>::with_fn(1000, |i| u64::from(i))
@@ -453,14 +434,12 @@ impl<T: ?Sized + Element, R: Repr> PoolBuilder<'static, T, R> {
 }
 
 impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
-    /// Per-cache size in objects, 0..=512 (0 disables caching: every get and put goes to the
-    /// ring). A size set here that the policy refuses for the capacity is an error at build.
-    /// Default: 512, lowered to the largest size whose flush threshold is at most
-    /// `capacity / 8`: the caches of a few threads that put cannot
-    /// hold the whole pool, so [`Pool::get_wait`] on another thread is served, and a default
-    /// never makes a valid request invalid. An explicit size is checked by DPDK's rule only
-    /// (the threshold within the capacity, [`FlushPolicy::validate`]): with it, waiters may
-    /// starve while other threads' caches hold the idle objects (DESIGN.md, "Waiting").
+    /// Per-cache size in objects, 0..=512 (0: every get and put goes to the ring). A size the
+    /// policy refuses for the capacity is an error at build. Default: 512, lowered to the largest
+    /// size whose flush threshold is at most `capacity / 8`, so a few putting threads' caches
+    /// cannot hold the whole pool and [`Pool::get_wait`] elsewhere is served. An explicit size is
+    /// checked by DPDK's rule only ([`FlushPolicy::validate`]): waiters may then starve while other
+    /// threads' caches hold the idle objects (DESIGN.md, "Waiting").
     ///
     /// ```
     /// use idxpool::{FlushPolicy, PoolBuilder};
@@ -491,8 +470,7 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         self
     }
 
-    /// Fault every page in at creation (`MAP_POPULATE`, or a write per page for THP), so
-    /// that first use neither page-faults nor stalls. Default: off.
+    /// Fault every page in at creation (`MAP_POPULATE`, or a write per page for THP). Default: off.
     pub fn prefault(mut self, on: bool) -> Self {
         self.prefault = on;
         self
@@ -505,34 +483,28 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     }
 
     /// Implicit per-thread cache slots (threads with a higher tid use the ring directly),
-    /// `1..=`[`MAX_THREADS_LIMIT`] (else `InvalidConfig` at build, before any allocation).
-    /// Default: 256.
+    /// `1..=`[`MAX_THREADS_LIMIT`] (else `InvalidConfig` at build). Default: 256.
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = n;
         self
     }
 
-    /// A reset hook: `hook(obj)` runs once on every object given back to the pool, on every
-    /// path that gives objects back (`put`, `put_bulk`, `put_array`, `put_from`, the
-    /// [`crate::LocalCache`] puts, a [`crate::Pooled`] guard's drop, a
-    /// [`crate::HandleRing`]'s drop, the io_uring receiver's puts), before the object reaches
-    /// a cache: e.g. zero a header, clear a `Vec` inside `T` (its capacity stays), so that
-    /// every `get` sees a reset object. For a byte-buffer pool ([`PoolBuilder::bytes`]) `obj`
-    /// is the `&mut [u8]` of the buffer. Objects already free are not visited again (a flush,
-    /// a thread's exit and the pool's drop move only objects that were reset when put).
-    /// Default: none, and a pool without a hook pays one test of a byte per put call
-    /// (BENCHMARKS.md, section 16).
+    /// A reset hook: `hook(obj)` runs once on every object given back, on every path (`put`,
+    /// `put_bulk`, `put_array`, `put_from`, [`crate::LocalCache`] puts, a [`crate::Pooled`] or
+    /// [`crate::HandleRing`] drop, the io_uring receiver), before it reaches a cache: e.g. zero a
+    /// header or clear a `Vec` (capacity kept), so every `get` sees a reset object. For
+    /// [`PoolBuilder::bytes`] pools `obj` is the `&mut [u8]`. Free objects are not visited again
+    /// (flushes, thread exit and drop move only objects reset when put). Default: none (a pool
+    /// without a hook tests one byte per put call, BENCHMARKS.md).
     ///
-    /// On the bulk paths the hook is called for each object of the burst, in order, inside
-    /// one out-of-line call per burst. It runs with no cache of the pool borrowed, so it may
-    /// itself get and put objects of this pool. On a run-time pool the identity of every
-    /// handle is checked before the hook runs: it never sees another pool's object.
+    /// Bulk paths call the hook per object, in order, in one out-of-line call per burst, with no
+    /// cache of the pool borrowed (it may get and put objects of this pool). On a run-time pool
+    /// every handle's identity is checked first: the hook never sees another pool's object.
     ///
     /// # Panics
-    /// A panic of `hook` goes on to the caller of the put after the whole burst is given back
-    /// (the objects whose hook ran and those whose hook did not): nothing is lost or counted
-    /// twice. A panic in a `Pooled` dropped while another panic unwinds aborts the process,
-    /// as any panicking destructor does then.
+    /// A panic of `hook` reaches the caller of the put after the whole burst is given back: nothing
+    /// is lost or counted twice. One in a `Pooled` dropped during unwinding aborts, as any
+    /// panicking destructor.
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<Vec<u8>>::with_fn(8, |_| Vec::with_capacity(1500))
@@ -571,12 +543,9 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         self
     }
 
-    /// Common ring modes: single producer and/or single consumer (cheaper when only one
-    /// thread ever flushes / refills, e.g. a pool used by one thread). Default: MPMC.
-    ///
-    /// Setting a single mode while several threads use the pool is a logic error that
-    /// corrupts the ring's bookkeeping; it is not memory-unsafe for the objects only if the
-    /// promise holds, so this setter is `unsafe`.
+    /// Common ring modes: single producer and/or single consumer (cheaper when one thread ever
+    /// flushes / refills). Default: MPMC. A single mode while several threads use the pool corrupts
+    /// the ring's bookkeeping, hence `unsafe`.
     ///
     /// # Safety
     /// With `single_producer`, at most one thread may put into the ring at a time (flushes,
@@ -587,9 +556,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         self
     }
 
-    /// Chooses the entry representation of the pool (default [`crate::Offset`]):
-    /// [`crate::Index`] for regions beyond 32 GiB, [`crate::Pointer`] for the DPDK-style
-    /// pointer twin the benchmarks compare with. See [`crate::repr`].
+    /// Chooses the entry representation (default [`crate::Offset`]): [`crate::Index`] for regions
+    /// beyond 32 GiB, [`crate::Pointer`] for the DPDK-style pointer twin. See [`crate::repr`].
     ///
     /// ```
     /// use idxpool::{Index, PoolBuilder};
@@ -622,12 +590,11 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         }
     }
 
-    /// Creates a **run-time pool** ([`Runtime`] identity, the default of [`crate::Pool`]): no
-    /// brand to declare, any number at once, stored anywhere (a struct field, an `Arc` shared
-    /// with spawned threads). Its handles are 4 bytes, as a branded pool's; each use of one is
-    /// checked with one range compare against the pool's range of the process's handle space
-    /// (a handle of another pool panics naming both, or is [`PoolError::ForeignHandle`] from
-    /// the `try_` forms). See [`Runtime`].
+    /// Creates a **run-time pool** ([`Runtime`] identity, [`crate::Pool`]'s default): no brand to
+    /// declare, any number at once, stored anywhere. Its handles are 4 bytes; each use is checked
+    /// with one range compare against the pool's range of the handle space (another pool's handle
+    /// panics naming both, or is [`PoolError::ForeignHandle`] from the `try_` forms). See
+    /// [`Runtime`].
     ///
     /// ```
     /// let pool = idxpool::PoolBuilder::<[u8; 64]>::zeroed(1024).cache_size(32).build()?;
@@ -639,19 +606,18 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// ```
     ///
     /// # Errors
-    /// [`PoolError::HandleSpaceExhausted`] when the handle space has no free range for the
-    /// pool (`capacity x stride / 8` entries with offset entries, `capacity` with index
-    /// entries, in an aligned power-of-two block: at most 16 GiB of offset-entry region per
-    /// pool, 32 GiB in all, less when live pools fragment the space); [`PoolError::InvalidConfig`]
-    /// for the pointer representation (run-time pools need 4-byte entries); configuration,
-    /// size and backing errors as listed on [`PoolError`].
+    /// [`PoolError::HandleSpaceExhausted`] when the handle space has no free aligned power-of-two
+    /// block for the pool (`capacity x stride / 8` entries with offset entries, `capacity` with
+    /// index entries: at most 16 GiB of offset-entry region per pool, 32 GiB in all, less when
+    /// fragmented); [`PoolError::InvalidConfig`] for the pointer representation (run-time pools
+    /// need 4-byte entries); configuration, size and backing errors as listed on [`PoolError`].
     pub fn build(self) -> Result<Pool<T, Runtime, R>, PoolError> {
         self.build_generic(None)
     }
 
-    /// Creates a pool carrying the named brand `B` (declared with
-    /// [`brand!`](macro@crate::brand)): the compiler rejects handles of other pools, and no
-    /// access is checked at run time. At most one live pool per brand.
+    /// Creates a pool carrying the named brand `B` (declared with [`brand!`](macro@crate::brand)):
+    /// the compiler rejects other pools' handles; no run-time check. At most one live pool per
+    /// brand.
     ///
     /// ```
     /// idxpool::brand!(Msgs);
@@ -662,16 +628,16 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
     /// ```
     ///
     /// # Errors
-    /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with
-    /// handles outstanding); configuration, size and backing errors as listed on
-    /// [`PoolError`], and the representation's limits ([`PoolError::ReprLimit`]).
+    /// [`PoolError::BrandInUse`] when another live pool holds `B` (or one was dropped with handles
+    /// outstanding); configuration, size, backing and [`PoolError::ReprLimit`] errors as on
+    /// [`PoolError`].
     pub fn build_named<B: NamedBrand>(self) -> Result<Pool<T, B, R>, PoolError> {
         self.build_generic(Some((B::slot(), std::any::type_name::<B>())))
     }
 
-    /// Creates a pool with a fresh brand and passes it to `f`; the pool is dropped when `f`
-    /// returns. Handles cannot leave `f` (their type names the brand). Any number of scoped
-    /// pools may coexist; no access is checked at run time.
+    /// Creates a pool with a fresh brand and passes it to `f`, dropping it when `f` returns.
+    /// Handles cannot leave `f` (their type names the brand). Any number may coexist; no run-time
+    /// check.
     ///
     /// ```
     /// let sum = idxpool::PoolBuilder::<u64>::with_default(8).scoped(|pool| {
@@ -693,12 +659,11 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         Ok(f(self.build_generic(None)?))
     }
 
-    /// Creates a pool whose handles neither the compiler nor the pool ties to it
-    /// ([`Unchecked`]).
+    /// Creates a pool whose handles neither the compiler nor the pool ties to it ([`Unchecked`]).
     ///
     /// # Safety
-    /// The caller must never pass a handle of one `Unchecked` pool to another `Unchecked` pool
-    /// of the same `T` (that would alias objects), nor use a handle after its pool is dropped.
+    /// Never pass a handle of one `Unchecked` pool to another `Unchecked` pool of the same `T` (it
+    /// would alias objects), nor use a handle after its pool is dropped.
     ///
     /// # Errors
     /// As [`PoolBuilder::build_named`], without the brand.
@@ -750,9 +715,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         self.policy.validate(cache_size, self.capacity)?;
         let mut stride = self.stride.stride_for(size, align)?;
         if !matches!(self.stride, StrideMode::Bytes(_)) {
-            // Every object aligned, not only the first: a multiple of the alignment. A no-op
-            // for sized types (their size is one already); byte buffers' length need not be
-            // (`bytes(n, 17, 4096)`, tests/runtime_pools.rs).
+            // Every object aligned, not only the first (a no-op for sized types; byte buffers'
+            // length need not be a multiple: tests/runtime_pools.rs).
             stride = stride
                 .checked_next_multiple_of(align)
                 .ok_or_else(|| PoolError::overflow("stride rounding to the alignment"))?;
@@ -775,9 +739,8 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
         let len = stride * self.capacity as usize; // <= max_len
                                                    // After the size checks: a size overflow is reported as such first.
         R::check_layout(stride, max)?;
-        // SAFETY: single-thread modes only come from `ring_modes`, whose caller promised that
-        // one thread at a time enqueues (dequeues); the default is multi-producer and
-        // multi-consumer.
+        // SAFETY: single-thread modes only come from `ring_modes`, whose caller promised one
+        // enqueuer (dequeuer) at a time; the default is MPMC.
         let ring = unsafe {
             crate::ring::Ring::<R::Entry>::with_start_counter(
                 max,
@@ -830,17 +793,17 @@ impl<'a, T: ?Sized + Element, R: Repr> PoolBuilder<'a, T, R> {
             self.prefault,
         )
         .map_err(release)?;
-        // After the mapping: a pool far too large fails there at once, instead of
-        // first filling a state byte per object (debug builds: 264 MB, 4.7 s at 2^28 objects).
+        // After the mapping, so a pool far too large fails there, not after a state byte per
+        // object.
         let states = ObjectStates::alloc(max).map_err(release)?;
         let geometry = match space {
             Some(r) => Geometry::with_range(region.base(), stride, max, r.lo, r.span),
             None => Geometry::new(region.base(), stride, max),
         }
         .with_elem_len(size);
-        // The pool starts empty and gets its objects as a grow would (`add_objects`): if the
-        // initialiser panics, the objects made so far are dropped and the pool's drop
-        // releases the brand and the range and unmaps the region.
+        // The pool starts empty and gets its objects as a grow would: if the initialiser panics,
+        // the objects made are dropped and the pool's drop releases brand and range and unmaps the
+        // region.
         let pool = Pool::from_parts(
             geometry,
             region,

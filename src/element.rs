@@ -1,6 +1,5 @@
-//! What a pool holds: a sized `T` (a `Packet`, a `[u8; 2048]`), or `[u8]`, a byte buffer whose
-//! length is chosen when the pool is built (a page size from configuration, an mbuf's data
-//! room: DPDK's `rte_mempool_create(name, n, elt_size, ..)` and
+//! What a pool holds: a sized `T`, or `[u8]`, a byte buffer whose length is set at build (from
+//! configuration, an mbuf's data room: DPDK's `rte_mempool_create(name, n, elt_size, ..)` and
 //! `rte_pktmbuf_pool_create(.., data_room_size, ..)`).
 //!
 //! ```
@@ -17,16 +16,15 @@
 
 use std::alloc::Layout;
 
-/// An object type a pool can hold: every sized type, and `[u8]` (byte buffers of a length set
-/// at build, [`crate::PoolBuilder::bytes`]).
+/// An object type a pool can hold: every sized type, and `[u8]` (byte buffers of a length set at
+/// build, [`crate::PoolBuilder::bytes`]).
 ///
 /// # Sealed
-/// Implemented for every sized type and for `[u8]`, and by nothing else: the pool's unsafe
-/// code trusts `from_addr(p, len)` to return a pointer to `p` whose metadata describes an
-/// object of `fixed_layout()`'s size (sized types) or of `len` bytes (`[u8]`), and a byte
-/// buffer to be valid when all zero (the builder zero-fills it). A user's unsized type (a
-/// struct ending in a slice) could meet the first promise and break the second (a
-/// `NonZeroU8` field), so the trait is closed (tests/ui/element_sealed.rs).
+/// Implemented for every sized type and `[u8]` only: the pool's unsafe code trusts `from_addr(p,
+/// len)` to return a pointer to `p` whose metadata describes an object of `fixed_layout()`'s size
+/// (sized) or `len` bytes (`[u8]`), and a byte buffer to be valid all zero (the builder zero-fills
+/// it). A user's unsized type (a struct ending in a slice) could keep the first promise and break
+/// the second (a `NonZeroU8` field), so the trait is closed (tests/ui/element_sealed.rs).
 ///
 /// ```
 /// use idxpool::{Element, Pool, PoolBuilder};
@@ -44,8 +42,7 @@ use std::alloc::Layout;
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 pub trait Element: sealed::Sealed {
-    /// The layout of one object when the type fixes it (`None` for `[u8]`, whose length the
-    /// builder takes).
+    /// The layout of one object when the type fixes it (`None` for `[u8]`: the builder's length).
     #[doc(hidden)]
     fn fixed_layout() -> Option<Layout>;
     /// The object at address `p`, of `len` bytes for `[u8]` (ignored for sized types).
@@ -54,15 +51,13 @@ pub trait Element: sealed::Sealed {
     /// Whether dropping an object runs code (`std::mem::needs_drop`; never for `[u8]`).
     #[doc(hidden)]
     fn needs_drop() -> bool;
-    /// Whether every get brings the objects it hands out to a fresh state
-    /// ([`Element::reset_on_get`]): true for [`crate::PacketBuf`] only (DPDK's
-    /// `rte_pktmbuf_alloc` resets the mbuf it takes). A constant, so that the gets of every
-    /// other object type compile to exactly what they are without it.
+    /// Whether every get resets the objects it hands out ([`Element::reset_on_get`]): true for
+    /// [`crate::PacketBuf`] only (DPDK's `rte_pktmbuf_alloc` resets its mbuf). A constant, so other
+    /// types' gets compile to exactly what they are without it.
     #[doc(hidden)]
     const RESET_ON_GET: bool = false;
-    /// The fresh state a get gives an object when [`Element::RESET_ON_GET`] is set. Crate code
-    /// only (the trait is sealed): it must neither panic nor call into any pool, since the
-    /// pool runs it while its cache token is live.
+    /// The fresh state a get gives an object when [`Element::RESET_ON_GET`] is set. Crate code only
+    /// (sealed): it must neither panic nor call into any pool (the pool's cache token is live).
     #[doc(hidden)]
     #[inline(always)]
     fn reset_on_get(_obj: &mut Self) {}

@@ -13,32 +13,30 @@
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backing {
-    /// hugetlbfs pages of 2 MiB (`MAP_HUGETLB | MAP_HUGE_2MB`), reserved in
-    /// `/proc/sys/vm/nr_hugepages`. Never swapped, never split; the mmap fails up front when the
-    /// reserve is short, so first use cannot die of SIGBUS.
+    /// hugetlbfs pages of 2 MiB (`MAP_HUGETLB | MAP_HUGE_2MB`) from `/proc/sys/vm/nr_hugepages`:
+    /// never swapped or split; the mmap fails up front when the reserve is short (no SIGBUS later).
     Hugetlb2M,
     /// hugetlbfs pages of 1 GiB (`MAP_HUGE_1GB`); only tried when asked for.
     Hugetlb1G,
-    /// Transparent huge pages: a 2 MiB-aligned anonymous mapping advised with `MADV_HUGEPAGE`.
-    /// The kernel backs it with 2 MiB pages when it can (see `AnonHugePages` in
-    /// `/proc/meminfo`), else with 4 KiB pages.
+    /// Transparent huge pages: a 2 MiB-aligned anonymous mapping advised `MADV_HUGEPAGE`, backed by
+    /// 2 MiB pages when the kernel can (`AnonHugePages` in `/proc/meminfo`), else 4 KiB.
     Thp,
     /// Normal anonymous pages (4 KiB on x86-64).
     Pages4K,
-    /// The global allocator (`std::alloc::alloc_zeroed`). Used under Miri, which does not
-    /// interpret mmap flags, and available on request for tiny pools.
+    /// The global allocator (`std::alloc::alloc_zeroed`): under Miri (no mmap flags), or on request
+    /// for tiny pools.
     Heap,
 }
 
 /// Every failure of idxpool, with the numbers needed to act on it.
 ///
-/// Bad input never panics (in release builds), never hangs and never loses an object: it returns
-/// one of these variants. Unlike DPDK (whose failed get is documented as `-ENOENT` but returns
-/// `-ENOBUFS`), each cause has its own variant.
+/// Bad input never panics (in release builds), hangs or loses an object: it returns one of these.
+/// Unlike DPDK (whose failed get is documented `-ENOENT` but returns `-ENOBUFS`), each cause has
+/// its own variant.
 ///
-/// Layout: `repr(u64)` (an 8-byte tag, then each variant's fields as `repr(C)`) keeps the array
-/// of `Result<[Handle; N], PoolError>` 8-aligned; at rustc's default offset 4, LLVM copies it
-/// in 8-byte pieces straddling two entries (store-forwarding stalls; BENCHMARKS.md section 11).
+/// Layout: `repr(u64)` (8-byte tag, then `repr(C)` fields) keeps the array of `Result<[Handle; N],
+/// PoolError>` 8-aligned; at rustc's default offset 4, LLVM copies it in 8-byte pieces straddling
+/// two entries (store-forwarding stalls, BENCHMARKS.md).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, PoolError};
@@ -61,8 +59,8 @@ pub enum PoolError {
         /// Human-readable description of the rejected setting.
         reason: String,
     },
-    /// Size arithmetic (`capacity x stride`, alignment padding, page rounding) overflowed `usize`
-    /// or exceeds `isize::MAX` bytes, the most any Rust allocation may span.
+    /// Size arithmetic (`capacity x stride`, padding, page rounding) overflowed `usize` or exceeds
+    /// `isize::MAX` bytes (the most a Rust allocation may span).
     #[error("size overflow: {what}")]
     SizeOverflow {
         /// Which computation overflowed.
@@ -82,12 +80,12 @@ pub enum PoolError {
     Exhausted {
         /// Number of objects requested.
         requested: usize,
-        /// Objects that were reachable by this caller at the time (its cache plus the common ring).
-        /// Objects in other threads' caches are not reachable; see `Pool::available`.
+        /// Objects reachable by this caller then (its cache plus the ring; not other threads'
+        /// caches, see `Pool::available`).
         available: usize,
     },
-    /// A named brand is already held by a live pool (or retired because handles of a dropped
-    /// pool are still outstanding); see [`crate::Brand`].
+    /// A named brand is held by a live pool (or retired: a dropped pool's handles are outstanding);
+    /// see [`crate::Brand`].
     #[error("brand {brand} is already claimed by {state}")]
     BrandInUse {
         /// Type name of the brand.
@@ -103,8 +101,8 @@ pub enum PoolError {
         /// The pool's capacity.
         capacity: u32,
     },
-    /// A put of an object that is already free (double free through raw indices), caught by the
-    /// per-object state of debug checks.
+    /// A put of an already free object (double free through raw indices), caught by debug checks'
+    /// per-object state.
     #[error("double free of object {index} in pool {pool}")]
     DoubleFree {
         /// 0-based index of the object.
@@ -115,9 +113,9 @@ pub enum PoolError {
     /// `audit()` found a broken invariant.
     #[error("audit failed: {0}")]
     AuditFailed(String),
-    /// A shared pool's region does not have the layout this process expects (attach): `field`
-    /// names the header field (`magic`, `version`, `obj_size`, `obj_align`, `stride`, a section
-    /// offset, `file_len`, ...).
+    /// A shared pool's region does not have the layout this process expects (attach): `field` names
+    /// the header field (`magic`, `version`, `obj_size`, `stride`, a section offset, `file_len`,
+    /// ...).
     #[error("shared pool layout mismatch: {field} is {found}, expected {expected}")]
     LayoutMismatch {
         /// Header field that differs.
@@ -136,8 +134,8 @@ pub enum PoolError {
         found: u64,
     },
     /// A shared pool's backing file could not be created, opened or mapped; `source.kind()` is
-    /// `NotFound` when no pool of that name exists, `PermissionDenied`, `AlreadyExists` on a
-    /// create over an existing name, and so on.
+    /// `NotFound` (no such pool), `PermissionDenied`, `AlreadyExists` (create over an existing
+    /// name), ...
     #[error("shared pool file {path}: {op} failed: {source}")]
     SharedFile {
         /// Path of the backing file.
@@ -148,9 +146,9 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
-    /// A handle of one run-time pool ([`crate::brand::Runtime`]) was given
-    /// to another pool (or to a pool after its own was dropped): its entry lies outside the
-    /// pool's range of the handle space. Both pools are named.
+    /// A handle of one run-time pool ([`crate::brand::Runtime`]) given to another pool (or after
+    /// its pool was dropped): its entry is outside the pool's range of the handle space. Both pools
+    /// are named.
     #[error("handle of pool {handle_pool} given to pool {pool}")]
     ForeignHandle {
         /// The pool that minted the handle (`(dropped)` when it no longer exists).
@@ -158,14 +156,12 @@ pub enum PoolError {
         /// The pool it was given to.
         pool: String,
     },
-    /// The process-wide handle space of run-time pools (`u32::MAX` raw entries, DESIGN.md
-    /// "Handle soundness") has no free aligned block of `block` entries: live run-time pools,
-    /// and pools dropped with objects still out (their ranges are quarantined for good), hold
-    /// or split the rest. A run-time pool needs `capacity x stride / 8` entries (offset
-    /// entries) or `capacity` (index entries), rounded up to a power of two (`block`, at most
-    /// 2^31: 16 GiB of offset-entry regions per pool); blocks are aligned to their size, so a
-    /// small live pool can leave no large block free although most of the space is
-    /// (`largest_free` says how much is free in one piece).
+    /// The process-wide handle space of run-time pools (`u32::MAX` entries, DESIGN.md "Handle
+    /// soundness") has no free aligned block of `block` entries: live pools and quarantined ranges
+    /// (pools dropped with objects out) hold or split it. A pool needs `capacity x stride / 8`
+    /// entries (offset) or `capacity` (index), rounded up to a power of two (at most 2^31: 16 GiB
+    /// of offset-entry region per pool); blocks are aligned to their size, so a small live pool can
+    /// leave no large block free (`largest_free`: the largest free piece).
     #[error("run-time handle space exhausted: {requested} entries requested (an aligned block of {block}), largest free range {largest_free}, {quarantined} quarantined by pools dropped with objects out")]
     HandleSpaceExhausted {
         /// Raw entries the new pool needs.
@@ -177,10 +173,9 @@ pub enum PoolError {
         /// Entries held by ranges of pools dropped with objects still out.
         quarantined: u64,
     },
-    /// The pool's layout exceeds what its entry representation can name: with [`crate::repr::Offset`]
-    /// entries (the default), the last object must start at most `max_offset` bytes (just
-    /// under 32 GiB) from the base. Use fewer or smaller objects, or the
-    /// [`crate::repr::Index`] representation (`PoolBuilder::build_repr::<B, Index>()`).
+    /// The layout exceeds what the entry representation can name: with [`crate::repr::Offset`]
+    /// entries (the default) the last object must start at most `max_offset` bytes (just under 32
+    /// GiB) from the base. Use fewer or smaller objects, or [`crate::repr::Index`] entries.
     #[error("{capacity} objects x stride {stride} exceed the {repr} representation: the last object must start at most {max_offset} bytes from the base")]
     ReprLimit {
         /// Name of the representation (`"offset"`).
@@ -198,8 +193,8 @@ pub enum PoolError {
         /// Number of process slots in the region.
         slots: u32,
     },
-    /// A system call that feeds the kernel failed (feature `uring`: io_uring setup,
-    /// provided-buffer ring registration, submission); `op` names it.
+    /// A system call feeding the kernel failed (feature `uring`: setup, buffer ring registration,
+    /// submission); `op` names it.
     #[error("{op} failed: {source}")]
     Kernel {
         /// The operation that failed (`io_uring_setup`, `register_buf_ring`, `submit`, ...).
@@ -208,9 +203,8 @@ pub enum PoolError {
         #[source]
         source: std::io::Error,
     },
-    /// A get into a caller's table (`get_into`) found a slot that already holds a handle:
-    /// nothing was taken and the table is unchanged (a get never overwrites, so never loses, a
-    /// handle).
+    /// A get into a caller's table (`get_into`) found a slot holding a handle: nothing taken, table
+    /// unchanged (a get never overwrites, so never loses, a handle).
     #[error("table slot {index} of {len} already holds a handle: nothing was taken")]
     SlotOccupied {
         /// 0-based position of the first occupied slot in the table given.
@@ -218,8 +212,7 @@ pub enum PoolError {
         /// Length of the table given.
         len: usize,
     },
-    /// A put from a caller's table (`put_from`) found an empty slot: nothing was put back and
-    /// the table is unchanged.
+    /// A put from a caller's table (`put_from`) found an empty slot: nothing put, table unchanged.
     #[error("table slot {index} of {len} holds no handle: nothing was put")]
     SlotEmpty {
         /// 0-based position of the first empty slot in the table given.
@@ -227,8 +220,8 @@ pub enum PoolError {
         /// Length of the table given.
         len: usize,
     },
-    /// [`crate::Pool::grow`] would take the pool past the maximum it reserved at build
-    /// ([`crate::PoolBuilder::max_capacity`]): nothing was mapped or added.
+    /// [`crate::Pool::grow`] would pass the maximum reserved at build
+    /// ([`crate::PoolBuilder::max_capacity`]): nothing mapped or added.
     #[error("cannot grow to {requested} objects: the pool reserved at most {max}")]
     GrowBeyondMax {
         /// The capacity the call asked for (current capacity + n).
@@ -236,24 +229,23 @@ pub enum PoolError {
         /// The maximum reserved at build.
         max: u32,
     },
-    /// [`crate::Pool::grow`] was called by the pool's own initialiser (from inside a
-    /// `grow` of the same pool, on the same thread): refused instead of deadlocking.
+    /// [`crate::Pool::grow`] called by the pool's own initialiser (inside a `grow` of the same
+    /// pool): refused instead of deadlocking.
     #[error("pool {pool}: grow called from inside its own grow (the object initialiser)")]
     GrowReentered {
         /// The pool's name.
         pool: String,
     },
-    /// [`crate::Pool::grow`] in a forked child, on a pool that another thread of the parent
-    /// was growing at the `fork()`: that thread does not exist in the child, so its grow
-    /// never completes and the pool cannot grow in this process (the objects it had already
-    /// given to the ring are usable; nothing is lost or named twice).
+    /// [`crate::Pool::grow`] in a forked child on a pool another parent thread was growing at the
+    /// `fork()`: that grow never completes here, so the pool cannot grow in this process (objects
+    /// already in the ring are usable; nothing lost or named twice).
     #[error("pool {pool}: a grow in progress at the fork() that made this process never completes here; the pool cannot grow in this process")]
     GrowInterrupted {
         /// The pool's name.
         pool: String,
     },
-    /// A waiting get ([`crate::Pool::get_wait`], [`crate::Pool::get_bulk_wait`]) found no
-    /// objects for it within its timeout: nothing was taken.
+    /// A waiting get ([`crate::Pool::get_wait`], [`crate::Pool::get_bulk_wait`]) timed out: nothing
+    /// taken.
     #[error("timed out after {waited:?} waiting for {requested} objects")]
     Timeout {
         /// Number of objects requested.
@@ -261,13 +253,13 @@ pub enum PoolError {
         /// How long it waited.
         waited: std::time::Duration,
     },
-    /// A [`crate::PacketBuf`] operation found too little room (headroom for a prepend,
-    /// tailroom for an append, data for a strip): the buffer is unchanged. The operations
-    /// themselves return the small `Copy` [`crate::packet::RoomError`]; `?` converts it.
+    /// A [`crate::PacketBuf`] operation found too little room (headroom, tailroom or data): the
+    /// buffer is unchanged. The operations return the small `Copy` [`crate::packet::RoomError`];
+    /// `?` converts it.
     #[error("packet buffer: {0}")]
     NoRoom(RoomError),
-    /// A pool's region cannot be registered as an AF_XDP UMEM as configured (feature `xdp`,
-    /// `idxpool::xdp::XdpSocket`): `fault` says which rule it breaks.
+    /// A pool's region cannot be an AF_XDP UMEM as configured (feature `xdp`,
+    /// `idxpool::xdp::XdpSocket`): `fault` says why.
     #[error("AF_XDP UMEM over pool {pool}: {fault}")]
     Umem {
         /// The pool's name.
@@ -275,10 +267,9 @@ pub enum PoolError {
         /// The rule broken.
         fault: UmemFault,
     },
-    /// A frame descriptor was refused (feature `xdp`): one the kernel (or a broken peer)
-    /// returned on the RX or completion ring that does not name a frame lent to that ring,
-    /// or one given to transmit that does not fit its frame. Never a handle: counted and
-    /// dropped.
+    /// A frame descriptor refused (feature `xdp`): one the kernel (or a broken peer) returned on
+    /// the RX or completion ring not naming a frame lent to that ring, or a TX one not fitting its
+    /// frame. Never a handle: counted and dropped.
     #[error("AF_XDP descriptor addr {addr:#x} len {len} refused: {fault}")]
     BadDescriptor {
         /// The descriptor's address (UMEM offset).
@@ -314,9 +305,8 @@ pub enum UmemFault {
         /// The pool's stride.
         stride: usize,
     },
-    /// The object does not fill its frame (`size_of::<T>() < stride`): the kernel writes
-    /// anywhere in a frame, so every frame byte must belong to the object (use
-    /// `StrideMode::Natural`, or an object of the stride's size).
+    /// The object does not fill its frame (`size_of::<T>() < stride`): the kernel writes anywhere
+    /// in a frame (use `StrideMode::Natural`, or an object of the stride's size).
     #[error("object of {object_size} bytes does not fill its {stride}-byte frame")]
     ObjectNotFrame {
         /// `size_of::<T>()`.
@@ -385,12 +375,12 @@ pub enum DescriptorFault {
     /// The packet does not fit in its frame (offset + length past the frame's end).
     #[error("packet runs past its frame")]
     PastFrame,
-    /// The frame is not lent to the ring that returned it (never lent, returned twice, or
-    /// lent to the other ring): returning it would make a second handle.
+    /// The frame is not lent to the ring that returned it (never lent, returned twice, or lent to
+    /// the other ring): returning it would make a second handle.
     #[error("frame not lent to this ring")]
     NotLent,
-    /// The packet starts in the object's own header (a [`crate::PacketBuf`]'s 16 bytes,
-    /// which the kernel is told never to write).
+    /// The packet starts in the object's header (a [`crate::PacketBuf`]'s 16 bytes, never written
+    /// by the kernel).
     #[error("packet starts in the buffer's header")]
     InHeader,
     /// A packet of no bytes (nothing to transmit).
@@ -418,9 +408,9 @@ pub enum End {
     Back,
 }
 
-/// What an operation on a [`crate::PacketBuf`] lacked: `asked` bytes at `end`, of which `available`
-/// were there (headroom for a prepend, tailroom for an append, the data's length for a
-/// strip). The buffer is unchanged. Converts into [`PoolError::NoRoom`] with `?`.
+/// What a [`crate::PacketBuf`] operation lacked: `asked` bytes at `end`, `available` there
+/// (headroom, tailroom, or data length for a strip). The buffer is unchanged. Converts into
+/// [`PoolError::NoRoom`] with `?`.
 ///
 /// ```
 /// use idxpool::packet::{End, RoomError};
@@ -514,8 +504,8 @@ mod tests {
         }
     }
 
-    /// The array `get_array::<N>` returns starts 8-aligned inside its `Result` (see the layout
-    /// note on [`PoolError`]).
+    /// `get_array::<N>`'s array starts 8-aligned inside its `Result` (layout note on
+    /// [`PoolError`]).
     #[test]
     fn get_array_result_keeps_the_array_8_aligned() {
         crate::brand!(Layout);
@@ -523,8 +513,8 @@ mod tests {
         let h = pool.get().unwrap();
         assert_eq!(std::mem::size_of_val(&h), 4, "a handle is one 4-byte entry");
         pool.put(h);
-        // Arrays up to the error's size share its space, after its 8-byte tag. (Larger ones
-        // get a separate 4-byte tag and start at 4 in any layout.)
+        // Arrays up to the error's size share its space after its 8-byte tag (larger ones get a
+        // separate 4-byte tag at 4 in any layout).
         assert!(4 * 8 < std::mem::size_of::<PoolError>());
         for off in [
             ok_offset::<u32, 1>(),

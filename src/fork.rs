@@ -1,31 +1,30 @@
 //! `fork()`: the `pthread_atfork` handlers, and the locks they can hold across it.
 //!
-//! `fork()` copies the process with the calling thread only: a lock another thread held stays
-//! held in the child by a thread that does not exist there. So the **prepare** handler takes
-//! every lock of the crate, in one global order; the **parent** handler releases them; the
-//! **child** handler repairs what another thread left half-done (a ring reservation, the
-//! waiter queue), then releases them. The locks are [`RawLock`]s (spin locks that yield): a
-//! lock the prepare handler takes is released by another handler, which no `std` guard
-//! allows. All are on cold paths, never on a get or put that a cache serves.
+//! `fork()` copies the process with the calling thread only: a lock another thread held stays held
+//! in the child by a thread that does not exist there. So the **prepare** handler takes every lock
+//! of the crate, in one global order; the **parent** handler releases them; the **child** handler
+//! repairs what another thread left half-done (a ring reservation, the waiter queue), then releases
+//! them. The locks are [`RawLock`]s (spin locks that yield), since a lock taken by one handler is
+//! released by another, which no `std` guard allows. All are on cold paths, never on a cached get
+//! or put.
 //!
-//! The participants (global locks, owned rings, pool cores) list themselves here ([`register`],
-//! [`GlobalLock`]): this module names none of them. A pool is listed as raw pointers into its
-//! boxed lock parts, never as the core itself, whose last drop holds `&mut` on it while it
-//! unlists. **The lock order** (which every code path nesting two of these locks follows, so
-//! the prepare handler cannot deadlock), the rule that no user code runs under them, and the
-//! child's repairs: DESIGN.md, "Fork". A lock the forking thread holds itself is skipped by the
-//! prepare handler, not waited for.
+//! Participants (global locks, owned rings, pool cores) list themselves ([`register`],
+//! [`GlobalLock`]); this module names none. A pool is listed as raw pointers into its boxed lock
+//! parts, never as the core, whose last drop holds `&mut` on it while it unlists. **The lock
+//! order** (followed by every path nesting two of these locks, so prepare cannot deadlock), the
+//! no-user-code rule and the child's repairs: DESIGN.md, "Fork". Prepare skips a lock the forking
+//! thread holds itself.
 //!
-//! Not under Miri or loom, nor off unix: no handlers, and [`register`] does nothing. Forks that
-//! bypass the libc `fork()` wrapper (a raw `clone`/`SYS_fork` syscall) do not run the handlers.
+//! Not under Miri or loom, nor off unix: no handlers, [`register`] does nothing. Forks bypassing
+//! libc's `fork()` (raw `clone`/`SYS_fork`) do not run the handlers.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Spin-wait helper: crossbeam's exponential `Backoff` normally; under loom a plain yield, so the
-/// model checker can schedule the thread we are waiting for. (Here, not in `sync`, so that this
-/// module imports nothing of the crate.)
+/// Spin-wait helper: crossbeam's exponential `Backoff`; under loom a plain yield, so the model
+/// checker can schedule the awaited thread. (Here, not in `sync`: this module imports nothing of
+/// the crate.)
 pub(crate) struct Backoff {
     #[cfg(not(loom))]
     inner: crossbeam_utils::Backoff,
@@ -40,9 +39,8 @@ impl Backoff {
         }
     }
 
-    /// Waits a little, escalating to `thread::yield_now` after a few rounds, so a thread waiting
-    /// for a preempted peer (more threads than cores) lets the peer run instead of burning its
-    /// time slice: no livelock.
+    /// Waits a little, escalating to `thread::yield_now`, so a thread waiting for a preempted peer
+    /// lets it run: no livelock.
     #[inline]
     pub(crate) fn snooze(&self) {
         #[cfg(not(loom))]
@@ -58,9 +56,9 @@ impl Backoff {
     }
 }
 
-/// A key of the calling thread, never 0, even, and never reused: a process-wide counter taken
-/// on the thread's first call (a thread-local without destructor, so readable during thread
-/// exit). A forked child's thread keeps the forking thread's key.
+/// A key of the calling thread, never 0, even, never reused: a process-wide counter taken on first
+/// call (a thread-local without destructor, readable during thread exit). A forked child's thread
+/// keeps the forking thread's key.
 pub(crate) fn thread_key() -> usize {
     thread_local! {
         static KEY: usize = NEXT_KEY.fetch_add(1, Ordering::Relaxed) << 1;
@@ -71,17 +69,16 @@ pub(crate) fn thread_key() -> usize {
 /// The counter of [`thread_key`].
 static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
 
-/// Keys below this were handed out before the latest `fork()` that made this process: every
-/// thread that had one, except the forking thread, does not exist here. 0 in a process that
-/// no fork (with the handlers installed) made. Set by the child handler.
+/// Keys below this were handed out before the latest `fork()` that made this process: their
+/// threads, except the forking one, do not exist here. 0 if no fork made it. Set by the child
+/// handler.
 static FORK_FLOOR: AtomicUsize = AtomicUsize::new(0);
 
 /// Set in a lock word taken by the prepare handler (thread keys are even).
 const BY_FORK: usize = 1;
 
-/// A spin lock (spins, then yields: [`Backoff`]) whose word is its holder's
-/// [`thread_key`], 0 when free; the prepare handler can take it and the parent and child
-/// handlers release it, across `fork()`.
+/// A spin lock (spins, then yields: [`Backoff`]) whose word is its holder's [`thread_key`], 0 when
+/// free; the prepare handler can take it and the after-fork handlers release it.
 pub(crate) struct RawLock(AtomicUsize);
 
 impl RawLock {
@@ -117,10 +114,9 @@ impl RawLock {
         self.0.load(Ordering::Relaxed) == thread_key()
     }
 
-    /// Whether the lock is held by a thread that does not exist in this process: one of the
-    /// parent's threads other than the forking one, in a forked child. Such a lock is never
-    /// released here. (The fork handlers leave none of the crate's ordered locks so; only a
-    /// lock kept out of the order, `grow`'s, can be.)
+    /// Whether the lock is held by a thread that does not exist here (a parent's thread other than
+    /// the forking one). Never released then. Only a lock kept out of the order (`grow`'s) can be
+    /// so.
     pub(crate) fn holder_is_gone(&self) -> bool {
         let key = self.0.load(Ordering::Acquire) & !BY_FORK;
         key != 0 && key != thread_key() && key < FORK_FLOOR.load(Ordering::Relaxed)
@@ -131,9 +127,8 @@ impl RawLock {
         self.0.store(0, Ordering::Release);
     }
 
-    /// The prepare handler's take: waits for another holder, but skips a lock the calling
-    /// thread holds itself (it forks from inside the critical section, and goes on with it in
-    /// both processes).
+    /// The prepare handler's take: waits for another holder, but skips a lock the calling thread
+    /// holds (it forks inside the critical section, and goes on with it in both processes).
     #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
     pub(crate) fn fork_take(&self) {
         let me = thread_key();
@@ -157,8 +152,8 @@ impl RawLock {
     }
 }
 
-/// Data under a [`RawLock`] (a `Mutex` the fork handlers can hold; never poisoned: nothing
-/// panics under these locks, and a guard's drop releases the lock while unwinding too).
+/// Data under a [`RawLock`] (a `Mutex` the fork handlers can hold; never poisoned: nothing panics
+/// under these locks, and a guard's drop releases while unwinding too).
 pub(crate) struct Lock<T> {
     raw: RawLock,
     data: UnsafeCell<T>,
@@ -197,10 +192,10 @@ impl<T> Lock<T> {
         std::ptr::eq(self.data.get(), data)
     }
 
-    /// Runs `f` on the data when the fork's prepare handler holds the lock for the calling
-    /// thread ([`RawLock::fork_take`]: the child handler, and the parent's before it releases);
-    /// `None`, with `f` not run, otherwise. While `f` runs the lock's word is the thread's key
-    /// alone, so a nested call finds no fork hold.
+    /// Runs `f` on the data when the prepare handler holds the lock for the calling thread
+    /// ([`RawLock::fork_take`]: the child handler, and the parent's before it releases); else
+    /// `None`, `f` not run. While `f` runs the word is the thread's key alone, so a nested call
+    /// finds no fork hold.
     #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
     pub(crate) fn with_fork_hold<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let me = thread_key();
@@ -212,9 +207,9 @@ impl<T> Lock<T> {
         {
             return None;
         }
-        // SAFETY: this thread holds the lock through fork_take (a guard would have left the
-        // word without the fork bit, and fork_take skips a lock its thread holds), and no
-        // reference to the data is live: a nested call fails the exchange above.
+        // SAFETY: this thread holds the lock through fork_take (a guard would have left the word
+        // without the fork bit, and fork_take skips a lock its thread holds); a nested call fails
+        // the exchange above, so no reference to the data is live.
         let r = f(unsafe { &mut *self.data.get() });
         word.store(held, Ordering::Release);
         Some(r)
@@ -245,11 +240,9 @@ impl<T> Drop for LockGuard<'_, T> {
     }
 }
 
-/// A process-wide [`Lock`] in a `static` (the leak hook's, the handle space's, the thread-id
-/// allocator's): it lists itself with the fork handlers the first time it is taken, so that
-/// this module names none of its holders. The globals are taken by the prepare handler after
-/// the participant list and before every pool's locks; none nests another, so their order
-/// among themselves (the order they were first taken in) is free.
+/// A process-wide [`Lock`] in a `static` (leak hook, handle space, thread-id allocator): it lists
+/// itself with the fork handlers when first taken. Prepare takes the globals after the participant
+/// list and before every pool's locks; none nests another, so their mutual order is free.
 pub(crate) struct GlobalLock<T> {
     lock: Lock<T>,
     #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
@@ -281,8 +274,8 @@ pub(crate) trait Participant {
     fn fork_prepare(&self) {}
     /// In the parent after the fork: releases them.
     fn fork_parent(&self) {}
-    /// In the child after the fork, single-threaded, locks still held: repairs what a thread
-    /// that does not exist in the child left half-done, then releases the locks.
+    /// In the child after the fork, single-threaded, locks held: repairs what a vanished thread
+    /// left half-done, then releases the locks.
     fn fork_child(&self) {}
 }
 
@@ -313,10 +306,9 @@ mod handlers {
     use std::cell::UnsafeCell;
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-    /// A listed participant: `p`, found again by `key` when it is unlisted. A ring lists its
-    /// own (heap) state; a pool lists a part the list owns (`owned`, which `p` points into),
-    /// made of raw pointers into the pool's heap parts, never into the pool core itself: the
-    /// core's last drop holds `&mut` on it while it unlists.
+    /// A listed participant `p`, found again by `key` to unlist. A ring lists its own (heap) state;
+    /// a pool lists a part the list owns (`owned`, which `p` points into) of raw pointers into the
+    /// pool's heap parts, never the core (its last drop holds `&mut` on it while it unlists).
     struct Member {
         key: *const (),
         p: *const dyn Participant,
@@ -326,8 +318,8 @@ mod handlers {
 
     /// The live participants, in registration order, under `LIST`.
     struct List(UnsafeCell<Vec<Member>>);
-    // SAFETY: the Vec is only touched with LIST held (or by the single-threaded child handler,
-    // with LIST taken by the prepare handler).
+    // SAFETY: the Vec is only touched with LIST held (or by the single-threaded child, LIST taken
+    // by prepare).
     unsafe impl Sync for List {}
 
     static MEMBERS: List = List(UnsafeCell::new(Vec::new()));
@@ -372,11 +364,11 @@ mod handlers {
     const NONE: i32 = 0;
     const DONE: i32 = -1;
 
-    /// Installs the handlers once per process tree, before the first participant is listed.
-    /// Not a `std::sync::Once`: a child forked while another thread ran its closure would
-    /// inherit it "running" for ever. Here a child that sees another process's pid takes the
-    /// installation over (the fork came before `pthread_atfork`, which holds glibc's fork
-    /// lock, registered anything; had it come after, the child handler ran and set `DONE`).
+    /// Installs the handlers once per process tree, before the first participant is listed. Not a
+    /// `std::sync::Once`: a child forked while another thread ran its closure would inherit it
+    /// "running" for ever. A child that sees another process's pid takes over (the fork came before
+    /// `pthread_atfork`, which holds glibc's fork lock, registered anything; after it, the child
+    /// handler set `DONE`).
     fn install() {
         let b = super::Backoff::new();
         loop {
@@ -394,11 +386,11 @@ mod handlers {
                 .compare_exchange(state, me, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                // SAFETY: the handlers are plain `extern "C" fn()`s that take and release the
-                // crate's spin locks and write the listed participants' state (no allocation,
-                // no user code). A failure (ENOMEM) leaves forks unrepaired: children may wait
-                // on a lock, nothing unsound. Called with none of the crate's locks held (the
-                // fork holds glibc's handler lock while it runs the prepare handler).
+                // SAFETY: the handlers are `extern "C" fn()`s that take and release the crate's
+                // spin locks and write listed participants' state (no allocation, no user code). A
+                // failure (ENOMEM) leaves forks unrepaired (children may wait on a lock), nothing
+                // unsound. No crate lock is held here (glibc's handler lock is held while prepare
+                // runs).
                 let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
                 HANDLERS.store(DONE, Ordering::Release);
                 return;
@@ -430,8 +422,7 @@ mod handlers {
         }
     }
 
-    /// The end of both after-fork handlers: the listed global locks in reverse order, then
-    /// LIST itself.
+    /// The end of both after-fork handlers: the listed globals in reverse order, then LIST.
     ///
     /// # Safety
     /// LIST is held (since prepare).
@@ -494,8 +485,8 @@ mod handlers {
 
     fn add(member: Member) {
         install();
-        // Nothing is allocated with LIST held (module docs: a global allocator may take the
-        // crate's other locks): a full list is regrown outside it.
+        // Nothing is allocated with LIST held (a global allocator may take the crate's other
+        // locks): a full list is regrown outside it.
         let mut spare: Option<Vec<Member>> = None;
         let mut old: Option<Vec<Member>> = None;
         let mut member = Some(member);
@@ -514,8 +505,8 @@ mod handlers {
                         LIST.unlock();
                         drop(old.take());
                         let mut v = Vec::new();
-                        // Out of memory: this participant is not listed (a child may then
-                        // wait on its locks), never an abort.
+                        // Out of memory: not listed (a child may wait on its locks), never an
+                        // abort.
                         if v.try_reserve_exact(want).is_err() {
                             return;
                         }
@@ -531,8 +522,8 @@ mod handlers {
         drop((spare, old)); // freed after the lock
     }
 
-    /// Unlists the participant registered with `key` (before what it points to is freed);
-    /// keeps the others' order.
+    /// Unlists the participant registered with `key` (before its memory is freed), keeping the
+    /// others' order.
     pub(crate) fn unregister(key: *const ()) {
         LIST.lock();
         // SAFETY: LIST held.
@@ -552,8 +543,8 @@ mod tests {
 
     #[test]
     fn the_prepare_take_skips_a_lock_of_its_own_thread_and_waits_for_another_holder() {
-        // Held by this thread (a fork from inside the critical section): skipped, and the
-        // release after the fork leaves it to its holder.
+        // Held by this thread (a fork inside the critical section): skipped, and the after-fork
+        // release leaves it to its holder.
         let l = Lock::new(5u32);
         let g = l.lock();
         l.raw().fork_take();
@@ -586,8 +577,8 @@ mod tests {
         assert_eq!(*l.lock(), 6);
     }
 
-    /// The child handler's access to a lock's data: only under the prepare handler's take, by
-    /// its thread, and never twice at once.
+    /// The child handler's access to a lock's data: only under the prepare handler's take, by its
+    /// thread, never twice at once.
     #[test]
     fn the_fork_hold_lends_the_data_once_and_only_to_the_fork_take() {
         let l = Lock::new(1u32);

@@ -1,13 +1,12 @@
 //! Growth to a reserved maximum: [`Pool::grow`].
 //!
-//! A pool built with [`crate::PoolBuilder::max_capacity`]`(max)` reserves everything that
-//! names an object for `max` objects at build: the region's address space (a `PROT_NONE`
-//! reservation, region/mod.rs), the common ring's slots, the run-time pool's block of the handle
-//! space, the geometry and the debug states. `grow(n)` then only maps more of the region,
-//! initialises the new objects as the build did and enqueues them in the ring, so nothing
-//! already handed out (handles, entries, addresses, the ring) moves. The live capacity is an
-//! atomic published after the objects are in the ring (DESIGN.md, "Growth to a reserved maximum"); the get and put
-//! paths never read it (their bulk check compares with the constant maximum).
+//! A pool built with [`crate::PoolBuilder::max_capacity`]`(max)` sizes everything that names an
+//! object for `max` at build: the region's address space (`PROT_NONE` reservation, region/mod.rs),
+//! the ring's slots, the run-time pool's handle-space block, the geometry and debug states.
+//! `grow(n)` only maps more region, initialises the new objects as the build did and enqueues them,
+//! so nothing handed out (handles, entries, addresses, the ring) moves. The live capacity is an
+//! atomic published after the objects are in the ring (DESIGN.md, "Growth to a reserved maximum");
+//! get and put never read it (their bulk check uses the constant maximum).
 
 use crate::brand::Brand;
 use crate::element::Element;
@@ -16,22 +15,17 @@ use crate::pool::Pool;
 use crate::repr::Repr;
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
-    /// Adds `n` objects to the pool, up to the maximum reserved at build
-    /// ([`crate::PoolBuilder::max_capacity`]), and returns the new capacity. The new objects
-    /// are made as the build made the first ones (the same initialiser, called with their
-    /// indices `capacity .. capacity + n`; zeroed pools need no pass) in memory mapped now
-    /// (hugetlb pages when the pool got hugetlb, else THP or 4 KiB pages, as
-    /// [`Pool::backing`] says), then given to the common ring, where any thread's next get
-    /// can take them. Nothing already handed out moves: handles, addresses and the ring were
-    /// sized for the maximum at build. `grow(0)` returns the capacity.
+    /// Adds `n` objects, up to the maximum reserved at build
+    /// ([`crate::PoolBuilder::max_capacity`]), and returns the new capacity. They are made as the
+    /// build made the first ones (same initialiser, indices `capacity .. capacity + n`; zeroed
+    /// pools need no pass) in memory mapped now (the pool's backing, [`Pool::backing`]), then given
+    /// to the common ring for any thread's next get. Nothing handed out moves. `grow(0)` returns
+    /// the capacity.
     ///
-    /// May run while other threads get and put; concurrent `grow` calls take turns (a lock:
-    /// growth is rare). Counts read meanwhile are snapshots: [`Pool::capacity`] changes once
-    /// the new objects are in the ring. Cost: one page fault (or, for hugetlb, one
-    /// population) per page mapped plus the initialiser per object (BENCHMARKS.md section 15).
-    ///
-    /// Pools of the shared region (`idxpool::shared`) do not grow: their builder has no
-    /// maximum.
+    /// May run while other threads get and put; concurrent `grow` calls take turns (a lock: growth
+    /// is rare). Counts read meanwhile are snapshots: [`Pool::capacity`] changes once the objects
+    /// are in the ring. Cost: a page fault (hugetlb: a population) per page plus the initialiser
+    /// per object (BENCHMARKS.md). Shared-region pools (`idxpool::shared`) do not grow.
     ///
     /// ```
     /// use idxpool::{PoolBuilder, PoolError};
@@ -48,16 +42,15 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     ///
     /// # Errors
-    /// [`PoolError::GrowBeyondMax`] when `capacity + n` exceeds the maximum (nothing done);
-    /// [`PoolError::BackingUnavailable`] when the pages cannot be mapped (e.g. the hugetlb
-    /// reserve is short: the error comes here, never as a SIGBUS later); nothing is added;
-    /// [`PoolError::GrowReentered`] when called from the pool's own initialiser during a
-    /// `grow`; [`PoolError::GrowInterrupted`] in a forked child when another thread of the
-    /// parent was inside `grow` at the fork (it never finishes there).
+    /// [`PoolError::GrowBeyondMax`] when `capacity + n` exceeds the maximum;
+    /// [`PoolError::BackingUnavailable`] when the pages cannot be mapped (e.g. a short hugetlb
+    /// reserve: here, never a SIGBUS later); [`PoolError::GrowReentered`] from the pool's own
+    /// initialiser during a `grow`; [`PoolError::GrowInterrupted`] in a forked child when a parent
+    /// thread was inside `grow` at the fork. Nothing is added on error.
     ///
     /// # Panics
-    /// When the initialiser panics: the objects it made in this call are dropped, none is
-    /// added, and the panic propagates (the pool stays usable at its old capacity).
+    /// When the initialiser panics: the objects made in this call are dropped, none added, and the
+    /// panic propagates (the pool stays usable at its old capacity).
     pub fn grow(&self, n: u32) -> Result<u32, PoolError> {
         let g = &self.growth;
         if g.state.raw().held_by_me() {
@@ -65,8 +58,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                 pool: self.name().to_string(),
             });
         }
-        // A panicking initialiser releases the lock (the guard's drop) after its own guard
-        // dropped what it made: the state (capacity, ring, region) is consistent.
+        // A panicking initialiser releases the lock (guard drop) after its own guard dropped what
+        // it made: capacity, ring and region stay consistent.
         let mut init = {
             let backoff = crate::sync::Backoff::new();
             let mut tries = 0u32;
@@ -79,8 +72,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
                         pool: self.name().to_string(),
                     });
                 }
-                // Another thread grows (it may run a long initialiser): spin, yield, then
-                // sleep between looks.
+                // Another thread grows (maybe a long initialiser): spin, yield, then sleep between
+                // looks.
                 tries = tries.saturating_add(1);
                 if tries < 64 {
                     backoff.snooze();

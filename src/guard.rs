@@ -10,7 +10,7 @@ use crate::pool::Pool;
 use crate::repr::Repr;
 
 /// The handle type of the pool behind a pool reference `P` (`&Pool<T>` or `Arc<Pool<T>>`:
-/// `Handle<T>`), as guards and channels name it in their signatures.
+/// `Handle<T>`), as guards and channels name it.
 ///
 /// ```
 /// use idxpool::{Handle, HandleOf, Pool};
@@ -18,8 +18,7 @@ use crate::repr::Repr;
 /// # let _ = same;
 /// ```
 pub type HandleOf<P> = <<P as MempoolRef>::Pool as Mempool>::Handle;
-/// The object type of the pool behind a pool reference `P` (`&Pool<T>` or `Arc<Pool<T>>`:
-/// `T`).
+/// The object type of the pool behind a pool reference `P` (`&Pool<T>` or `Arc<Pool<T>>`: `T`).
 ///
 /// ```
 /// use idxpool::{ObjectOf, PacketBuf, Pool};
@@ -28,14 +27,13 @@ pub type HandleOf<P> = <<P as MempoolRef>::Pool as Mempool>::Handle;
 /// ```
 pub type ObjectOf<P> = <<P as MempoolRef>::Pool as Mempool>::Object;
 
-/// An object that is put back through the dropping thread's cache when the guard is dropped,
-/// also when a panic unwinds through it. `Deref`/`DerefMut` to the object;
-/// [`Pooled::into_handle`] and [`Pooled::new`] convert from and to a plain handle. For code
-/// that prefers safety to a manual `put`; the plain handle stays the zero-overhead path.
+/// An object put back through the dropping thread's cache when the guard is dropped, also on
+/// unwind. `Deref`/`DerefMut` to the object; [`Pooled::into_handle`] and [`Pooled::new`] convert to
+/// and from a plain handle (the zero-overhead path).
 ///
 /// `P` is how it holds its pool ([`MempoolRef`]): `&Pool` ([`Pool::get_pooled`]) or `Arc<Pool>`
-/// (`Pooled::get(arc.clone())`: `'static`, so the guard moves into a spawned thread), and the
-/// same for any [`Mempool`], such as a [`crate::shared::SharedPool`] attachment.
+/// (`Pooled::get(arc.clone())`: `'static`, moves into a spawned thread), for any [`Mempool`] (e.g.
+/// a [`crate::shared::SharedPool`] attachment).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, Pooled};
@@ -57,8 +55,8 @@ pub type ObjectOf<P> = <<P as MempoolRef>::Pool as Mempool>::Object;
 /// ```
 #[must_use = "dropping the guard at once puts the object straight back"]
 pub struct Pooled<P: MempoolRef> {
-    /// Some for the guard's whole life; taken only by `into_handle` and `drop` (a niche: as
-    /// small as the handle).
+    /// Some for the guard's whole life; taken only by `into_handle` and `drop` (a niche:
+    /// handle-sized).
     h: Option<HandleOf<P>>,
     pool: P,
 }
@@ -76,8 +74,8 @@ impl<P: MempoolRef> Pooled<P> {
     /// Wraps a handle of the pool.
     ///
     /// # Errors
-    /// Run-time pools: `Err(h)`, the handle given back untouched, when `h` is another pool's
-    /// ([`Pool::check`] says which). Never for brands (the compiler already checked it).
+    /// Run-time pools: `Err(h)`, untouched, when `h` is another pool's ([`Pool::check`] says
+    /// which). Never for brands (compiler-checked).
     ///
     /// ```
     /// use idxpool::{PoolBuilder, Pooled};
@@ -167,9 +165,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 }
 
-// The impls below name the object `T` through `P: MempoolRef<Pool = M>, M: Mempool<Object =
-// T>` rather than `ObjectOf<P>`: the same bounds, but rustdoc shows them as written, where it
-// would expand the alias to a projection (`<<P as MempoolRef>::Pool as Mempool>::Object`).
+// The impls below name the object `T` through `P: MempoolRef<Pool = M>, M: Mempool<Object = T>`,
+// not `ObjectOf<P>`: same bounds, but rustdoc would expand the alias to a projection.
 impl<P, M, T> std::ops::Deref for Pooled<P>
 where
     P: MempoolRef<Pool = M>,
@@ -195,8 +192,8 @@ where
     }
 }
 
-/// Forwards to the object: a `Pooled` packet buffer or byte buffer is an `AsRef<[u8]>` (so
-/// `Bytes::from_owner(guard)` takes it as it is).
+/// Forwards to the object: a `Pooled` packet or byte buffer is an `AsRef<[u8]>`
+/// (`Bytes::from_owner(guard)` takes it).
 impl<P, M, T, U> AsRef<U> for Pooled<P>
 where
     P: MempoolRef<Pool = M>,
@@ -224,12 +221,11 @@ where
     }
 }
 
-/// Runs `put` (a put from a destructor). While the thread unwinds already, a panic of the
-/// reset hook (user code) inside it would abort the process (a panic while panicking): it is
-/// contained there, and its payload leaked, not dropped (its drop is user code too), as the
-/// channel contains a waker's panic. Every put path gives the whole burst back before a hook's
-/// panic goes on, so nothing is lost either way. Outside an unwind the hook's panic goes on to
-/// the caller as before. tests/hook_unwind.rs.
+/// Runs `put` from a destructor. During an unwind, a panic of the reset hook (user code) would
+/// abort (panic while panicking): it is contained and its payload leaked (its drop is user code
+/// too), as the channel contains a waker's panic. Every put path gives the whole burst back before
+/// a hook's panic goes on, so nothing is lost. Outside an unwind the panic goes on to the caller
+/// (tests/hook_unwind.rs).
 #[inline(always)]
 pub(crate) fn put_in_drop(put: impl FnOnce()) {
     if std::thread::panicking() {

@@ -1,40 +1,31 @@
 //! Moving handles between threads: a bounded single-producer / single-consumer ring of
-//! [`crate::Handle`]s in the style of Linux's `ptr_ring` (2017).
-//!
-//! A typical use is a packet pipeline: an RX thread takes buffers from a pool, fills them and
-//! hands them to a worker thread, which processes and frees them (`examples/pktpipe`).
+//! [`crate::Handle`]s in the style of Linux's `ptr_ring` (2017), e.g. an RX thread handing filled
+//! buffers to a worker that frees them (`examples/pktpipe`).
 //!
 //! # Algorithm (ptr_ring)
 //!
-//! * The ring is an array of `size` slots (any `size >= 1`, not only powers of two). A slot holds
-//!   the handle's entry (`index + 1` for the index pool, so never 0; an object pointer for the
-//!   pointer twin, never null) or the empty sentinel 0 / null.
-//! * Producer and consumer share **only the slots**: no head/tail counters. Each side keeps its
-//!   own private position, in its own half ([`Producer`], [`Consumer`]), on its own cache line.
-//!   The producer stores into its slot if the slot is empty (Relaxed load; the store of the entry
-//!   is Release); the consumer takes the entry at its slot if it is not empty (Acquire load).
-//! * **Batched zeroing**: the consumer does not empty a slot as it takes the entry. It empties
-//!   consumed slots lazily, `batch` at a time, in reverse order, and at the end of the ring. When
-//!   the ring is almost full, immediate zeroing makes the producer refill each slot right after
-//!   the consumer wrote it, so both write the same cache line; with batching the producer cannot
-//!   move on until a whole batch (two cache lines of entries: 32 u32 indices or 16 pointers) is
-//!   free, and the first slot of the batch, the one the producer is waiting on, is written last.
-//!   The batch falls to 1 where it would exceed half the ring (ptr_ring's
-//!   `__ptr_ring_set_size`). [`Zeroing`] switches it, for measurement.
+//! * An array of `size` slots (any `size >= 1`). A slot holds the handle's entry (never 0 / null)
+//!   or the empty sentinel 0 / null.
+//! * The sides share **only the slots**: no head/tail counters. Each keeps a private position in
+//!   its own half ([`Producer`], [`Consumer`]) on its own cache line. The producer stores into an
+//!   empty slot (Relaxed load, Release store); the consumer takes a full one (Acquire load).
+//! * **Batched zeroing**: the consumer empties consumed slots lazily, `batch` at a time, in reverse
+//!   order. With immediate zeroing an almost full ring has both sides writing the same cache line;
+//!   with batching the producer waits until a whole batch (two cache lines of entries: 32 u32 or 16
+//!   pointers) is free, and the slot it waits on is written last. The batch falls to 1 where it
+//!   would exceed half the ring (`__ptr_ring_set_size`). [`Zeroing`] switches it.
 //!
 //! # Semantics the caller can rely on
 //!
-//! * A produce into a full ring fails and **hands the handle(s) back** (`Err(handle)`, or they
-//!   stay in the caller's `Vec`/array); nothing is ever dropped.
-//! * With batched zeroing, a consume does not free a slot at once: **after one consume, the next
-//!   produce may still fail**. After `batch` consumes (see [`HandleRing::batch`]) that
-//!   happen before the produce, at least one slot is free and the produce succeeds. With
-//!   [`Zeroing::Immediate`] (batch 1) each consume frees its slot at once.
-//! * The ring holds up to `size` handles (all slots; there is no reserved slot).
-//! * Bulk operations move all `n` handles or none; burst operations move as many as possible.
-//! * Dropping both halves returns every handle still in the ring to its pool with
-//!   [`crate::Pool::put_bulk`] (on the thread that drops the last half). The ring borrows the
-//!   pool (`'p`), so the pool outlives it.
+//! * A produce into a full ring **hands the handle(s) back** (`Err(handle)`, or they stay in the
+//!   caller's `Vec`/array); nothing is dropped.
+//! * With batching, **after one consume the next produce may still fail**; after
+//!   [`HandleRing::batch`] consumes it succeeds. With [`Zeroing::Immediate`] each consume frees its
+//!   slot.
+//! * The ring holds up to `size` handles (no reserved slot).
+//! * Bulk operations move all `n` handles or none; burst operations as many as possible.
+//! * Dropping both halves returns the handles left to the pool with [`crate::Pool::put_bulk`] (on
+//!   the thread dropping the last half). The ring borrows the pool (`'p`), which outlives it.
 //!
 //! ```
 //! use idxpool::{PoolBuilder, HandleRing, handle_ring::Zeroing};
@@ -103,11 +94,10 @@ const LINE: usize = 64;
 pub enum Zeroing {
     /// Each consumed slot is emptied at once (batch 1): the naive ring.
     Immediate,
-    /// ptr_ring's rule: batches of two cache lines of entries (`128 / entry size`: 32 indices,
-    /// 16 pointers), or 1 where that would exceed half the ring.
+    /// ptr_ring's rule: batches of two cache lines of entries (`128 / entry size`), or 1 where that
+    /// would exceed half the ring.
     Batched,
-    /// An explicit batch (for tests and tuning), also forced to 1 where it would exceed half
-    /// the ring. `BatchOf(0)` is rejected by the constructor.
+    /// An explicit batch, also 1 where it would exceed half the ring. `BatchOf(0)` is rejected.
     BatchOf(usize),
 }
 
@@ -129,9 +119,9 @@ mod sealed {
     impl Sealed for crate::repr::Pointer {}
 }
 
-/// An entry representation that a [`HandleRing`] can store in an atomic slot with an
-/// empty sentinel: [`Index`] and [`Offset`] (an `AtomicU32`, 0 = empty) and [`Pointer`] (an
-/// `AtomicPtr`, null = empty). Sealed.
+/// An entry representation a [`HandleRing`] can store in an atomic slot with an empty sentinel:
+/// [`Index`] and [`Offset`] (`AtomicU32`, 0 = empty), [`Pointer`] (`AtomicPtr`, null = empty).
+/// Sealed.
 ///
 /// ```
 /// use idxpool::handle_ring::{SlotRepr, Zeroing};
@@ -215,13 +205,12 @@ impl SlotRepr for Pointer {
     }
 }
 
-/// The shared part of a handle ring: the slots, and the pool its handles go back to when the
-/// ring is dropped. Made by [`HandleRing::new`], which returns the two halves; reached
-/// through [`Producer::ring`] / [`Consumer::ring`].
+/// The shared part of a handle ring: the slots, and the pool its handles go back to on drop. Made
+/// by [`HandleRing::new`] (which returns the two halves); reached through [`Producer::ring`] /
+/// [`Consumer::ring`].
 ///
-/// `P` is how the ring holds its pool ([`PoolRef`]): `&Pool` (the pool outlives the ring) or
-/// `Arc<Pool>` (the halves are `'static`: they move into `std::thread::spawn`). The algorithm
-/// and its guarantees: [module docs](self).
+/// `P` is how the ring holds its pool ([`PoolRef`]): `&Pool`, or `Arc<Pool>` for `'static` halves
+/// (`std::thread::spawn`). Algorithm and guarantees: [module docs](self).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -255,9 +244,8 @@ where
 
 type H<T, B, R> = Handle<T, B, R>;
 
-/// Whether the other half is gone: this half holds the only reference to the shared ring.
-/// The other half's drop decremented the count with Release; the Acquire fence after seeing
-/// 1 makes everything it did before (its last produce) visible here.
+/// Whether the other half is gone (this half holds the only reference). Its drop decremented the
+/// count with Release; the Acquire fence after seeing 1 makes its last produce visible here.
 #[inline]
 fn abandoned<X>(ring: &Arc<X>) -> bool {
     if Arc::strong_count(ring) == 1 {
@@ -274,8 +262,8 @@ where
     B: Brand,
     R: SlotRepr,
 {
-    /// Creates a ring of `size` slots for handles of `pool`, and returns its producer and
-    /// consumer halves (each `Send` when `T: Send`; each used by one thread at a time).
+    /// Creates a ring of `size` slots for handles of `pool` and returns its producer and consumer
+    /// halves (each `Send` when `T: Send`; each used by one thread at a time).
     ///
     /// # Errors
     /// [`PoolError::InvalidConfig`] when `size` is 0 or `zeroing` is `BatchOf(0)`;
@@ -298,8 +286,7 @@ where
         };
         // __ptr_ring_set_size: batching too much on a small ring makes it bursty.
         let batch = if want > size / 2 { 1 } else { want };
-        // Pad so that slot 0 can start a 2-line block (not under loom: its atomics are larger
-        // and every one is modelled).
+        // Pad so that slot 0 can start a 2-line block (not under loom: every atomic is modelled).
         let pad = if cfg!(loom) {
             0
         } else {
@@ -350,8 +337,8 @@ where
         self.size
     }
 
-    /// Consumed slots emptied at a time (1 = no batching). After this many consumes a produce
-    /// into a full ring succeeds.
+    /// Consumed slots emptied at a time (1 = no batching); after this many consumes a produce into
+    /// a full ring succeeds.
     #[inline]
     pub fn batch(&self) -> usize {
         self.batch
@@ -371,7 +358,7 @@ where
     fn slot(&self, i: usize) -> &R::Slot {
         debug_assert!(i < self.size);
         // SAFETY: callers pass i < size (positions wrap at size), and off + size <= slots.len()
-        // by construction in `new`.
+        // (`new`).
         unsafe { self.slots.get_unchecked(self.off + i) }
     }
 
@@ -393,9 +380,8 @@ where
     R: SlotRepr,
 {
     fn drop(&mut self) {
-        // Both halves are gone (Arc's release/acquire orders their last writes before this);
-        // the consumer emptied its consumed slots in its Drop, so every full slot is a handle
-        // that was produced and never consumed.
+        // Both halves are gone (Arc's release/acquire orders their last writes); the consumer
+        // emptied its consumed slots in its Drop, so every full slot is a handle never consumed.
         let mut left: Vec<H<T, B, R>> = Vec::new();
         for i in 0..self.size {
             if let Some(e) = R::load(self.slot(i), Ordering::Acquire) {
@@ -426,8 +412,8 @@ where
     }
 }
 
-/// The producing half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
-/// Its position is private, on its own cache line.
+/// The producing half of a handle ring: owned by one thread at a time (`Send` when `T: Send`), its
+/// position private on its own cache line.
 ///
 /// ```
 /// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
@@ -462,9 +448,8 @@ where
         &self.ring
     }
 
-    /// True when the [`Consumer`] is gone: nothing produced from now on will be consumed
-    /// (rtrb's `is_abandoned`). What is in the ring then goes back to the pool when this half
-    /// drops.
+    /// True when the [`Consumer`] is gone: nothing produced now will be consumed (rtrb's
+    /// `is_abandoned`); the ring's contents go back to the pool when this half drops.
     ///
     /// ```
     /// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
@@ -480,8 +465,7 @@ where
         abandoned(&self.ring)
     }
 
-    /// True when the next produce would fail (a snapshot: the consumer may free slots any
-    /// time).
+    /// True when the next produce would fail (a snapshot: the consumer may free slots any time).
     #[inline]
     pub fn is_full(&self) -> bool {
         R::load(self.ring.slot(*self.pos), Ordering::Relaxed).is_some()
@@ -501,13 +485,13 @@ where
         crate::pool::check_owned::<B, R>(&ring.pool.pool().geometry, h.entry());
         let pos = *self.pos;
         let slot = ring.slot(pos);
-        // The slot is empty once the consumer cleared it; coherence on this one location
-        // orders the consumer's read of the old entry before our store of the new one.
+        // The slot is empty once the consumer cleared it; coherence on this location orders its
+        // read of the old entry before our store.
         if R::load(slot, Ordering::Relaxed).is_some() {
             return Err(h);
         }
-        // Release: the consumer's Acquire load of the entry sees everything we did before,
-        // including writes to the object.
+        // Release: the consumer's Acquire load sees everything before, including writes to the
+        // object.
         R::store(slot, h.into_entry(), Ordering::Release);
         *self.pos = ring.next(pos);
         Ok(())
@@ -523,8 +507,8 @@ where
         );
     }
 
-    /// Free slots from the producer's position, up to `max` (each checked; a slot stays free
-    /// until we fill it, since only the producer fills).
+    /// Free slots from the producer's position, up to `max` (a slot stays free until we fill it:
+    /// only the producer fills).
     #[inline]
     fn free_run(&self, max: usize) -> usize {
         let ring = &*self.ring;
@@ -549,9 +533,8 @@ where
         *self.pos = pos;
     }
 
-    /// Moves every handle of `handles` into the ring (the Vec is left empty and returns true),
-    /// or none (the Vec is unchanged and returns false). Bulk: all or nothing; an empty Vec
-    /// succeeds.
+    /// Moves every handle of `handles` into the ring (leaving the Vec empty; true) or none (false).
+    /// Bulk: all or nothing; an empty Vec succeeds.
     ///
     /// # Panics
     /// Run-time pools: when one of the handles is another pool's (nothing is moved).
@@ -568,8 +551,8 @@ where
         true
     }
 
-    /// Moves as many handles as fit from the front of `handles` into the ring, in order, and
-    /// returns how many; the rest stay in the Vec. Burst: best effort.
+    /// Moves as many handles as fit from the front of `handles` into the ring, in order; returns
+    /// how many. Burst: best effort.
     ///
     /// # Panics
     /// As [`Producer::produce_bulk`].
@@ -627,9 +610,9 @@ struct ConsPos {
     tail: usize,
 }
 
-/// The consuming half of a handle ring: owned by one thread at a time (`Send` when `T: Send`).
-/// Its positions are private, on their own cache line. Dropping it empties the slots it has
-/// consumed but not yet emptied.
+/// The consuming half of a handle ring: owned by one thread at a time (`Send` when `T: Send`), its
+/// positions private on their own cache line. Dropping it empties the slots consumed but not yet
+/// emptied.
 ///
 /// ```
 /// use idxpool::{handle_ring::Zeroing, HandleRing, PoolBuilder};
@@ -663,17 +646,17 @@ where
         &self.ring
     }
 
-    /// True when the [`Producer`] is gone: once the ring is empty, nothing more will come.
-    /// Every handle it produced is visible to this half once this returns true.
+    /// True when the [`Producer`] is gone: once the ring is empty nothing more will come (its
+    /// handles are all visible here then).
     #[inline]
     pub fn is_abandoned(&self) -> bool {
         abandoned(&self.ring)
     }
 
-    /// A handle, or why there is none: [`TryRecvError::Empty`] (the producer may produce
-    /// more) or [`TryRecvError::Disconnected`] (it is gone and the ring is empty), as
-    /// [`crate::channel::Receiver::try_recv`]. The producer's count is read only when the
-    /// slot is empty.
+    /// A handle, or why there is none: [`TryRecvError::Empty`] (more may come) or
+    /// [`TryRecvError::Disconnected`] (the producer is gone and the ring empty), as
+    /// [`crate::channel::Receiver::try_recv`]. The producer's count is read only when the slot is
+    /// empty.
     ///
     /// ```
     /// use idxpool::{channel::TryRecvError, handle_ring::Zeroing, HandleRing, PoolBuilder};
@@ -695,8 +678,8 @@ where
             return Ok(h);
         }
         if self.is_abandoned() {
-            // The producer's last store happened before its drop, which the Acquire fence
-            // in `abandoned` made visible: one more look finds it.
+            // The producer's last store precedes its drop, made visible by `abandoned`'s Acquire
+            // fence.
             return self
                 .consume()
                 .ok_or(crate::channel::TryRecvError::Disconnected);
@@ -723,8 +706,8 @@ where
         let head = pos.head;
         let mut next = head + 1;
         if next - pos.tail >= ring.batch || next >= ring.size {
-            // Reverse order: the slot the producer may be waiting on (tail) is written last,
-            // so the producer touches none of the batch's lines before all are written.
+            // Reverse order: the slot the producer may wait on (tail) is written last, so it
+            // touches none of the batch's lines before all are written.
             let mut i = head + 1;
             while i > pos.tail {
                 i -= 1;
@@ -760,9 +743,9 @@ where
         Some(Handle::from_entry(e))
     }
 
-    /// True if `n` handles are ready: the `n`-th slot from the head is full (Acquire), which
-    /// implies the ones before it are (the producer fills in order, and with fewer than
-    /// `size - pending` slots ahead the full slot can only hold the `n`-th next entry).
+    /// True if `n` handles are ready: the `n`-th slot from the head is full (Acquire), so the ones
+    /// before are (the producer fills in order, and fewer than `size - pending` slots ahead it can
+    /// only hold the `n`-th next entry).
     #[inline]
     fn ready(&self, n: usize) -> bool {
         let ring = &*self.ring;
@@ -779,8 +762,8 @@ where
         R::load(ring.slot(last), Ordering::Acquire).is_some()
     }
 
-    /// Appends exactly `n` handles to `out` (oldest first) and returns true, or appends none
-    /// and returns false. Bulk: all or nothing; `n == 0` succeeds.
+    /// Appends exactly `n` handles to `out` (oldest first; true) or none (false). Bulk: all or
+    /// nothing; `n == 0` succeeds.
     #[must_use = "on true the handles were appended to `out`"]
     #[inline]
     pub fn consume_bulk(&mut self, out: &mut Vec<H<T, B, R>>, n: usize) -> bool {

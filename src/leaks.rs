@@ -1,15 +1,14 @@
 //! Reports of objects still out when a pool is dropped.
 //!
-//! Dropping a pool while handles of it are still held (or after handles were dropped without
-//! `put`) is not unsafe: the objects are dropped with the pool and the handles can never reach
-//! them again (a named brand is retired, a run-time pool's range of the handle space is quarantined). It
-//! is almost always a bug, though: a forgotten `put`, a `let _ = pool.get()`, a handle kept in
-//! a structure that outlives the pool. So the pool's drop reports it:
+//! Dropping a pool while handles of it are held (or were dropped without `put`) is not unsafe: the
+//! objects are dropped with the pool and the handles can never reach them (a named brand is
+//! retired, a run-time pool's range quarantined). But it is almost always a bug (a forgotten `put`,
+//! a `let _ = pool.get()`, a handle outliving the pool), so the pool's drop reports it:
 //!
 //! * with a hook installed by [`set_leak_hook`], the hook is called (every build);
-//! * otherwise, in debug builds and with the `debug-checks` feature, one line goes to stderr:
-//!   `idxpool: pool bufs dropped with 3 of 1024 objects still out (...)`;
-//! * otherwise (release builds without a hook) nothing is printed.
+//! * otherwise, in debug builds and with `debug-checks`, one line goes to stderr: `idxpool: pool
+//!   bufs dropped with 3 of 1024 objects still out (...)`;
+//! * otherwise nothing.
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
@@ -35,10 +34,9 @@ use crate::fork::GlobalLock;
 
 type Hook = std::sync::Arc<dyn Fn(&AuditReport) + Send + Sync>;
 
-/// Where every object of a quiescent pool is, as found by
-/// [`Pool::audit`](crate::Pool::audit), and what a pool dropped with objects still out
-/// reports to the leak hook ([`crate::leaks::set_leak_hook`]: there `in_use` is the number of
-/// objects still out, and `caches` is empty).
+/// Where every object of a quiescent pool is, as found by [`Pool::audit`](crate::Pool::audit); also
+/// what a pool dropped with objects out reports to the leak hook ([`crate::leaks::set_leak_hook`]:
+/// `in_use` is the objects out, `caches` empty).
 ///
 /// ```
 /// use idxpool::{AuditReport, PoolBuilder};
@@ -62,8 +60,8 @@ pub struct AuditReport {
     pub in_caches: usize,
     /// Objects held by handles (`capacity - in_ring - in_caches - lent_to_kernel`).
     pub in_use: usize,
-    /// Objects lent to the kernel (published in an io_uring provided-buffer ring by
-    /// `idxpool::uring`; 0 without one): owned by neither a handle nor the pool.
+    /// Objects lent to the kernel (in an io_uring provided-buffer ring, `idxpool::uring`): owned by
+    /// neither a handle nor the pool.
     pub lent_to_kernel: usize,
     /// `(label, objects)` per live cache.
     pub caches: Vec<(String, usize)>,
@@ -84,8 +82,8 @@ impl fmt::Display for AuditReport {
     }
 }
 
-/// The hook (a global lock of crate::fork's order: held only to clone, set or swap the
-/// `Arc`; the hook is called, and a replaced one dropped, after it is released).
+/// The hook (a global lock of crate::fork's order, held only to clone, set or swap the `Arc`: the
+/// hook is called, and a replaced one dropped, after release).
 static HOOK: GlobalLock<Option<Hook>> = GlobalLock::new(None);
 
 /// Sets the hook; the old one is dropped after the lock (its drop is user code).
@@ -94,15 +92,13 @@ fn replace(new: Option<Hook>) {
     drop(old);
 }
 
-/// Installs the process-wide leak hook, called (on the dropping thread) for every pool dropped
-/// with objects still out, in every build; replaces any previous hook. Without a hook, debug
-/// builds print a line to stderr. The hook may set or clear the hook; it must not create or drop
-/// pools.
+/// Installs the process-wide leak hook, called on the dropping thread for every pool dropped with
+/// objects out, in every build; replaces any previous one. Without a hook, debug builds print to
+/// stderr. The hook may set or clear the hook; it must not create or drop pools.
 ///
-/// A hook that panics does not stop the drop: the pool's objects are still dropped and its
-/// brand retired, then the hook's panic propagates out of the drop. When the pool is dropped
-/// while the thread is already unwinding from another panic, the hook's panic is contained
-/// (a second panic escaping a destructor would abort the process).
+/// A panicking hook does not stop the drop: the objects are dropped and the brand retired, then the
+/// panic propagates out of the drop, unless the thread is already unwinding, where it is contained
+/// (a second panic escaping a destructor aborts).
 pub fn set_leak_hook(hook: impl Fn(&AuditReport) + Send + Sync + 'static) {
     replace(Some(std::sync::Arc::new(hook)));
 }
@@ -115,15 +111,14 @@ pub fn clear_leak_hook() {
 /// A panic of the leak hook, caught so that the pool's drop completes; see [`rethrow`].
 pub(crate) type HookPanic = Box<dyn std::any::Any + Send + 'static>;
 
-/// Called by a pool's drop when `outstanding > 0`. Never unwinds: a panic of the hook is
-/// returned, for the drop to hand to [`rethrow`] once it has dropped the objects and released
-/// or retired the brand (unwinding here would skip both: objects never dropped, the brand
-/// claimed by "a live pool" forever).
+/// Called by a pool's drop when `outstanding > 0`. Never unwinds: a hook's panic is returned, for
+/// the drop to [`rethrow`] after dropping the objects and releasing or retiring the brand
+/// (unwinding here would skip both, leaving the brand claimed for ever).
 #[must_use = "give a hook's panic to leaks::rethrow once the drop is done"]
 pub(crate) fn report(r: AuditReport) -> Option<HookPanic> {
     let (pool, outstanding, capacity) = (&r.pool, r.in_use + r.lent_to_kernel, r.capacity);
-    // The hook is cloned out and the lock released before the call, so a hook may set or
-    // clear the hook itself (a one-shot hook would deadlock on its own lock).
+    // Cloned out and the lock released before the call, so a hook may set or clear the hook (a
+    // one-shot hook would deadlock on its own lock).
     let hook = HOOK.lock().clone();
     if let Some(h) = hook {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(&r))).err();
@@ -137,10 +132,9 @@ pub(crate) fn report(r: AuditReport) -> Option<HookPanic> {
     None
 }
 
-/// Resumes a leak hook's panic caught by [`report`], at the end of the pool's drop, unless
-/// the thread is already unwinding (the pool dropped during another panic): a second panic
-/// escaping a destructor would abort the process, so the hook's panic is then contained
-/// (dropped) and the first panic goes on.
+/// Resumes a leak hook's panic caught by [`report`] at the end of the pool's drop, unless the
+/// thread is already unwinding: a second panic escaping a destructor would abort, so the hook's
+/// panic is then dropped and the first goes on.
 pub(crate) fn rethrow(p: Option<HookPanic>) {
     if let Some(p) = p {
         if !std::thread::panicking() {

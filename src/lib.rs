@@ -2,22 +2,20 @@
 //!
 //! An index-based compact memory pool in the style of DPDK's `rte_mempool`.
 //!
-//! All objects of a pool are carved from one region (hugetlb, THP or 4 KiB pages) at
-//! `base + index x stride`. Free objects are named by 32-bit entries held in a lock-free common
-//! ring and in per-thread (or user-owned) LIFO caches, which halves the bytes moved per get/put
-//! and the cache footprint compared with DPDK's 8-byte pointers. Users hold 4-byte typed
-//! [`Handle`]s and turn them into `&T` / `&mut T` on demand. By default an entry is the
-//! object's byte offset / 8 ([`repr::Offset`]), so that conversion is the store's addressing
-//! mode and costs what a pointer costs; [`repr::Index`] stores indices instead.
+//! All objects of a pool are carved from one region (hugetlb, THP or 4 KiB pages) at `base + index
+//! x stride`. Free objects are named by 32-bit entries in a lock-free common ring and per-thread
+//! (or user-owned) LIFO caches, halving the bytes moved per get/put and the cache footprint against
+//! DPDK's 8-byte pointers. Users hold 4-byte typed [`Handle`]s, turned into `&T` / `&mut T` on
+//! demand. By default an entry is the object's byte offset / 8 ([`repr::Offset`]), so the
+//! conversion is the store's addressing mode and costs what a pointer costs; [`repr::Index`] stores
+//! indices.
 //!
-//! One pool type, [`Pool`]`<T, B = Runtime, R = Offset>`, with the independent choices as type
-//! parameters: the identity `B` ([`Runtime`]: any number of pools, stored anywhere, one range
-//! compare per use of a handle; or a brand checked by the compiler: [`brand!`], [`Scoped`],
-//! [`Unchecked`]) and the entry representation `R` ([`repr`]). Its companions
-//! ([`LocalCache`], [`HandleRing`]) are written once over how they hold the pool
-//! ([`PoolRef`], sealed: `&Pool` or `Arc<Pool>`). The in-process pool and the multi-process
-//! `shared::SharedPool` share one interface, [`Mempool`], over which generic code and the
-//! [`Pooled`] guard are written once.
+//! One pool type, [`Pool`]`<T, B = Runtime, R = Offset>`: the identity `B` ([`Runtime`]: any number
+//! of pools, one range compare per handle use; or a compiler-checked brand: [`brand!`], [`Scoped`],
+//! [`Unchecked`]) and the entry representation `R` ([`repr`]). Companions ([`LocalCache`],
+//! [`HandleRing`]) are written once over how they hold the pool ([`PoolRef`], sealed: `&Pool` or
+//! `Arc<Pool>`). The in-process pool and the multi-process `shared::SharedPool` share one
+//! interface, [`Mempool`], over which generic code and the [`Pooled`] guard are written.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -48,10 +46,10 @@
 //! # Ok::<(), idxpool::PoolError>(())
 //! ```
 //!
-//! The modules map onto the design: [`region`] (the mapping), [`ring`] (the common pool),
-//! [`cache`] (flush/refill policies), [`handle`], [`mod@brand`] (identity and handle
-//! soundness), [`repr`] (entries), [`element`] (sized objects and byte buffers), [`stats`].
-//! DESIGN.md ([`design`]) explains the invariants.
+//! Modules: [`region`] (the mapping), [`ring`] (the common pool), [`cache`] (flush/refill
+//! policies), [`handle`], [`mod@brand`] (identity and handle soundness), [`repr`] (entries),
+//! [`element`] (sized objects and byte buffers), [`stats`]. DESIGN.md ([`design`]) explains the
+//! invariants.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -93,8 +91,8 @@ mod table;
 #[cfg(all(feature = "uring", target_os = "linux", not(loom)))]
 pub mod uring;
 mod wait;
-// AF_XDP: the frame map with either half of "feeding the kernel" (feature `uring` or `xdp`);
-// the socket over a pool's region with feature `xdp`.
+// AF_XDP: the frame map with either half of "feeding the kernel" (`uring` or `xdp`); the socket
+// with `xdp`.
 #[cfg(any(feature = "uring", feature = "xdp"))]
 pub mod xdp;
 
@@ -127,14 +125,14 @@ pub type GenericPool<T, B = Runtime, R = DefaultRepr> = Pool<T, B, R>;
 /// The handle's name before it took the brand and the representation as type parameters.
 #[deprecated(note = "use `Handle<T, B, R>`")]
 pub type GenericHandle<T, B = Runtime, R = DefaultRepr> = Handle<T, B, R>;
-/// The shared run-time pool with 8-byte handles, now a run-time `Pool` behind an `Arc` (with
-/// 4-byte handles): build it with `Arc::new(builder.build()?)`.
+/// The shared run-time pool with 8-byte handles, now a run-time `Pool` behind an `Arc` (4-byte
+/// handles): `Arc::new(builder.build()?)`.
 #[deprecated(note = "use `Arc<Pool<T>>`")]
 pub type DynPool<T> = std::sync::Arc<Pool<T>>;
 
-/// Re-exported for `Zeroable` / `Pod` bounds of zero-initialised pools. Its derives name
-/// `::bytemuck` by default; a crate that does not depend on bytemuck itself points them at
-/// this re-export with `#[bytemuck(crate = "idxpool::bytemuck")]`:
+/// Re-exported for `Zeroable` / `Pod` bounds of zeroed pools. A crate not depending on bytemuck
+/// points its derives (which name `::bytemuck`) here with `#[bytemuck(crate =
+/// "idxpool::bytemuck")]`:
 ///
 /// ```
 /// #[derive(Clone, Copy, idxpool::bytemuck::Zeroable)]
@@ -149,9 +147,8 @@ pub type DynPool<T> = std::sync::Arc<Pool<T>>;
 /// ```
 pub use bytemuck;
 
-/// The design notes (DESIGN.md in the repository): the pieces, the invariants they keep, and
-/// why they are built this way; published here so that they ship with the API reference.
-/// (Built from the repository only: the package does not ship DESIGN.md.)
+/// The design notes (DESIGN.md): the pieces, their invariants and why they are built so, shipped
+/// with the API reference (built from the repository only: the package does not ship DESIGN.md).
 #[cfg(all(doc, not(docsrs)))]
 #[doc = ""]
 #[doc = include_str!("../DESIGN.md")]

@@ -12,24 +12,20 @@ type H<P> = Handle<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 /// The entry type of the pool behind `P`.
 type E<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 
-/// A cache owned by its holder (DPDK's `rte_mempool_cache_create` + `rte_mempool_generic_get/
-/// put` with an explicit cache): gets and puts through it touch only this cache until it must
-/// flush to or refill from the common ring. No thread-local lookup, no atomic read-modify-write
-/// on the cached path.
+/// A cache owned by its holder (DPDK's `rte_mempool_cache_create` + `rte_mempool_generic_get/put`
+/// with an explicit cache): gets and puts touch only this cache until it must flush to or refill
+/// from the common ring. No thread-local lookup, no atomic read-modify-write on the cached path.
 ///
-/// `P` is how it holds its pool ([`PoolRef`]): `&Pool` (from [`crate::Pool::local_cache`];
-/// the pool outlives the cache) or `Arc<Pool>` ([`LocalCache::new`] with a clone of the `Arc`;
-/// the cache is `'static` and keeps the pool alive, so it moves into `std::thread::spawn`).
-/// Dropping it flushes its objects back to the ring. It is `Send` (move it to the thread that
-/// will use it) but not `Sync`; its methods that move objects take `&mut self`.
+/// `P` is how it holds its pool ([`PoolRef`]): `&Pool` ([`crate::Pool::local_cache`]) or
+/// `Arc<Pool>` ([`LocalCache::new`]: `'static`, keeps the pool alive, moves into
+/// `std::thread::spawn`). Dropping it flushes its objects to the ring. `Send`, not `Sync`; methods
+/// that move objects take `&mut self`. Handle -> `&T` / `&mut T` is the pool's
+/// ([`crate::Pool::get_mut`]) or a [`crate::Resolver`]'s, which borrow the pool, not the cache, so
+/// a `&mut T` can be held while the cache allocates.
 ///
-/// It moves objects; converting a handle to `&T` / `&mut T` is the pool's
-/// ([`crate::Pool::get_mut`]) or, in a hot loop, a [`crate::Resolver`]'s, which borrow the pool
-/// and not the cache, so a `&mut T` can be held while the cache keeps allocating.
-///
-/// The objects it holds are its holder's, as with DPDK's user-owned caches: `pool.available()`
-/// does not count them (`in_use()` does). Passed to `mem::forget`, it strands them until the
-/// pool's `audit()` or drop (whose `&mut` proves the cache gone) gives them back to the ring.
+/// Its objects are its holder's, as with DPDK's user-owned caches: `pool.available()` does not
+/// count them (`in_use()` does). Forgotten (`mem::forget`), it strands them until the pool's
+/// `audit()` or drop (whose `&mut` proves the cache gone) returns them to the ring.
 ///
 /// ```
 /// let pool = idxpool::PoolBuilder::<[u8; 256]>::zeroed(1024).cache_size(64).build()?;
@@ -47,46 +43,42 @@ type E<P> = <<P as PoolRef>::R as ReprImpl>::Entry;
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 ///
-/// Aligned to 128 bytes (two cache lines): the owner writes its fast state (held in this value)
-/// on every operation, so caches kept side by side, e.g. one per thread in a `Vec`, must not
-/// share a line (false sharing; the 2-thread cells of BENCHMARKS.md section 11).
+/// Aligned to 128 bytes (two cache lines): the owner writes its fast state here on every operation,
+/// so caches side by side (one per thread in a `Vec`) must not share a line (false sharing,
+/// BENCHMARKS.md).
 #[repr(align(128))]
 pub struct LocalCache<P: PoolRef> {
-    /// The owner token of this value's own cache (boxed in `new`, freed in `drop`). It holds
-    /// the cache's entries pointer and threshold here, where the compiler can keep them in
-    /// registers across a loop of gets and puts (the length lives in the cache). Its `'static` is
-    /// nominal: it holds raw pointers only (see `CacheMut`), valid while `pool` lives, and is
-    /// used only through `&mut self`.
+    /// The owner token of this value's own cache (boxed in `new`, freed in `drop`): holds the
+    /// entries pointer and threshold here, where the compiler keeps them in registers across a loop
+    /// (the length lives in the cache). Its `'static` is nominal: raw pointers only (see
+    /// `CacheMut`), valid while `pool` lives, used only through `&mut self`.
     pub(crate) cm: CacheMut<'static, E<P>>,
-    /// A copy of the pool's geometry, for the identity check of run-time pools on every put
-    /// (and the test of `put_hook`, the reset hook's flag):
-    /// held here, the compiler keeps it in registers across a loop of puts instead of
-    /// reloading it from the pool after every store (a write through a raw pointer may alias
-    /// the pool).
+    /// A copy of the pool's geometry, for run-time pools' identity check on every put (and the
+    /// `put_hook` flag test): held here, it stays in registers across a loop of puts instead of
+    /// being reloaded after every store through a raw pointer (which may alias the pool).
     pub(crate) geometry: Geometry,
     pub(crate) pool: P,
 }
 
 // SAFETY: the cache is owned by this value alone (the registry only reads its atomic length);
-// moving it to another thread moves that ownership, and `P: Send` moves the pool reference.
-// Objects moved through it need T: Send.
+// moving it moves that ownership, `P: Send` moves the pool reference, and objects moved through it
+// need T: Send.
 unsafe impl<P: PoolRef + Send> Send for LocalCache<P> where P::T: Send {}
 
 impl<T: ?Sized + crate::Element, B: crate::Brand, R: crate::repr::Repr> crate::Pool<T, B, R> {
-    /// A user-owned cache borrowing this pool: get/put through it touch no thread-local state
-    /// (rte_mempool_cache_create + rte_mempool_generic_get/put). Its objects go back to the
-    /// ring when it is dropped. For a cache that holds an `Arc` of the pool (to move into a
-    /// spawned thread), [`LocalCache::new`]`(arc.clone())`.
+    /// A user-owned cache borrowing this pool (rte_mempool_cache_create +
+    /// rte_mempool_generic_get/put): no thread-local state; its objects go back to the ring on
+    /// drop. For one holding an `Arc` of the pool, [`LocalCache::new`]`(arc.clone())`.
     pub fn local_cache(&self) -> LocalCache<&Self> {
         LocalCache::new(self)
     }
 }
 
 impl<P: PoolRef> LocalCache<P> {
-    /// A new cache of the pool `pool` refers to (`&pool`, or a clone of an `Arc<Pool>`), of
-    /// the pool's cache size and flush policy, registered with the pool (`stats()` includes
-    /// its counters; its objects count as in use, not available, as DPDK's counts ignore
-    /// user-owned caches: see [`Pool::available`](crate::Pool::available)).
+    /// A new cache of the pool `pool` refers to (`&pool`, or an `Arc<Pool>` clone), of the pool's
+    /// cache size and policy, registered with the pool (`stats()` includes its counters; its
+    /// objects count as in use, as DPDK's counts ignore user-owned caches:
+    /// [`Pool::available`](crate::Pool::available)).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -100,8 +92,8 @@ impl<P: PoolRef> LocalCache<P> {
     /// ```
     pub fn new(pool: P) -> Self {
         let p = pool.pool();
-        // SAFETY: `pool`, stored next to the token, keeps the pool in place and alive
-        // (PoolRef) while the token is used; the drop releases the cache last.
+        // SAFETY: `pool`, stored next to the token, keeps the pool in place and alive (PoolRef)
+        // while the token is used; the drop releases the cache last.
         let cm = unsafe { p.core.explicit_cache() };
         let geometry = p.geometry;
         LocalCache { cm, geometry, pool }
@@ -147,8 +139,8 @@ impl<P: PoolRef> LocalCache<P> {
             .put_via(&self.geometry, || &mut self.cm, &[h]);
     }
 
-    /// [`LocalCache::put`] that gives a foreign handle back (`Err(h)`, nothing moved) instead
-    /// of panicking, as [`Pool::try_put`](crate::Pool::try_put).
+    /// [`LocalCache::put`] that gives a foreign handle back (`Err(h)`, nothing moved) instead of
+    /// panicking, as [`Pool::try_put`](crate::Pool::try_put).
     ///
     /// # Errors
     /// `Err(h)` when `h` is another pool's ([`Pool::check`](crate::Pool::check) says which).
@@ -177,8 +169,8 @@ impl<P: PoolRef> LocalCache<P> {
     /// Appends exactly `n` handles to `out`, or none.
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`] with `requested = n` and the objects this cache plus the ring
-    /// held; `out` is unchanged (nothing is allocated for a request larger than the pool).
+    /// [`PoolError::Exhausted`] with `requested = n` and what this cache plus the ring held; `out`
+    /// is unchanged (nothing allocated for a request larger than the pool).
     #[inline(always)]
     #[must_use = "on Ok, `out` holds objects that must be given back with cache.put_bulk"]
     pub fn get_bulk(&mut self, out: &mut Vec<H<P>>, n: usize) -> Result<(), PoolError> {
@@ -198,13 +190,11 @@ impl<P: PoolRef> LocalCache<P> {
             .unwrap_or(0)
     }
 
-    /// [`LocalCache::get_burst`] without the object type's reset on get
-    /// (`Element::RESET_ON_GET`: a [`crate::PacketBuf`]'s header is left as its last use
-    /// left it), for the kernel receivers' refills: an object lent to the kernel has no
-    /// handle while lent, and comes back to a user only through a receive, which writes
-    /// every field the reset writes (`RxObject::received`: data window and tag), or through
-    /// a put, after which the next get resets it. Resetting it here would write its header
-    /// line twice per packet (here, then on receive), a store to a line long cold by then.
+    /// [`LocalCache::get_burst`] without the type's reset on get (`Element::RESET_ON_GET`), for the
+    /// kernel receivers' refills: a lent object has no handle, and reaches a user only through a
+    /// receive, which writes every field the reset writes (`RxObject::received`), or a put, after
+    /// which the next get resets it. Resetting here would write its cold header line twice per
+    /// packet.
     #[cfg(all(
         any(feature = "uring", feature = "xdp"),
         target_os = "linux",
@@ -221,16 +211,15 @@ impl<P: PoolRef> LocalCache<P> {
     /// Returns every handle of `handles`, leaving it empty. Always succeeds.
     ///
     /// # Panics
-    /// Run-time pools: when one of the handles is another pool's (checked for all of them
-    /// first: nothing is moved).
+    /// Run-time pools: when one of the handles is another pool's (all checked first: nothing is
+    /// moved).
     #[inline(always)]
     #[track_caller]
     pub fn put_bulk(&mut self, handles: &mut Vec<H<P>>) {
         self.put_bulk_tail(handles, handles.len())
     }
 
-    /// Returns the last `n` handles of `handles` (all of them if it holds fewer) and
-    /// truncates it.
+    /// Returns the last `n` handles of `handles` (all if fewer) and truncates it.
     ///
     /// # Panics
     /// As [`LocalCache::put_bulk`].
@@ -242,11 +231,10 @@ impl<P: PoolRef> LocalCache<P> {
             .put_vec_tail_via(&self.geometry, || &mut self.cm, handles, n);
     }
 
-    /// Takes exactly `N` objects as an array (bulk size known at compile time: DPDK's
-    /// `constant_n`). The array comes back by value inside a `Result`, which costs one copy
-    /// through the stack; a hot loop that stores the handles in its own table should use
-    /// [`LocalCache::get_into`] with a slice of constant length instead (the cache writes
-    /// straight into the slots: BENCHMARKS.md section 14).
+    /// Takes exactly `N` objects as an array (DPDK's `constant_n`). The array comes back by value
+    /// in a `Result` (one copy through the stack); a hot loop storing handles in its own table
+    /// should use [`LocalCache::get_into`] with a constant-length slice (written straight into the
+    /// slots, BENCHMARKS.md).
     ///
     /// # Errors
     /// [`PoolError::Exhausted`] as [`LocalCache::get_bulk`].
@@ -272,10 +260,9 @@ impl<P: PoolRef> LocalCache<P> {
         }
     }
 
-    /// A `put_array` with another pool's handle in it: this pool's handles go back (the array
-    /// was consumed: they would be lost with it), then the panic names the foreign one, whose
-    /// object stays out of its own pool until that pool is dropped (no handle of this pool is
-    /// lost with the array).
+    /// A `put_array` with another pool's handle: this pool's handles go back (the consumed array
+    /// would lose them), then the panic names the foreign one, whose object stays out of its pool
+    /// until that pool is dropped.
     #[cold]
     #[inline(never)]
     #[track_caller]

@@ -1,17 +1,15 @@
-//! [`Mempool`]: the one interface of the crate's pools. The in-process pool `Pool<T, B, R>`
-//! (branded or run-time identity, any entry representation) and the multi-process
-//! [`SharedPool`](crate::shared::SharedPool) both implement it, so code written once over
-//! `M: Mempool` runs on either: DPDK's `rte_mempool_get/put(_bulk)` family, the caller's-table
-//! forms, the handle -> object conversion and the settings a caller reads.
+//! [`Mempool`]: the one interface of the crate's pools, implemented by the in-process `Pool<T, B,
+//! R>` (any identity and representation) and the multi-process
+//! [`SharedPool`](crate::shared::SharedPool), so code written once over `M: Mempool` runs on
+//! either: DPDK's `rte_mempool_get/put(_bulk)` family, the caller's-table forms, handle -> object
+//! and the settings.
 //!
-//! Each operation is defined once, as the pool's inherent method (so that the common case
-//! needs no `use` of the trait), or as a provided method of the trait where a pool has no
-//! inherent one; an implementation forwards to the inherent methods through one macro
-//! (`forward!`, `#[inline(always)]`), so a call through the trait compiles to the same code
-//! as a direct call. The companions that reach into
-//! an in-process pool's internals (a `LocalCache`'s cache token, a `HandleRing`'s zeroing, the
-//! kernel receivers' region) are written over [`crate::PoolRef`] instead; what needs only the
-//! interface ([`crate::Pooled`]... and a caller's generic code) is written over this trait.
+//! Each operation is defined once: as the pool's inherent method (no `use` of the trait needed) or,
+//! where there is none, as a provided method. Implementations forward to the inherent methods
+//! through `forward!` (`#[inline(always)]`), so a trait call is the same code as a direct call.
+//! Companions reaching into an in-process pool's internals (`LocalCache`'s token, `HandleRing`'s
+//! zeroing, the kernel receivers' region) are written over [`crate::PoolRef`]; those needing only
+//! the interface ([`crate::Pooled`]) over this trait.
 //!
 //! ```
 //! use idxpool::shared::{fingerprint, SharedOptions, SharedPool};
@@ -49,10 +47,9 @@ use crate::handle::Handle;
 use crate::pool::Pool;
 use crate::repr::Repr;
 
-/// How a [`crate::Pooled`] guard holds its pool: a borrow `&M` (the guard cannot outlive the
-/// pool) or an `Arc<M>` (the guard keeps it alive), for any [`Mempool`] `M`. Sealed: every
-/// dereference reaches the same pool. (`Mempool` itself is open and safe: no unsafe code of
-/// the crate relies on how it is implemented.)
+/// How a [`crate::Pooled`] guard holds its pool: `&M` (the guard cannot outlive it) or `Arc<M>`
+/// (the guard keeps it alive). Sealed: every dereference reaches the same pool. (`Mempool` itself
+/// is open and safe: no unsafe code relies on its implementations.)
 ///
 /// ```
 /// use std::sync::Arc;
@@ -95,10 +92,9 @@ impl<M: Mempool> MempoolRef for Arc<M> {
 }
 
 /// A pool of objects addressed by handles: get and put one, a bulk (all or nothing) or a burst
-/// (best effort), through a caller's table of `Option<Handle>` slots, and the handle -> object
-/// conversion. Implemented by [`Pool`] (every identity and representation) and
-/// [`SharedPool`](crate::shared::SharedPool). See the [module docs](crate::mempool) for an
-/// example written once for both.
+/// (best effort), through a caller's table of `Option<Handle>` slots, and handle -> object.
+/// Implemented by [`Pool`] and [`SharedPool`](crate::shared::SharedPool); [module
+/// docs](crate::mempool) for an example over both.
 pub trait Mempool {
     /// The object type (`T`; `[u8]` for byte-buffer pools).
     type Object: ?Sized;
@@ -108,8 +104,8 @@ pub trait Mempool {
     /// Takes one object (DPDK's `rte_mempool_get`).
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`] when the calling thread's (or process's) cache and the common
-    /// ring are empty.
+    /// [`PoolError::Exhausted`] when the calling thread's (or process's) cache and the ring are
+    /// empty.
     ///
     /// ```
     /// use idxpool::Mempool;
@@ -124,9 +120,9 @@ pub trait Mempool {
     /// Returns one object (DPDK's `rte_mempool_put`).
     ///
     /// # Panics
-    /// When `h` is another pool's (run-time and shared pools check; nothing is moved into this
-    /// pool, and the handle, consumed, leaves its object out of its own pool: counted there as
-    /// in use). [`Mempool::try_put`] gives it back instead.
+    /// When `h` is another pool's (run-time and shared pools check): nothing moves, and the
+    /// consumed handle's object stays counted in use by its own pool. [`Mempool::try_put`] gives it
+    /// back instead.
     ///
     /// ```
     /// use idxpool::Mempool;
@@ -159,8 +155,7 @@ pub trait Mempool {
         Ok(())
     }
 
-    /// True when `h` was minted by this pool (always true for branded pools: the compiler
-    /// checked it).
+    /// True when `h` was minted by this pool (always for branded pools: the compiler checked it).
     ///
     /// ```
     /// use idxpool::Mempool;
@@ -217,12 +212,12 @@ pub trait Mempool {
     /// ```
     fn put_bulk(&self, handles: &mut Vec<Self::Handle>);
 
-    /// Fills every slot of `table` with a handle, all or nothing (DPDK's
-    /// `rte_mempool_get_bulk(mp, obj_table, n)` into the caller's table).
+    /// Fills every slot of `table` with a handle, all or nothing (DPDK's `rte_mempool_get_bulk(mp,
+    /// obj_table, n)`).
     ///
     /// # Errors
-    /// Nothing taken and the table unchanged on [`PoolError::SlotOccupied`] (a slot already
-    /// holds a handle: a get never overwrites one) and [`PoolError::Exhausted`].
+    /// Nothing taken, table unchanged, on [`PoolError::SlotOccupied`] (a get never overwrites a
+    /// handle) and [`PoolError::Exhausted`].
     ///
     /// ```
     /// use idxpool::Mempool;
@@ -248,12 +243,12 @@ pub trait Mempool {
         Ok(())
     }
 
-    /// Returns the handle of every slot of `table` and empties the slots, all or nothing
-    /// (DPDK's `rte_mempool_put_bulk(mp, obj_table, n)`).
+    /// Returns and empties every slot of `table`, all or nothing (DPDK's `rte_mempool_put_bulk(mp,
+    /// obj_table, n)`).
     ///
     /// # Errors
-    /// Nothing moved and the table unchanged on [`PoolError::SlotEmpty`] and
-    /// [`PoolError::ForeignHandle`] (a handle of another pool).
+    /// Nothing moved, table unchanged, on [`PoolError::SlotEmpty`] and
+    /// [`PoolError::ForeignHandle`].
     ///
     /// ```
     /// use idxpool::Mempool;
@@ -401,12 +396,11 @@ pub trait Mempool {
     fn flush(&self);
 }
 
-/// The methods of an implementation of [`Mempool`] that call the implementing type's inherent
-/// method of the same name and signature (`Self::name` finds an inherent method before a
-/// trait's), `#[inline(always)]`: a call through the trait is the same code as a direct call.
-/// One arm per method, its signature written once for every implementation; an implementation
-/// lists the methods it forwards (`forward!(get put ..)`) and writes the others. The names in
-/// the signatures (`forward`, `PoolError`, `FlushPolicy`) are the caller's imports.
+/// `forward!`: implements [`Mempool`] methods by calling the implementing type's inherent method of
+/// the same name and signature (`Self::name` finds an inherent method first), `#[inline(always)]`.
+/// One arm per method, its signature written once; an implementation lists what it forwards
+/// (`forward!(get put ..)`) and writes the rest. The signatures' names (`forward`, `PoolError`,
+/// `FlushPolicy`) are the caller's imports.
 macro_rules! forward {
     ($(#[$at:meta])* fn $m:ident $(<$l:lifetime>)? (&$($sl:lifetime)? self $(, $a:ident: $t:ty)*)
         $(-> $r:ty)?) => {

@@ -1,9 +1,8 @@
-//! Ownership: how a companion of a pool (a [`crate::LocalCache`], a [`crate::Pooled`] guard, a
-//! [`crate::HandleRing`]) holds it. One type parameter, [`PoolRef`], implemented for a borrow
-//! (`&'p Pool`: the companion cannot outlive the pool, checked by the compiler) and for an
-//! `Arc<Pool>` (the companion keeps the pool alive: `'static` when the pool is, so it can be
-//! stored in a struct next to the pool or moved into `std::thread::spawn`). Each companion is
-//! written once over it; there is no second, "owned" family of types.
+//! Ownership: how a companion of a pool ([`crate::LocalCache`], [`crate::Pooled`],
+//! [`crate::HandleRing`]) holds it. One type parameter, [`PoolRef`], for a borrow (`&'p Pool`:
+//! cannot outlive the pool, compiler-checked) and an `Arc<Pool>` (keeps the pool alive: `'static`
+//! when the pool is, so it can sit in a struct or move into `std::thread::spawn`). Each companion
+//! is written once over it; no second "owned" family.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -43,7 +42,7 @@
 //! references: it may be the pool's last owner while passed by value (`drop(cache)`), and a
 //! reference field would stay protected (Stacked and Tree Borrows) while the pool is freed
 //! (DESIGN.md, "One pool type"; tests/soundness.rs
-//! `owned_companions_may_be_the_last_owner_of_their_pool`, under Miri).
+//! `owned_companions_may_be_the_last_owner_of_their_pool`, Miri).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -53,8 +52,8 @@ use crate::element::Element;
 use crate::pool::Pool;
 use crate::repr::Repr;
 
-/// A reference to a [`Pool`] that a companion holds: `&'p Pool<T, B, R>` or
-/// `Arc<Pool<T, B, R>>` (both dereference to the pool). See the [module docs](crate::owned).
+/// A reference to a [`Pool`] that a companion holds: `&'p Pool<T, B, R>` or `Arc<Pool<T, B, R>>`.
+/// See the [module docs](crate::owned).
 ///
 /// ```
 /// use idxpool::{LocalCache, Pool, PoolBuilder, PoolRef};
@@ -70,17 +69,14 @@ use crate::repr::Repr;
 /// # Ok::<(), idxpool::PoolError>(())
 /// ```
 ///
-/// # Sealed
-/// Implemented by `&Pool` and `Arc<Pool>` only; no other type can implement it. The crate
-/// relies on three things of every value: `pool()` returns the same pool on every call; that
-/// pool neither moves nor is dropped while the value lives (companions keep raw pointers into
-/// it); and no `&mut Pool` can be taken while the value lives. The third is what a borrow and
-/// an `Arc` give and a hand-written owner (a raw pointer, say) could not be made to promise:
-/// the pool's `&mut self` operations (`audit`, `obj_iter`, drop) read `&mut self` as proof
-/// that no `LocalCache` of the pool is alive, so that a cache still registered was forgotten
-/// and its storage can be reclaimed (DESIGN.md, "Where `&mut self` is the proof"). A
-/// raw-pointer owner would let `audit` free a live cache's storage and the pool hand its
-/// objects out twice (tests/ui/pool_ref_sealed.rs keeps that reproducer from compiling).
+/// Implemented by `&Pool` and `Arc<Pool>` only. The crate relies on three things of every value:
+/// `pool()` returns the same pool on every call; that pool neither moves nor is dropped while the
+/// value lives (companions keep raw pointers into it); and no `&mut Pool` can be taken while it
+/// lives. The third is what a hand-written owner (a raw pointer) could not promise: `audit`,
+/// `obj_iter` and drop read `&mut self` as proof that no `LocalCache` is alive, so a
+/// still-registered cache was forgotten and its storage reclaimable (DESIGN.md, "Where `&mut self`
+/// is the proof"). A raw-pointer owner would let `audit` free a live cache's storage and the pool
+/// hand objects out twice (tests/ui/pool_ref_sealed.rs).
 pub trait PoolRef:
     sealed::Sealed
     + Deref<Target = Pool<<Self as PoolRef>::T, <Self as PoolRef>::B, <Self as PoolRef>::R>>
@@ -134,8 +130,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-// A shared borrow keeps the pool in place and alive for 'p, and no `&mut Pool` can be taken
-// while it lives.
+// A shared borrow keeps the pool in place and alive for 'p, and forbids `&mut Pool` meanwhile.
 impl<T: ?Sized + Element, B: Brand, R: Repr> sealed::Sealed for &Pool<T, B, R> {}
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
@@ -149,8 +144,7 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for &Pool<T, B, R> {
 }
 
 // The pool lives in the Arc's allocation, which never moves and lives while any clone does;
-// `Arc::get_mut` (the only safe `&mut Pool` from an `Arc`) fails while a second clone, such as
-// the one a companion holds, exists.
+// `Arc::get_mut` (the only safe `&mut Pool` from an `Arc`) fails while a companion's clone exists.
 impl<T: ?Sized + Element, B: Brand, R: Repr> sealed::Sealed for Arc<Pool<T, B, R>> {}
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> PoolRef for Arc<Pool<T, B, R>> {

@@ -1,35 +1,30 @@
-//! The process-wide handle space of run-time pools ([`crate::brand::Runtime`]): every run-time
-//! pool owns a disjoint block of the 32-bit entry values, so that its handle is the 4-byte
-//! cache entry itself and a handle of another pool fails one range check.
+//! The process-wide handle space of run-time pools ([`crate::brand::Runtime`]): each run-time pool
+//! owns a disjoint block of the 32-bit entry values, so its handle is the 4-byte cache entry itself
+//! and another pool's handle fails one range check.
 //!
-//! Blocks are powers of two, aligned to their size (a buddy-style allocation): the entries of
-//! a pool are `e0 .. e0 + 2^k` with `e0` a multiple of `2^k`, so `e ^ e0 < 2^k` is the check of
-//! one handle and the OR of `e ^ e0` over a burst checks the whole burst (an OR reduction:
-//! two vector instructions per four entries, against a max reduction that SSE2 must emulate).
-//! The price is up to half of a block unused, and fragmentation: the space (entries
-//! `1 .. 2^32`, 32 GiB of regions at 8 bytes per offset entry) gives one pool at most a block
-//! of 2^31 entries (16 GiB with offset entries; index entries need only `capacity`), and that
-//! block exists only as the upper half (entry 0 does not exist); a small pool living in a half
-//! (or quarter, ...) keeps every larger block there unavailable although most entries are
-//! free. `HandleSpaceExhausted` reports the block needed and the largest free range.
+//! Blocks are powers of two aligned to their size (buddy-style): a pool's entries are `e0 .. e0 +
+//! 2^k` with `e0` a multiple of `2^k`, so `e ^ e0 < 2^k` checks one handle and the OR of `e ^ e0`
+//! checks a burst (an OR reduction vectorises; a max reduction SSE2 must emulate). The price: up to
+//! half a block unused, and fragmentation. The space (entries `1 .. 2^32`, 32 GiB of regions at 8
+//! bytes per offset entry) gives a pool at most 2^31 entries (16 GiB with offset entries; index
+//! entries need only `capacity`), only as the upper half (entry 0 does not exist); a small pool in
+//! a half (quarter, ...) blocks every larger block there. `HandleSpaceExhausted` reports the block
+//! needed and the largest free range.
 //!
-//! This is VPP's buffer-index space: one index space over every buffer pool of the process,
-//! each pool a disjoint part of it. Here the space is only the numbering, not the addresses:
-//! each pool maps its region wherever the kernel puts it, and its geometry folds the range's
-//! start into its base (`Geometry::with_range`), so entry -> address is the branded pool's one
+//! This is VPP's buffer-index space: one index space over every buffer pool of the process. Here it
+//! is only the numbering: each pool maps its region anywhere and its geometry folds the range's
+//! start into its base (`Geometry::with_range`), so entry -> address is the branded pool's
 //! addressing mode.
 //!
-//! **Reuse rule.** A range goes back to the free list only when its pool was dropped with every
-//! object home (no handle of it exists: handles are not `Clone`/`Copy`, `put` consumes them,
-//! and `from_raw` is `unsafe` with the contract that the value came from `into_raw` of a live
-//! pool). A pool dropped with objects still out **quarantines** its range for the life of the
-//! process: its outstanding handles then name no live pool, and can never meet a new pool that
-//! would accept them. The space holds `u32::MAX` raw values (entry `u32::MAX + 1` does not
-//! exist); a claim that finds no free range large enough is
-//! [`PoolError::HandleSpaceExhausted`], never a wrap or an overlap.
+//! **Reuse rule.** A range returns to the free list only when its pool was dropped with every
+//! object home (then no handle of it exists: handles are not `Clone`/`Copy`, `put` consumes them,
+//! `from_raw` is `unsafe` and requires `into_raw` of a live pool). A pool dropped with objects out
+//! **quarantines** its range for the process's life: its handles can never meet a new pool that
+//! would accept them. The space holds `u32::MAX` raw values; a claim finding no large enough free
+//! range is [`PoolError::HandleSpaceExhausted`], never a wrap or overlap.
 //!
-//! The table is touched at pool creation and drop, and on the cold path of a foreign handle
-//! (to name the pool that minted it); never on get, put or access.
+//! The table is touched at pool creation and drop, and on a foreign handle's cold path (to name its
+//! pool); never on get, put or access.
 
 use std::collections::BTreeMap;
 
@@ -49,9 +44,9 @@ struct Table {
     live: BTreeMap<u64, (u64, String)>,
     /// Ranges of pools dropped with objects out, by start: `start -> (len, name)`.
     quarantined: BTreeMap<u64, (u64, String)>,
-    /// Whether `free` was seeded with the whole space (a const BTreeMap cannot hold it). A
-    /// flag under the lock, not a `Once`: a child forked while another thread ran a `Once`'s
-    /// closure would inherit it running for ever.
+    /// Whether `free` was seeded with the whole space (a const BTreeMap cannot hold it). A flag
+    /// under the lock, not a `Once`: a child forked while another thread ran a `Once`'s closure
+    /// would inherit it running for ever.
     seeded: bool,
 }
 
@@ -72,20 +67,19 @@ fn table() -> LockGuard<'static, Table> {
     t
 }
 
-/// A pool's block of the handle space: raw entries `lo .. lo + span` (entries `lo + 1 ..`),
-/// `span` a power of two and `lo + 1` a multiple of it.
+/// A pool's block of the handle space: raw entries `lo .. lo + span` (entries `lo + 1 ..`), `span`
+/// a power of two and `lo + 1` a multiple of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Range {
     pub(crate) lo: u32,
     pub(crate) span: u32,
 }
 
-/// Claims a block of at least `need` entries for the pool `name` (the lowest aligned block of
-/// the next power of two that fits).
+/// Claims the lowest aligned block of the next power of two >= `need` entries for the pool `name`.
 ///
 /// # Errors
-/// [`PoolError::HandleSpaceExhausted`] when no free range holds an aligned block of that size
-/// (or `need` exceeds the largest block, 2^31 entries).
+/// [`PoolError::HandleSpaceExhausted`] when no free range holds such a block (or `need` exceeds
+/// 2^31 entries).
 pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
     let mut t = table();
     let block = need.max(1).next_power_of_two();
@@ -122,8 +116,8 @@ pub(crate) fn claim(need: u64, name: &str) -> Result<Range, PoolError> {
     })
 }
 
-/// Gives a dropped pool's range back (`all_home`), or quarantines it for the life of the
-/// process (objects still out: their handles must never meet another pool).
+/// Gives a dropped pool's range back (`all_home`), or quarantines it for the process's life
+/// (objects out: their handles must never meet another pool).
 pub(crate) fn release(r: Range, all_home: bool) {
     let mut t = table();
     let start = r.lo as u64 + 1;
@@ -151,8 +145,8 @@ pub(crate) fn release(r: Range, all_home: bool) {
     t.free.insert(s, l);
 }
 
-/// Who owns raw entry `raw`: `'name' (live)`, `'name' (dropped with objects out)`, or that no
-/// pool does (for the foreign-handle message; cold path only).
+/// Who owns raw entry `raw`: `'name' (live)`, `'name' (dropped with objects out)`, or no pool (for
+/// the foreign-handle message; cold path).
 pub(crate) fn describe(raw: u32) -> String {
     let t = table();
     let raw = raw as u64 + 1; // entry units
@@ -189,9 +183,9 @@ pub(crate) fn usage() -> SpaceUsage {
     }
 }
 
-/// How the process's 32-bit handle space (the entries of every run-time pool, `u32::MAX` in
-/// all) is used, from [`crate::Runtime::space_usage`]. Live run-time pools hold what is
-/// neither free nor quarantined.
+/// How the process's 32-bit handle space (every run-time pool's entries, `u32::MAX` in all) is
+/// used, from [`crate::Runtime::space_usage`]. Live run-time pools hold what is neither free nor
+/// quarantined.
 ///
 /// ```
 /// use idxpool::{PoolBuilder, Runtime, SpaceUsage};
@@ -206,8 +200,8 @@ pub(crate) fn usage() -> SpaceUsage {
 pub struct SpaceUsage {
     /// Raw entries free for new run-time pools.
     pub free: u64,
-    /// Raw entries held for good by pools dropped with objects still out (a stale handle of
-    /// such a pool must never meet a later pool that would accept it).
+    /// Raw entries held for good by pools dropped with objects out (their stale handles must never
+    /// meet a later pool).
     pub quarantined: u64,
 }
 

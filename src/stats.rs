@@ -1,16 +1,15 @@
-//! Per-cache counters, as DPDK's `struct rte_mempool_debug_stats` (enabled by the `stats`
-//! feature; every counter reads 0 without it, the counting code compiles away, and
-//! [`Stats::COUNTING`] says so). A pool's totals include the counters of its dropped local
-//! caches and exited threads' caches (folded in when they go, as DPDK keeps per-lcore counters
-//! for the pool's life).
+//! Per-cache counters, as DPDK's `struct rte_mempool_debug_stats` (feature `stats`; without it
+//! every counter reads 0, the counting compiles away, [`Stats::COUNTING`] says so). A pool's totals
+//! include its dropped local caches' and exited threads' counters (folded in when they go, as DPDK
+//! keeps per-lcore counters for the pool's life).
 
 use std::fmt;
 use std::ops::AddAssign;
 
 /// Counters of one cache, or their sum over a pool ([`crate::Pool::stats`]).
 ///
-/// Names follow DPDK: `*_bulk` counts calls, `*_objs` counts objects. "common pool" is the
-/// ring: `put_common_pool_*` are flushes into it, `get_common_pool_*` refills from it.
+/// Names follow DPDK: `*_bulk` counts calls, `*_objs` objects; the "common pool" is the ring
+/// (`put_common_pool_*`: flushes, `get_common_pool_*`: refills).
 ///
 /// ```
 /// use idxpool::{PoolBuilder, Stats};
@@ -43,17 +42,16 @@ pub struct Stats {
     pub get_success_bulk: u64,
     /// Objects handed out by successful gets.
     pub get_success_objs: u64,
-    /// Failed get calls. A waiting get counts its first try when that found too few objects;
-    /// the objects it takes after its wait count in `get_success_*` and `get_common_pool_*`.
+    /// Failed get calls (a waiting get counts its first failed try; what it takes after its wait
+    /// counts in `get_success_*` and `get_common_pool_*`).
     pub get_fail_bulk: u64,
     /// Objects requested by failed gets.
     pub get_fail_objs: u64,
 }
 
 impl Stats {
-    /// True when the crate was built with the `stats` feature. Without it nothing is counted
-    /// (the counting code compiles away) and every `Stats` reads 0: check this before reading
-    /// a zero as "nothing happened".
+    /// True when built with the `stats` feature. Without it nothing is counted and every `Stats`
+    /// reads 0: check this before reading a zero as "nothing happened".
     pub const COUNTING: bool = cfg!(feature = "stats");
 
     /// [`Stats::COUNTING`], as a method (e.g. on a value returned by `pool.stats()`).
@@ -125,9 +123,9 @@ impl fmt::Display for Stats {
     }
 }
 
-/// Live counters of one cache. Written by the owning thread with plain relaxed load + store
-/// (no read-modify-write on the hot path), read by any thread; the counters of the pool's
-/// zero-size cache (used by every thread without a cache) are `shared` and use atomic RMW.
+/// Live counters of one cache: written by the owning thread with relaxed load + store (no RMW on
+/// the hot path), read by any thread; the zero-size cache's (shared by threads without a cache) are
+/// `shared`, with atomic RMW.
 #[derive(Default)]
 pub(crate) struct Counters {
     #[cfg(feature = "stats")]
@@ -164,8 +162,7 @@ impl Counters {
         c
     }
 
-    /// Adds `n` to a counter: a relaxed load + store when the calling thread owns the counters,
-    /// an atomic add when they are shared.
+    /// Adds `n` to a counter: relaxed load + store for the owner, atomic add when shared.
     #[inline(always)]
     pub(crate) fn add(&self, _which: Counter, _n: usize) {
         #[cfg(feature = "stats")]

@@ -1,6 +1,6 @@
-//! The caller's-table forms of the bulk get and put (DPDK's `rte_mempool_get_bulk(mp,
-//! obj_table, n)` with `obj_table` the caller's memory): thin wrappers over the pool's table
-//! get and put (pool/table.rs), through the calling thread's cache or a `LocalCache`.
+//! The caller's-table forms of the bulk get and put (DPDK's `rte_mempool_get_bulk(mp, obj_table,
+//! n)` into the caller's memory): thin wrappers over pool/table.rs, through the thread's cache or a
+//! `LocalCache`.
 
 use crate::error::PoolError;
 use crate::handle::Handle;
@@ -14,15 +14,14 @@ type H<T, B, R> = Handle<T, B, R>;
 type LocalSlot<P> = Slot<<P as PoolRef>::T, <P as PoolRef>::B, <P as PoolRef>::R>;
 
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
-    /// Fills every slot of `table` with a handle, through the calling thread's cache, all or
-    /// nothing (DPDK's `rte_mempool_get_bulk(mp, obj_table, n)` with the table the caller's
-    /// memory): no `Vec`, no array moved by value.
+    /// Fills every slot of `table` with a handle through the calling thread's cache, all or nothing
+    /// (DPDK's `rte_mempool_get_bulk(mp, obj_table, n)`): no `Vec`, no array moved by value.
     ///
     /// # Errors
-    /// * [`PoolError::SlotOccupied`] when a slot already holds a handle (nothing is taken, the
-    ///   table is unchanged: a get never overwrites a handle);
-    /// * [`PoolError::Exhausted`] with `requested = table.len()` when this thread's cache plus
-    ///   the ring hold fewer (every slot stays empty).
+    /// * [`PoolError::SlotOccupied`] when a slot holds a handle (nothing taken, table unchanged: a
+    ///   get never overwrites a handle);
+    /// * [`PoolError::Exhausted`] with `requested = table.len()` when this thread's cache plus the
+    ///   ring hold fewer (every slot stays empty).
     ///
     /// ```
     /// use idxpool::{Handle, PoolBuilder};
@@ -42,8 +41,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         Self::get_into_via(|| self, || self.thread_cache_mut(), table)
     }
 
-    /// Returns the handle of every slot of `table` through the calling thread's cache and
-    /// empties the slots, all or nothing (DPDK's `rte_mempool_put_bulk(mp, obj_table, n)`).
+    /// Returns and empties every slot of `table` through the calling thread's cache, all or nothing
+    /// (DPDK's `rte_mempool_put_bulk(mp, obj_table, n)`).
     ///
     /// # Errors
     /// Nothing is moved and the table is unchanged on:
@@ -70,12 +69,12 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 }
 
 impl<P: PoolRef> crate::LocalCache<P> {
-    /// Fills every slot of `table` with a handle, through this cache, all or nothing (DPDK's
-    /// `rte_mempool_generic_get(mp, obj_table, n, cache)`). With a table slice of constant
-    /// length (`&mut table[i..i + 32]`) the hit is DPDK's inlined constant-n copy.
+    /// Fills every slot of `table` through this cache, all or nothing (DPDK's
+    /// `rte_mempool_generic_get(mp, obj_table, n, cache)`). With a constant-length slice (`&mut
+    /// table[i..i + 32]`) the hit is DPDK's inlined constant-n copy.
     ///
     /// # Errors
-    /// As [`crate::Pool::get_into`] (the cache's objects plus the ring are what it reaches).
+    /// As [`crate::Pool::get_into`] (reaching this cache's objects plus the ring).
     ///
     /// ```
     /// use idxpool::{Handle, PoolBuilder};
@@ -97,8 +96,8 @@ impl<P: PoolRef> crate::LocalCache<P> {
         Pool::get_into_via(|| pool.pool(), || cm, table)
     }
 
-    /// Returns the handle of every slot of `table` through this cache and empties the slots,
-    /// all or nothing (DPDK's `rte_mempool_generic_put(mp, obj_table, n, cache)`).
+    /// Returns and empties every slot of `table` through this cache, all or nothing (DPDK's
+    /// `rte_mempool_generic_put(mp, obj_table, n, cache)`).
     ///
     /// # Errors
     /// As [`crate::Pool::put_from`].

@@ -1,37 +1,33 @@
-//! Waiting on exhaustion: the pool's queue of waiting getters and the handshake
-//! with the puts that reach the common ring.
+//! Waiting on exhaustion: the pool's queue of waiting getters and the handshake with the puts that
+//! reach the common ring.
 //!
 //! A get that finds the pool empty may wait ([`crate::Pool::get_wait`],
-//! [`crate::Pool::get_bulk_wait`], the future [`GetWait`]): it registers in the queue, in
-//! arrival order, and sleeps (a parked thread, or a pending future whose `Waker` is kept) until
-//! a put that reached the ring wakes it, or its timeout passes, or (the future) it is dropped.
+//! [`crate::Pool::get_bulk_wait`], the future [`GetWait`]): it registers in the queue, in arrival
+//! order, and sleeps (parked thread, or pending future keeping its `Waker`) until a put that
+//! reached the ring wakes it, its timeout passes or (the future) it is dropped.
 //!
-//! The whole argument (the handshake's SeqCst order, who is woken, the default cache size)
-//! is DESIGN.md, "Waiting on exhaustion"; what the code here must keep:
+//! The argument (the handshake's SeqCst order, who is woken, the default cache size) is DESIGN.md,
+//! "Waiting on exhaustion"; what the code must keep:
 //!
 //! * **Zero cost when nobody waits.** The cached put does nothing new. Only an operation whose
-//!   cache token went to the ring (a flush, an uncached put, a failed get that gave back its
-//!   refill, a thread-exit flush) loads the waiter count, after its token is gone, from the
-//!   ring's producer line it has just written. Wakers are user code: they run outside any
-//!   token and outside the queue lock.
-//! * **No lost wake-up** (loom: `waiter_handshake_*` in tests/loom.rs). A put CASes
-//!   `prod.head` (SeqCst), publishes `prod.tail`, then loads the count (SeqCst); a waiter
-//!   increments the count (SeqCst, under the lock), reads `prod.head`, waits for `prod.tail`
-//!   to reach it (`settle_producers`), retries, and only then sleeps. Single-producer rings
-//!   store `prod.head` plainly: their put fences (SeqCst) before the load.
-//! * **Who is woken.** From the front, waiters not yet woken until their requests add up to
-//!   the entries in the ring. A woken waiter retries from the ring only (a refill of its own
-//!   cache would hoard what the others are owed); one that fails or leaves while entries
-//!   remain passes the wake-up on. A woken waiter that has not retried by the second put
-//!   after its wake-up (an abandoned or forgotten future) stops holding back the ones behind
-//!   it, and a blocked thread retries from the ring every [`RECHECK`] unwoken, so it is
-//!   served even when no later put comes. FIFO, but gets that do not wait may barge, and a
-//!   large bulk request may be overtaken by smaller ones.
-//! * **What a waiter may rely on.** It is woken when objects reach the common ring (an
-//!   uncached put, any flush, a thread's exit). Objects idle in other threads' caches stay
-//!   there (DPDK's answer): up to `threads x fill limit` of them. A future's own thread puts
-//!   through to the ring while a waiter is left (its cache pinned, `Pool::pin_thread_cache`),
-//!   so another task of that thread can serve it.
+//!   cache token went to the ring (flush, uncached put, failed get giving back its refill,
+//!   thread-exit flush) loads the waiter count, after its token is gone, from the producer line it
+//!   just wrote. Wakers are user code: they run outside any token and the queue lock.
+//! * **No lost wake-up** (loom: `waiter_handshake_*` in tests/loom.rs). A put CASes `prod.head`
+//!   (SeqCst), publishes `prod.tail`, then loads the count (SeqCst); a waiter increments the count
+//!   (SeqCst, under the lock), reads `prod.head`, waits for `prod.tail` to reach it
+//!   (`settle_producers`), retries, then sleeps. Single-producer rings store `prod.head` plainly:
+//!   their put fences (SeqCst) before the load.
+//! * **Who is woken.** From the front, unwoken waiters until their requests add up to the entries
+//!   in the ring. A woken waiter retries from the ring only (refilling its cache would hoard what
+//!   others are owed); one that fails or leaves while entries remain passes the wake-up on. One
+//!   that has not retried by the second put after its wake-up (an abandoned future) stops holding
+//!   back those behind, and a blocked thread retries every [`RECHECK`] unwoken. FIFO, but
+//!   non-waiting gets may barge and a large bulk request may be overtaken.
+//! * **What a waiter may rely on.** It is woken when objects reach the common ring. Objects idle in
+//!   other threads' caches stay there (DPDK's answer): up to `threads x fill limit`. A future's own
+//!   thread puts through to the ring while a waiter is left (`Pool::pin_thread_cache`), so another
+//!   task of that thread can serve it.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -52,15 +48,15 @@ use crate::sync::{current_thread, Ordering, Thread};
 enum Wake {
     /// A thread blocked in `get_wait`: unparked.
     Thread(Thread),
-    /// A pending future: its waker (taken out when it is woken; set again at the next poll).
+    /// A pending future: its waker (taken out when woken; set again at the next poll).
     Waker(Option<Waker>),
 }
 
 /// One registered waiter.
 struct Entry {
     id: u64,
-    /// The registering thread's key (`fork::thread_key`): in a forked child, the waiters of
-    /// threads that do not exist there are dropped from the queue.
+    /// The registering thread's key (`fork::thread_key`): in a forked child, waiters of threads
+    /// that do not exist there are dropped.
     #[cfg_attr(not(all(unix, not(miri), not(loom))), allow(dead_code))]
     key: usize,
     /// Objects it asks for.
@@ -75,8 +71,8 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     next_id: u64,
-    /// Calls of [`WaitQueue::wake`] so far: a woken waiter is owed its objects in the round
-    /// after its wake-up only.
+    /// Calls of [`WaitQueue::wake`] so far: a woken waiter is owed its objects in the next round
+    /// only.
     round: u64,
     entries: VecDeque<Entry>,
 }
@@ -88,14 +84,12 @@ enum Wakeup {
 }
 
 impl Wakeup {
-    /// Wakes, and contains a panic of the waker (user code): it is dropped here, not unwound
-    /// into the put that woke the waiter. That put has moved its objects into the ring but
-    /// may not yet have emptied the caller's `Vec` or table (its adapter finishes after this
-    /// call), so an unwind from here left handles of free objects with the caller: a
-    /// duplicate handle and two live `&mut T` (tests/waker_panic.rs); in a thread's exit
-    /// flush (a TLS destructor) it aborted the process; and the waiters after the panicking
-    /// one in the same round were never woken. The payload is leaked, not dropped (its drop
-    /// is user code too).
+    /// Wakes, containing a panic of the waker (user code) instead of unwinding into the put: that
+    /// put has moved its objects into the ring but may not have emptied the caller's `Vec` or table
+    /// yet, so an unwind left handles of free objects with the caller (duplicate handle, two live
+    /// `&mut T`: tests/waker_panic.rs), aborted in a thread-exit flush (TLS destructor), and
+    /// skipped the round's later waiters. The payload is leaked, not dropped (its drop is user code
+    /// too).
     fn wake_contained(self) {
         if let Err(payload) =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || self.wake()))
@@ -112,27 +106,25 @@ impl Wakeup {
     }
 }
 
-/// The longest a blocked waiter sleeps before it retries from the ring unwoken (as after a
-/// spurious wake-up): the bound on its wait behind a woken future that never retries (module
-/// docs), at the cost of a retry ten times a second while it waits.
+/// The longest a blocked waiter sleeps before retrying from the ring unwoken: the bound on its wait
+/// behind a woken future that never retries (module docs).
 const RECHECK: Duration = Duration::from_millis(100);
 
-/// Wake-ups taken per round of the lock: a fixed array, so that nothing is allocated with the
-/// lock held (a global allocator may use the pool).
+/// Wake-ups taken per round of the lock: a fixed array, so nothing is allocated under the lock (a
+/// global allocator may use the pool).
 const ROUND: usize = 8;
 
-/// The queue of waiting getters of one pool, in arrival order. Its count of waiters lives on
-/// the ring's producer line ([`Ring::waiting`]).
+/// The queue of waiting getters of one pool, in arrival order. Its waiter count lives on the ring's
+/// producer line ([`Ring::waiting`]).
 pub(crate) struct WaitQueue {
-    /// A lock of crate::fork's order (a leaf); under loom, loom's `Mutex` (the waiter models).
-    /// Boxed: the fork handlers reach it by a raw pointer (the core's `CoreLocks`).
+    /// A leaf lock of crate::fork's order (loom's `Mutex` under loom). Boxed: the fork handlers
+    /// reach it by raw pointer (`CoreLocks`).
     #[cfg(not(loom))]
     inner: Box<crate::fork::Lock<Inner>>,
     #[cfg(loom)]
     inner: crate::sync::Mutex<Inner>,
-    /// Waiters registered (gets that had to wait) and waits that timed out, since the pool
-    /// was built (the metrics export's `idxpool_waits_total` / `idxpool_wait_timeouts_total`;
-    /// plain std counters, touched only on the waiting paths).
+    /// Waiters registered and waits timed out since build (metrics `idxpool_waits_total` /
+    /// `idxpool_wait_timeouts_total`; touched only on waiting paths).
     waits: std::sync::atomic::AtomicU64,
     timeouts: std::sync::atomic::AtomicU64,
 }
@@ -163,13 +155,13 @@ impl WaitQueue {
 
     #[cfg(loom)]
     fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
-        // Nothing panics under this lock (no user code runs under it): never poisoned, but a
-        // poisoned lock's queue is still consistent.
+        // No user code runs under this lock: never poisoned, and a poisoned queue is still
+        // consistent.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a waiter for `n` objects at the back of the queue; returns its id. Then waits
-    /// for the puts already reserved in the ring (the handshake, module docs).
+    /// Registers a waiter for `n` objects at the back; returns its id. Then waits for the puts
+    /// already reserved in the ring (the handshake, module docs).
     fn register<E: Copy>(&self, ring: &Ring<E>, n: usize, wake: Wake) -> u64 {
         self.waits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -181,9 +173,9 @@ impl WaitQueue {
             round: 0,
             wake,
         });
-        // Nothing is allocated or freed with the lock held: a global allocator may use this
-        // very pool, and a put or a failed get there takes this lock to wake waiters
-        // (tests/reentrant_alloc.rs). A full queue is regrown outside the lock, then moved.
+        // Nothing is allocated or freed under the lock: a global allocator may use this pool, and
+        // its puts and failed gets take this lock (tests/reentrant_alloc.rs). A full queue is
+        // regrown outside, then moved.
         let mut spare: Option<VecDeque<Entry>> = None;
         let mut old: Option<VecDeque<Entry>> = None;
         let id = loop {
@@ -218,8 +210,7 @@ impl WaitQueue {
     }
 
     /// Clears the waiter's `notified` mark before it retries; a future gives its current waker
-    /// (cloned before the lock: a clone is user code). The waker it replaces is dropped after
-    /// the lock.
+    /// (cloned before the lock: user code). The replaced waker is dropped after the lock.
     fn rearm(&self, id: u64, waker: Option<&Waker>) {
         let mut fresh = waker.map(|w| Some(w.clone()));
         {
@@ -251,16 +242,14 @@ impl WaitQueue {
         drop(gone); // its waker, after the lock
     }
 
-    /// Wakes waiters for the entries in the ring now, less those owed to waiters already woken
-    /// (not yet retried): from the front (or, with `behind`, from after that waiter), those not
-    /// already woken, until their requests add up to that count. Wakers run after the lock.
+    /// Wakes waiters for the entries in the ring less those owed to woken waiters not yet retried:
+    /// from the front (with `behind`, after that waiter), unwoken ones until their requests add up
+    /// to that count. Wakers run after the lock.
     ///
-    /// A woken waiter is owed its objects in the next call only (the next put that reaches the
-    /// ring): one that has not retried by the call after that (a future abandoned or forgotten
-    /// after its wake-up; rarely, a thread descheduled that long) no longer holds back the
-    /// waiters behind it, which are woken for those objects instead. It keeps its wake-up (it
-    /// is not woken again) and retries whenever it runs; the cost of a wrong guess is one
-    /// waiter woken for nothing, who waits again (tests/wait.rs,
+    /// A woken waiter is owed its objects in the next call only: one that has not retried by the
+    /// call after (an abandoned future; rarely a long-descheduled thread) no longer holds back
+    /// those behind, which are woken instead. It keeps its wake-up and retries whenever it runs; a
+    /// wrong guess costs one spurious wake-up (tests/wait.rs,
     /// `a_woken_future_never_polled_again_holds_back_no_later_waiter`).
     #[cold]
     #[inline(never)]
@@ -338,17 +327,14 @@ impl<E: Copy + Send + 'static> crate::pool::Waiters<E> for WaitQueue {
         self.inner.raw().fork_release();
     }
 
-    /// In the child: the waiters of threads that do not exist there are taken out of the
-    /// queue (they would never retry nor leave: woken, they would hold back the entries owed
-    /// to them from the child's own waiters for ever), and the ring's count of waiters set to
-    /// those left (the forking thread's own, e.g. its pending futures). Their entries are
-    /// leaked, not dropped: a `Waker`'s drop is user code, which must not run in the handler.
-    /// Then the lock is released.
+    /// In the child: waiters of threads that do not exist there are taken out (woken, they would
+    /// hold back their entries from the child's waiters for ever) and the ring's waiter count set
+    /// to those left (the forking thread's). Their entries are leaked: a `Waker`'s drop is user
+    /// code, not to run in the handler. Then the lock is released.
     #[cfg(all(unix, not(miri), not(loom)))]
     fn fork_child(&self, waiting: &crate::sync::AtomicU32) {
         let me = crate::fork::thread_key();
-        // Nothing when the prepare handler skipped the lock (held by the forking thread
-        // itself: never, nothing under it calls out).
+        // Nothing when the prepare handler skipped the lock (held by the forking thread: never).
         self.inner.with_fork_hold(|q| {
             let mut i = 0;
             while i < q.entries.len() {
@@ -364,9 +350,8 @@ impl<E: Copy + Send + 'static> crate::pool::Waiters<E> for WaitQueue {
     }
 }
 
-/// Runs a waiting get: `first` (through the caller's cache; returned unless it is
-/// `Exhausted`), then, registered as a waiter, `retry` (from the ring only) at each wake-up
-/// until it succeeds or `timeout` passes.
+/// Runs a waiting get: `first` (through the caller's cache; returned unless `Exhausted`), then,
+/// registered, `retry` (ring only) at each wake-up until it succeeds or `timeout` passes.
 pub(crate) fn wait_blocking<X, E: Copy>(
     queue: &WaitQueue,
     ring: &Ring<E>,
@@ -422,26 +407,24 @@ pub(crate) fn wait_blocking<X, E: Copy>(
             Some(d) => Some(d - now),
             None => None,
         };
-        // At most RECHECK at a time: a retry that finds the objects a woken waiter that never
-        // retries (an abandoned future) was owed serves this one even when no later put comes.
+        // At most RECHECK at a time: a retry serves this waiter from objects owed to an abandoned
+        // woken future even when no later put comes.
         crate::sync::park(Some(left.map_or(RECHECK, |l| l.min(RECHECK))));
     }
 }
 
 /// Waiting gets (the protocol is in the module docs).
 impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
-    /// [`Pool::get`] that waits, up to `timeout`, when the pool has no object for this caller:
-    /// the thread sleeps (parked) in a FIFO queue of waiters until a put brings objects to the
-    /// common ring, then retries from the ring. `Duration::MAX` waits for ever; a zero timeout
-    /// tries once more after registering.
+    /// [`Pool::get`] that waits, up to `timeout`, when the pool has no object for this caller: the
+    /// thread parks in a FIFO queue until a put brings objects to the common ring, then retries
+    /// from the ring. `Duration::MAX` waits for ever; a zero timeout tries once more after
+    /// registering.
     ///
-    /// What wakes a waiter: objects reaching the common ring (a put through a cache of size 0,
-    /// a cache's flush: its fill limit crossed, [`Pool::flush`], a [`crate::LocalCache`]
-    /// flushed or dropped, a thread's exit). A thread about to wait first flushes its own
-    /// cache into the ring; objects idle in other threads' caches stay there until their owner
-    /// flushes (as in DPDK). Waiters are woken in arrival order; gets that do
-    /// not wait may still take an object first. The technique: SPDK's iobuf wait queue served
-    /// on put, with a handshake on the ring's producer line (DESIGN.md, "Waiting").
+    /// A waiter is woken by objects reaching the common ring (an uncached put, a cache flush,
+    /// [`Pool::flush`], a [`crate::LocalCache`] flushed or dropped, a thread's exit). A thread
+    /// about to wait first flushes its own cache; objects in other threads' caches stay until their
+    /// owner flushes (as in DPDK). Non-waiting gets may barge. The technique: SPDK's iobuf wait
+    /// queue served on put, with a handshake on the ring's producer line (DESIGN.md, "Waiting").
     ///
     /// ```
     /// use std::time::Duration;
@@ -460,8 +443,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     ///
     /// # Errors
-    /// [`PoolError::Timeout`] (nothing taken) when `timeout` passed first. A pool cannot be
-    /// dropped under a waiter: the waiter borrows it.
+    /// [`PoolError::Timeout`] (nothing taken) when `timeout` passed first. A pool cannot be dropped
+    /// under a waiter (borrowed).
     #[must_use = "the handle owns an object: give it back with pool.put(h)"]
     pub fn get_wait(&self, timeout: Duration) -> Result<Handle<T, B, R>, PoolError> {
         wait_blocking(
@@ -475,8 +458,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         )
     }
 
-    /// [`Pool::get_bulk`] that waits, up to `timeout`, until `n` objects can be taken at once
-    /// (as [`Pool::get_wait`]): appends exactly `n` handles to `out`, or none.
+    /// [`Pool::get_bulk`] that waits, up to `timeout`, until `n` objects can be taken at once (as
+    /// [`Pool::get_wait`]): appends exactly `n` handles to `out`, or none.
     ///
     /// ```
     /// use std::time::Duration;
@@ -494,8 +477,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// ```
     ///
     /// # Errors
-    /// [`PoolError::Exhausted`] at once when `n > capacity` (no wait could serve it);
-    /// [`PoolError::Timeout`] when `timeout` passed first. `out` is unchanged on error.
+    /// [`PoolError::Exhausted`] at once when `n > capacity`; [`PoolError::Timeout`] when `timeout`
+    /// passed first. `out` is unchanged on error.
     #[must_use = "on Ok, `out` holds objects that must be given back with pool.put_bulk"]
     pub fn get_bulk_wait(
         &self,
@@ -519,11 +502,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         )
     }
 
-    /// A future of one handle that waits, without blocking a thread, until the pool has an
-    /// object for this caller: woken by a put that brings objects to the common
-    /// ring, as [`Pool::get_wait`] is. Runtime-agnostic (it keeps the task's `Waker`); for a
-    /// timeout, wrap it in the runtime's (e.g. `tokio::time::timeout`): dropping it is
-    /// cancellation-safe.
+    /// A future of one handle that waits, without blocking a thread, until the pool has an object
+    /// for this caller (woken as [`Pool::get_wait`]). Runtime-agnostic; for a timeout, wrap it in
+    /// the runtime's (e.g. `tokio::time::timeout`): dropping it is cancellation-safe.
     ///
     /// ```
     /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -538,11 +519,10 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         GetWait::new(self)
     }
 
-    /// Gives the calling thread's cached objects to the ring before it waits: free objects
-    /// idle in the cache of a thread that is itself waiting would otherwise wait with it (all
-    /// of a small pool's objects in the caches of waiting threads: none could be served, found
-    /// by the stress test `many_waiters_many_putters_blocking` under load). A flush checks for
-    /// waiters itself, so those objects may serve an earlier waiter first (FIFO).
+    /// Gives the calling thread's cached objects to the ring before it waits: otherwise objects
+    /// idle in waiting threads' caches would wait with them (a small pool's objects all there: none
+    /// served; stress test `many_waiters_many_putters_blocking`). The flush checks for waiters, so
+    /// they may serve an earlier waiter first (FIFO).
     #[cold]
     fn flush_before_waiting(&self) {
         self.flush();
@@ -568,8 +548,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
     }
 
-    /// `n` objects appended to `out` from the common ring only, or none (a bulk waiter's
-    /// retry). No cache token, hence no check for waiters: the waiter is one.
+    /// `n` objects appended to `out` from the common ring only, or none (a bulk waiter's retry). No
+    /// cache token, hence no waiter check: the waiter is one.
     fn get_bulk_from_ring(
         &self,
         out: &mut Vec<Handle<T, B, R>>,
@@ -580,21 +560,20 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             .map(|_| ())
     }
 
-    /// One object from the common ring only (a waiter's retry: it must not refill its own
-    /// cache with objects other waiters wait for).
+    /// One object from the common ring only (a waiter's retry: it must not refill its cache with
+    /// objects others wait for).
     pub(crate) fn get_from_ring(&self) -> Result<Handle<T, B, R>, PoolError> {
         self.get_into_array::<1>(|dst| self.ring_take(dst))
             .map(|[h]| h)
     }
 }
 
-/// The future of [`Pool::get_async`]: resolves to one handle when the pool has an object for
-/// this caller, waiting (without blocking a thread) until a put brings one to the common ring.
-/// Runtime-agnostic: it keeps the task's [`Waker`] and nothing else.
+/// The future of [`Pool::get_async`]: resolves to one handle once a put brings an object to the
+/// common ring for this caller, without blocking a thread. Runtime-agnostic: it keeps the task's
+/// [`Waker`] only.
 ///
-/// Cancellation-safe: dropping it before it completes takes nothing, and if a put had woken it
-/// the wake-up is passed to the next waiter. It borrows the pool, which therefore outlives it:
-/// a pool cannot be dropped under a waiter.
+/// Cancellation-safe: dropping it takes nothing, and a wake-up it had received passes to the next
+/// waiter. It borrows the pool, so a pool cannot be dropped under a waiter.
 ///
 /// ```
 /// use std::future::Future;
@@ -654,9 +633,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Future for GetWait<'_, T, B, R> {
                 id
             }
             Some(id) => {
-                // Woken (or polled again): try first; only a failed try re-arms (clears the
-                // mark, keeps the current waker) and tries again before `Pending`, so that a
-                // served wake-up takes the lock once (to leave).
+                // Woken (or polled again): try first; only a failed try re-arms (clears the mark,
+                // keeps the current waker) and retries before `Pending`, so a served wake-up locks
+                // once (to leave).
                 if let Ok(h) = pool.get_from_ring() {
                     this.id = None;
                     queue.leave(ring, id);
@@ -669,8 +648,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Future for GetWait<'_, T, B, R> {
                 id
             }
         };
-        // This thread's puts from now on reach the ring, which wakes us: another task of this
-        // thread may put the object back (a single-threaded runtime).
+        // This thread's puts now reach the ring, waking us: another task of this thread may put the
+        // object back (single-threaded runtime).
         pool.pin_thread_cache();
         match pool.get_from_ring() {
             Err(PoolError::Exhausted { .. }) => {

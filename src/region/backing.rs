@@ -1,5 +1,5 @@
-//! What backs a region (hugetlb, THP, 4 KiB pages, the heap), the policy that chooses it, the
-//! report of the choice, and what the host offers (page sizes, free huge pages).
+//! What backs a region (hugetlb, THP, 4 KiB pages, heap), the policy choosing it, the report, and
+//! what the host offers (page sizes, free huge pages).
 
 use std::fmt;
 use std::io;
@@ -9,8 +9,8 @@ pub const HUGE_2M: usize = 2 << 20;
 /// 1 GiB: the x86-64 PUD huge page size.
 pub const HUGE_1G: usize = 1 << 30;
 
-// The enum is defined with the errors (which name it: `PoolError::BackingUnavailable`), so
-// that `error` imports nothing above it; its methods are here.
+// The enum is defined with the errors that name it (`PoolError::BackingUnavailable`), so `error`
+// imports nothing above it; its methods are here.
 pub use crate::error::Backing;
 
 impl Backing {
@@ -78,12 +78,12 @@ pub enum BackingPolicy {
 pub struct BackingReport {
     /// The backing in use.
     pub backing: Backing,
-    /// The backings tried before it, in order, each with the OS error or the configuration
-    /// that ruled it out. Empty when the first choice succeeded.
+    /// The backings tried before it, in order, each with the OS error or configuration that ruled
+    /// it out. Empty when the first choice succeeded.
     pub fallbacks: Vec<(Backing, String)>,
-    /// Bytes mapped (a multiple of the backing's page size, alignment slack included). For a
-    /// pool with a larger [`crate::PoolBuilder::max_capacity`]: the bytes made usable at
-    /// build (the rest of the reservation is address space only; `grow` maps more).
+    /// Bytes mapped (a multiple of the page size, alignment slack included). With a larger
+    /// [`crate::PoolBuilder::max_capacity`]: the bytes usable at build (the rest is address space
+    /// until `grow` maps it).
     pub mapped_bytes: usize,
     /// Whether the pages were faulted in at creation.
     pub prefaulted: bool,
@@ -138,12 +138,10 @@ pub fn os_page_size() -> usize {
 /// Where the kernel publishes per-size hugetlb counters.
 const SYSFS_HUGEPAGES: &str = "/sys/kernel/mm/hugepages";
 
-/// Free hugetlb pages of `page_size` bytes (e.g. [`HUGE_2M`], [`HUGE_1G`]), read from
-/// `/sys/kernel/mm/hugepages/hugepages-<page_size / 1024>kB/free_hugepages`; `None` when the
-/// kernel has no pool of that size (or no hugetlb support) or the file is unreadable.
-///
-/// Per-size counters, not `/proc/meminfo`'s `HugePages_Free`: that line counts only the
-/// *default* huge page size, which is 1 GiB on hosts booted with `default_hugepagesz=1G`.
+/// Free hugetlb pages of `page_size` bytes (e.g. [`HUGE_2M`], [`HUGE_1G`]), from
+/// `/sys/kernel/mm/hugepages/hugepages-<page_size / 1024>kB/free_hugepages`; `None` when the kernel
+/// has no pool of that size or the file is unreadable. Per-size counters, not `/proc/meminfo`'s
+/// `HugePages_Free`, which counts only the *default* size (1 GiB with `default_hugepagesz=1G`).
 pub fn free_hugepages(page_size: usize) -> Option<usize> {
     free_hugepages_in(std::path::Path::new(SYSFS_HUGEPAGES), page_size)
 }
@@ -153,9 +151,9 @@ pub fn free_hugepages_2m() -> Option<usize> {
     free_hugepages(HUGE_2M)
 }
 
-/// Huge pages of `page_size` bytes a mapping could get now: the free ones plus those the
-/// kernel may still add as surplus (`nr_overcommit_hugepages - surplus_hugepages`); `None`
-/// when unreadable. A hint (other processes take pages too), used to fail a growth early.
+/// Huge pages of `page_size` a mapping could get now: free plus possible surplus
+/// (`nr_overcommit_hugepages - surplus_hugepages`); `None` when unreadable. A hint (others take
+/// pages too), to fail a growth early.
 pub(super) fn hugepages_available(page_size: usize) -> Option<usize> {
     let dir =
         std::path::Path::new(SYSFS_HUGEPAGES).join(format!("hugepages-{}kB", page_size / 1024));
@@ -188,9 +186,9 @@ fn free_hugepages_in(root: &std::path::Path, page_size: usize) -> Option<usize> 
 mod tests {
     use super::*;
 
-    /// Per-size counters are read from the size's own directory, whatever the default huge
-    /// page size is (a fake sysfs tree: 1 GiB default pages with 2 MiB pages also reserved,
-    /// where `/proc/meminfo`'s `HugePages_Free` would report the 1 GiB count for both).
+    /// Per-size counters are read from the size's own directory whatever the default size (a fake
+    /// sysfs: 1 GiB default pages plus 2 MiB ones, where `HugePages_Free` would report the 1 GiB
+    /// count for both).
     #[test]
     #[cfg_attr(miri, ignore = "file system access is isolated under Miri")]
     fn free_hugepages_reads_the_per_size_counter() {
@@ -214,8 +212,7 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
-    /// On this machine: the answer is the real sysfs file's content, for every size the kernel
-    /// offers.
+    /// On this machine: the answer is the real sysfs file's content, for every size offered.
     #[test]
     #[cfg_attr(miri, ignore = "file system access is isolated under Miri")]
     fn free_hugepages_matches_the_sysfs_files() {
@@ -234,8 +231,8 @@ mod tests {
                 let text = std::fs::read_to_string(d.path().join("free_hugepages")).unwrap();
                 text.trim().parse().unwrap()
             };
-            // Other tests (and processes) may map huge pages meanwhile: compare only when the
-            // file reads the same before and after the call (a few tries, else no verdict).
+            // Others may map huge pages meanwhile: compare only when the file reads the same before
+            // and after (a few tries, else no verdict).
             for _ in 0..100 {
                 let before = read();
                 let got = free_hugepages(kb << 10);

@@ -1,12 +1,11 @@
 //! The region: one contiguous mapping that holds every object of a pool.
 //!
-//! Backing is tried in DPDK's order of preference unless the caller demands one:
-//! hugetlb pages (`MAP_HUGETLB`, 2 MiB, or 1 GiB on request), then transparent huge pages
-//! (a 2 MiB-aligned anonymous mapping with `MADV_HUGEPAGE`), then normal 4 KiB pages. The region
-//! records the backing it got and, for each backing it skipped, why.
+//! Backing is tried in DPDK's order unless the caller demands one: hugetlb (`MAP_HUGETLB`, 2 MiB,
+//! or 1 GiB on request), then THP (a 2 MiB-aligned anonymous mapping with `MADV_HUGEPAGE`), then 4
+//! KiB pages. The region records the backing it got and why each skipped one failed.
 //!
-//! Mappings go through memmap2 (see DESIGN.md for why not hugepage-rs). The mapping length is
-//! rounded to the page size actually used, and memmap2 unmaps exactly that length on drop.
+//! Mappings go through memmap2 (DESIGN.md: why not hugepage-rs); the length is rounded to the page
+//! size used, and memmap2 unmaps exactly that on drop.
 
 use std::fmt;
 use std::io;
@@ -26,8 +25,8 @@ mod backing;
 enum Mapping {
     Mmap(#[allow(dead_code)] memmap2::MmapMut),
     Heap(std::alloc::Layout),
-    /// An address-space reservation (`PROT_NONE`, `MAP_NORESERVE`) of `len` bytes at `addr`,
-    /// made usable from its start by [`Region::commit`] (growable pools); unmapped on drop.
+    /// An address-space reservation (`PROT_NONE`, `MAP_NORESERVE`) of `len` bytes at `addr`, made
+    /// usable from its start by [`Region::commit`]; unmapped on drop.
     Reserved {
         addr: *mut u8,
         len: usize,
@@ -38,20 +37,19 @@ enum Mapping {
 struct Reservation {
     /// Bytes from the base that may ever be committed (the reservation, page-rounded).
     reserved: usize,
-    /// Bytes from the base committed so far (a multiple of `unit`, at most `reserved`).
-    /// Written only by `commit`, which its callers serialise (the pool's grow lock).
+    /// Bytes from the base committed so far (a multiple of `unit`, at most `reserved`); written
+    /// only by `commit`, serialised by the pool's grow lock.
     committed: AtomicUsize,
     /// The page size of the backing: commits are whole pages.
     unit: usize,
-    /// hugetlb: populate each commit with `MADV_POPULATE_WRITE`, which fails (instead of a
-    /// SIGBUS on first touch) when the huge page reserve is short.
+    /// hugetlb: populate each commit with `MADV_POPULATE_WRITE`, which fails (instead of a later
+    /// SIGBUS) when the huge page reserve is short.
     populate: bool,
     /// THP / 4 KiB with prefault: write one byte per 4 KiB of each commit.
     touch: bool,
 }
 
-/// One contiguous, zero-filled, writable mapping of at least `len` bytes starting at an address
-/// aligned to `align`.
+/// One contiguous, zero-filled, writable mapping of at least `len` bytes aligned to `align`.
 pub(crate) struct Region {
     base: NonNull<u8>,
     len: usize,
@@ -61,8 +59,8 @@ pub(crate) struct Region {
     grow: Option<Reservation>,
 }
 
-// SAFETY: a Region is plain memory owned by the pool; the raw base pointer does not tie it to a
-// thread. Access to the bytes is synchronised by the pool (each object has one owner).
+// SAFETY: a Region is plain memory owned by the pool; the raw base pointer ties it to no thread,
+// and the pool synchronises access to the bytes (each object has one owner).
 unsafe impl Send for Region {}
 // SAFETY: as above; &Region only hands out the base pointer.
 unsafe impl Sync for Region {}
@@ -73,8 +71,8 @@ impl Region {
     /// # Errors
     /// [`PoolError::SizeOverflow`] when rounding overflows or exceeds `isize::MAX`;
     /// [`PoolError::InvalidConfig`] for `len == 0` or a non-power-of-two `align`;
-    /// [`PoolError::BackingUnavailable`] when the demanded backing (or, with `Auto`, every backing)
-    /// fails, carrying the OS error.
+    /// [`PoolError::BackingUnavailable`] with the OS error when the demanded backing (with `Auto`,
+    /// every one) fails.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn map(
         len: usize,
@@ -85,16 +83,14 @@ impl Region {
         Self::map_growable(len, len, align, policy, prefault)
     }
 
-    /// As [`Region::map`], but reserves address space for `max_len` bytes (>= `len`) at the
-    /// same base, of which the first `len` are usable now and the rest are made usable by
-    /// [`Region::commit`]: an anonymous `PROT_NONE`, `MAP_NORESERVE` mapping (hugetlb ones
-    /// with `MAP_HUGETLB`, so that the reservation is in huge pages and 2 MiB aligned), whose
-    /// prefix is opened with `mprotect` (and, for hugetlb, populated at once). `max_len ==
-    /// len` is exactly [`Region::map`].
+    /// As [`Region::map`], but reserves address space for `max_len` (>= `len`) bytes at the same
+    /// base, the first `len` usable now and the rest made usable by [`Region::commit`]: an
+    /// anonymous `PROT_NONE`, `MAP_NORESERVE` mapping (with `MAP_HUGETLB` for hugetlb: huge pages,
+    /// 2 MiB aligned) whose prefix is opened with `mprotect` (hugetlb: populated at once). `max_len
+    /// == len` is exactly [`Region::map`].
     ///
     /// # Errors
-    /// As [`Region::map`]; also [`PoolError::SizeOverflow`] for `max_len` beyond
-    /// `isize::MAX`.
+    /// As [`Region::map`]; also [`PoolError::SizeOverflow`] for `max_len` beyond `isize::MAX`.
     pub fn map_growable(
         len: usize,
         max_len: usize,
@@ -300,8 +296,8 @@ impl Region {
         prefault: bool,
     ) -> Result<Region, MapError> {
         if backing == Backing::Heap {
-            // The heap cannot reserve without allocating: the whole maximum is allocated (and
-            // zeroed) now, and commits are no-ops. What Miri runs.
+            // The heap cannot reserve without allocating: the whole maximum is allocated (zeroed)
+            // now, commits are no-ops. What Miri runs.
             let mut r = Self::try_map(max_len, align, backing, prefault)?;
             r.len = len;
             r.grow = Some(Reservation {
@@ -331,8 +327,8 @@ impl Region {
             thp_available().map_err(MapError::Unavailable)?;
         }
         let size = round_up(max_len, page)?;
-        // Base alignment: hugetlb mappings start on a huge page; THP wants 2 MiB-aligned
-        // ranges; 4 KiB pages need slack only for alignments above the page.
+        // Base alignment: hugetlb starts on a huge page; THP wants 2 MiB; 4 KiB pages need slack
+        // only for alignments above the page.
         let base_align = match backing {
             Backing::Thp => page.max(align),
             _ if align > page => align,
@@ -348,8 +344,8 @@ impl Region {
             flags |= libc::MAP_HUGETLB
                 | ((page.trailing_zeros() as libc::c_int) << libc::MAP_HUGE_SHIFT);
         }
-        // SAFETY: a new anonymous mapping at an address of the kernel's choice: it touches no
-        // memory of ours. PROT_NONE: nothing can be read or written there until `commit`.
+        // SAFETY: a new anonymous mapping at a kernel-chosen address touches no memory of ours;
+        // PROT_NONE: nothing is accessible until `commit`.
         let raw = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
         if raw == libc::MAP_FAILED {
             return Err(MapError::Unavailable(io::Error::last_os_error()));
@@ -403,11 +399,10 @@ impl Region {
         }
     }
 
-    /// Makes the first `upto` bytes of the region usable (zero-filled, readable, writable),
-    /// in whole pages of the backing: `mprotect` of the reservation, and for hugetlb
-    /// `MADV_POPULATE_WRITE`, so that a short huge page reserve is an error here rather than
-    /// a SIGBUS on first touch (the range is then closed again). Bytes already usable are
-    /// left as they are. Callers serialise calls (the pool's grow lock).
+    /// Makes the first `upto` bytes usable (zero-filled, read-write) in whole pages: `mprotect` of
+    /// the reservation and, for hugetlb, `MADV_POPULATE_WRITE`, so a short huge page reserve is an
+    /// error here (the range is closed again), not a SIGBUS on first touch. Usable bytes are left
+    /// as they are. Callers serialise (the pool's grow lock).
     ///
     /// # Errors
     /// [`PoolError::BackingUnavailable`] with the OS error when the pages cannot be had;
@@ -448,14 +443,14 @@ impl Region {
                 source: io::Error::new(e.kind(), format!("{what} of {len} bytes: {e}")),
             }
         };
-        // SAFETY: [p, p + len) is part of our own PROT_NONE reservation past every usable
-        // byte: no object lives there and no reference to it exists.
+        // SAFETY: [p, p + len) is in our own PROT_NONE reservation past every usable byte: no
+        // object or reference there.
         if unsafe { libc::mprotect(p.cast(), len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
             return Err(os_err("mprotect"));
         }
         if g.populate {
-            // A reserve known to be short fails here, without populating (and so without
-            // holding, for the time of a failed population, huge pages other users need).
+            // A reserve known to be short fails here without populating (which would hold huge
+            // pages others need during a failed population).
             if let Some(have) = hugepages_available(g.unit) {
                 let need = len / g.unit;
                 if have < need {
@@ -479,8 +474,8 @@ impl Region {
                 let err = os_err(
                     "MADV_POPULATE_WRITE (hugetlb pages short? echo N > /proc/sys/vm/nr_hugepages)",
                 );
-                // Give back what was populated and close the range again (best effort: on
-                // failure the pages stay with the reservation until the pool is dropped).
+                // Give back what was populated and close the range (best effort: on failure the
+                // pages stay with the reservation until drop).
                 // SAFETY: as above: nothing of ours lives in [p, p + len).
                 unsafe {
                     libc::madvise(p.cast(), len, libc::MADV_DONTNEED);
@@ -522,8 +517,8 @@ impl Drop for Region {
                 unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
             }
             Mapping::Reserved { addr, len } => {
-                // SAFETY: the reservation made by try_reserve, unmapped once, after every
-                // object in it was dropped (the pool's drop runs before its fields').
+                // SAFETY: try_reserve's reservation, unmapped once, after every object in it was
+                // dropped (the pool's drop runs before its fields').
                 unsafe { libc::munmap(addr.cast(), len) };
             }
             Mapping::Mmap(_) => {}
@@ -597,8 +592,8 @@ mod tests {
     }
 
     /// A growable 4 KiB region: the prefix is usable at once, commits are whole pages and
-    /// idempotent, contents survive later commits, and a commit past the reservation is a
-    /// typed error.
+    /// idempotent, contents survive later commits, and a commit past the reservation is a typed
+    /// error.
     #[test]
     #[cfg_attr(
         miri,
