@@ -125,3 +125,28 @@ fn objects_are_dropped_once_with_the_pool() {
         .unwrap();
     assert_eq!(DROPS.load(Ordering::Relaxed), 100);
 }
+
+/// A thread with a small stack (32 KiB) takes its first implicit cache and a `LocalCache`:
+/// a cache (8 KiB of entries inline) is made in place on the heap, never on the stack.
+#[test]
+fn a_thread_with_a_small_stack_takes_its_first_caches() {
+    let pool = PoolBuilder::<u64>::with_default(1024)
+        .cache_size(512)
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(32 * 1024)
+            .spawn_scoped(s, || {
+                let h = pool.get().unwrap();
+                pool.put(h);
+                let mut c = idxpool::LocalCache::new(&pool);
+                let h = c.get().unwrap();
+                c.put(h);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    });
+    assert_eq!(pool.in_use(), 0);
+}

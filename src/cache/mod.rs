@@ -506,7 +506,7 @@ unsafe impl<E: Send> Sync for Cache<E> {}
 
 impl<E: Copy> Cache<E> {
     /// A cache of `size` (0..=512) under `policy`.
-    pub(crate) fn new(size: u32, policy: FlushPolicy) -> Self {
+    pub(crate) fn new(size: u32, policy: FlushPolicy) -> Box<Self> {
         Self::with_counters(size, policy, Counters::default())
     }
 
@@ -514,14 +514,14 @@ impl<E: Copy> Cache<E> {
     /// `max_threads`, code running during thread exit): every get and put goes straight to the
     /// ring. It holds no entry, so several threads may use it at once (see [`CacheMut::new`]);
     /// its counters are shared.
-    pub(crate) fn uncached(policy: FlushPolicy) -> Self {
+    pub(crate) fn uncached(policy: FlushPolicy) -> Box<Self> {
         Self::with_counters(0, policy, Counters::shared())
     }
 
-    fn with_counters(size: u32, policy: FlushPolicy, counters: Counters) -> Self {
+    /// Made in place on the heap: the entry array (8 KiB) is never on the stack, so a thread
+    /// with the smallest stack can take its first cache.
+    fn with_counters(size: u32, policy: FlushPolicy, counters: Counters) -> Box<Self> {
         debug_assert!(size <= CACHE_MAX_SIZE);
-        // The plan's fields, kept one by one: the layout of the cache's first line is the one
-        // the fast paths were tuned with.
         const {
             assert!(
                 align_of::<E>() <= CACHE_LINE && size_of::<E>() <= 8,
@@ -529,16 +529,21 @@ impl<E: Copy> Cache<E> {
             )
         };
         let plan = CachePlan::new(size, policy);
-        Cache {
-            len: AtomicUsize::new(0),
-            size,
-            fill_limit: AtomicU32::new(plan.fill_limit),
-            max_put: plan.max_put,
-            max_get: plan.max_get,
-            policy,
-            _entries: PhantomData,
-            counters,
-            objs: [const { Line(UnsafeCell::new(MaybeUninit::uninit())) }; OBJ_LINES],
+        let mut cache = Box::<Self>::new_uninit();
+        let p = cache.as_mut_ptr();
+        // SAFETY: `p` is the new allocation, sized and aligned for `Self`; every field but
+        // `objs` is written once below, and `objs` (lines of `UnsafeCell<MaybeUninit<_>>`) is
+        // valid uninitialised, so the whole value is initialised after the writes.
+        unsafe {
+            (&raw mut (*p).len).write(AtomicUsize::new(0));
+            (&raw mut (*p).size).write(size);
+            (&raw mut (*p).fill_limit).write(AtomicU32::new(plan.fill_limit));
+            (&raw mut (*p).max_put).write(plan.max_put);
+            (&raw mut (*p).max_get).write(plan.max_get);
+            (&raw mut (*p).policy).write(policy);
+            (&raw mut (*p)._entries).write(PhantomData);
+            (&raw mut (*p).counters).write(counters);
+            cache.assume_init()
         }
     }
 

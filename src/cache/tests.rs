@@ -6,7 +6,7 @@ use crate::ring::{Ring, RingFlags};
 /// A cache and its ring owned by one test thread: the owner contract holds trivially.
 struct Owned {
     r: Ring<u32>,
-    c: Cache<u32>,
+    c: Box<Cache<u32>>,
 }
 
 impl Owned {
@@ -25,7 +25,7 @@ impl Owned {
     }
     fn cm(&self) -> CacheMut<'_, u32> {
         // SAFETY: single-threaded owner; one token at a time (each helper makes its own).
-        unsafe { CacheMut::new(NonNull::from(&self.c), &self.r) }
+        unsafe { CacheMut::new(NonNull::from(&*self.c), &self.r) }
     }
     fn get(&self, n: usize) -> Result<Vec<u32>, usize> {
         let mut v = vec![MaybeUninit::uninit(); n];
@@ -89,7 +89,7 @@ fn caches_are_two_cache_lines_apart() {
     let pair = 2 * CACHE_LINE;
     assert!(std::mem::align_of::<Cache<u32>>() >= pair);
     let boxes: Vec<Box<Cache<u32>>> = (0..4)
-        .map(|_| Box::new(Cache::new(4, FlushPolicy::DEFAULT)))
+        .map(|_| Cache::new(4, FlushPolicy::DEFAULT))
         .collect();
     for b in &boxes {
         assert_eq!(&**b as *const Cache<u32> as usize % pair, 0);

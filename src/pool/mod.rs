@@ -167,7 +167,7 @@ impl<T: ?Sized + Element, B, R: Repr> Drop for GiveBack<'_, T, B, R> {
         // CacheMut::new), so this needs nothing the unwinding caller holds. The ring has room
         // for every object of the pool. Counted there, once.
         // SAFETY: the zero-size cache lives as long as the pool's core.
-        unsafe { CacheMut::new(NonNull::from(&core.uncached), &core.ring) }.put(src);
+        unsafe { CacheMut::new(NonNull::from(&*core.uncached), &core.ring) }.put(src);
         if let Some(t) = self.table {
             // SAFETY: the caller's table (run_on_put's contract), its handles moved just above.
             table::clear(unsafe { &mut *t });

@@ -10,8 +10,8 @@ pub(crate) struct PoolCore<E> {
     pub(crate) ring: Ring<E>,
     pub(crate) registry: Registry<E>,
     /// The cache of callers that have none (cache size 0, threads beyond `max_threads`, code
-    /// running during thread exit): size 0, so every operation goes to the ring.
-    pub(crate) uncached: Cache<E>,
+    /// running during thread exit): size 0, so every operation goes to the ring (boxed, as every cache).
+    pub(crate) uncached: Box<Cache<E>>,
     pub(crate) cache_size: u32,
     pub(crate) policy: FlushPolicy,
     /// Counters of caches that are gone (dropped local caches, exited threads' caches), folded
@@ -66,10 +66,7 @@ impl<E: Copy + Send + 'static> PoolCore<E> {
     /// This core stays in place and alive while the token is used, and the token is not used
     /// after [`PoolCore::release_explicit_cache`] freed its cache.
     pub(crate) unsafe fn explicit_cache(&self) -> CacheMut<'static, E> {
-        let cache = NonNull::from(Box::leak(Box::new(Cache::new(
-            self.cache_size,
-            self.policy,
-        ))));
+        let cache = NonNull::from(Box::leak(Cache::new(self.cache_size, self.policy)));
         self.registry.add_explicit(cache);
         // SAFETY: the cache was just allocated and is owned by the token alone until
         // release_explicit_cache frees it (the registry only reads its atomic length); the

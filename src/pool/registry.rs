@@ -206,7 +206,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
         &self,
         pool_id: u64,
         exit: Weak<dyn ExitFlush>,
-        make: impl FnOnce() -> Cache<E>,
+        make: impl FnOnce() -> Box<Cache<E>>,
     ) -> Option<&Cache<E>> {
         let tid = ensure_tid()?;
         let slot = self.slots.get(tid)?;
@@ -218,7 +218,7 @@ impl<E: Copy + Send + 'static> Registry<E> {
         if !register(exit) {
             return None;
         }
-        let c = Box::into_raw(Box::new(make()));
+        let c = Box::into_raw(make());
         let _g = slot.lock();
         // The allocation above may have run a global allocator that used this pool on this
         // thread and installed a cache first: keep that one, whose
