@@ -22,8 +22,8 @@
 //!
 //! Two mechanics implement it: `CacheMut` (the core pool: plain memory and the lock-free
 //! `Ring`; monomorphised, so the core's code is what it was when it was written by hand) and
-//! the shared pool's in-region cache (`shared::pool::region_cache::RegionCache`: recoverable rings, owner
-//! words, kill points). `CacheMut::get` and `CacheMut::put` are the core pool's one get path
+//! the shared pool's in-region cache (`shared::pool::region_cache::RegionCache`: recoverable
+//! rings, owner words, kill points). `CacheMut::get` and `CacheMut::put` are the core pool's one get path
 //! and one put path: the fast path, refill, flush, bypass, and the uncached case (a zero-size
 //! cache).
 

@@ -575,7 +575,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
 
     /// Puts the handles of `hs` through the token `token` returns, after the identity check
     /// of run-time pools (against `g`: the pool's geometry, or a cache's copy of it, which the
-    /// compiler keeps in registers across a loop) and the debug hook (which may panic: before the token exists).
+    /// compiler keeps in registers across a loop) and the debug hook (which may panic: before
+    /// the token exists).
     /// Ownership of their objects passes to the cache: the caller forgets the handles (they
     /// have no destructor). The fit (no flush) is inlined and returns on its own, as for gets.
     #[inline(always)]
@@ -614,7 +615,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     }
 
     /// The put itself, one copy of the cache code for every path (a second inlined copy for
-    /// the hooked path raised the register pressure of the callers' loops). `prechecked`: the identity and debug checks already ran (the hooked path).
+    /// the hooked path raised the register pressure of the callers' loops). `prechecked`: the
+    /// identity and debug checks already ran (the hooked path).
     /// False, with nothing moved, when a handle is another pool's.
     #[inline(always)]
     fn put_checked_via<'c, C: Token<'c, R::Entry>>(

@@ -10,7 +10,8 @@ pub(crate) struct PoolCore<E> {
     pub(crate) ring: Ring<E>,
     pub(crate) registry: Registry<E>,
     /// The cache of callers that have none (cache size 0, threads beyond `max_threads`, code
-    /// running during thread exit): size 0, so every operation goes to the ring (boxed, as every cache).
+    /// running during thread exit): size 0, so every operation goes to the ring (boxed, as
+    /// every cache).
     pub(crate) uncached: Box<Cache<E>>,
     pub(crate) cache_size: u32,
     pub(crate) policy: FlushPolicy,

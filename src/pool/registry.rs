@@ -1,7 +1,7 @@
-//! The registry of a pool's caches (`Pool`'s, as DPDK's `local_cache` array is the mempool's): implicit per-thread caches (thread ids, one slot per tid,
-//! giving a thread's cached objects back to the ring when the thread exits) and the
-//! user-owned [`crate::LocalCache`]s, so that counts, audits and the pool's drop see every
-//! cache.
+//! The registry of a pool's caches (the pool's, as DPDK's `local_cache` array is the
+//! mempool's): implicit per-thread caches (thread ids, one slot per tid, giving a thread's
+//! cached objects back to the ring when the thread exits) and the user-owned
+//! [`crate::LocalCache`]s, so that counts, audits and the pool's drop see every cache.
 //!
 //! Each thread that uses `pool.get()` gets a small process-wide id (`tid`), recycled when the
 //! thread exits (as sharded-slab's `Tid`). A pool has one cache slot per tid, up to its
