@@ -588,7 +588,9 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         hs: &[H<T, B, R>],
     ) {
         if !self.try_put_via(g, token, hs) {
-            foreign_panic_any::<R>(g, entries_of(hs))
+            // The pool's geometry, not `g` (which may point into a `LocalCache`: pool/table.rs,
+            // `put_from_with`, says why no call may take its address).
+            foreign_panic_any::<R>(&self.geometry, entries_of(hs))
         }
     }
 
@@ -690,7 +692,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         }
         if !self.put_checked_via(g, token, tail, hooked) {
             // Nothing moved: `v` keeps every handle (the hooked path checked them all above).
-            foreign_panic_any::<R>(g, entries_of(tail))
+            // The pool's geometry, not `g` (see `put_via`).
+            foreign_panic_any::<R>(&self.geometry, entries_of(tail))
         }
         if !hooked {
             // SAFETY: the tail's handles were moved into the cache above (handles have no

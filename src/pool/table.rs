@@ -310,9 +310,13 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
         // into the limit of the fused check below (`put_span`, 0 with a hook: every put of a
         // hooked pool is refused there, and the refusal runs the hooked path), so a pool
         // without one tests nothing for hooks on the hit.
+        // The out-of-line calls below read the pool's own geometry, never `g`: `g` may point
+        // into the caller's `LocalCache`, and an address of it passed to a call lets the
+        // compiler assume that any store of the caller's loop may change the cache's token,
+        // which it then reloads after every store (+3 instructions an object at a bulk of 1).
         let prepared = crate::DEBUG_CHECKS || (!B::CHECKED && g.put_hook);
-        if prepared && !self.put_from_prepare(g, table) {
-            return Err(put_refused(g, table));
+        if prepared && !self.put_from_prepare(table) {
+            return Err(put_refused(&self.geometry, table));
         }
         let span = if prepared { g.span } else { g.put_span };
         let (p, n) = (table.as_ptr(), table.len());
@@ -348,8 +352,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
             // merged with the hit's `Ok` made every hit store its `Ok` and test it (the errors
             // are built by `put_refused`, whose value is the payload of a known `Err`).
             Put::Foreign => {
-                if !self.put_from_hooked(g, tokens, table) {
-                    return Err(put_refused(g, table));
+                if !self.put_from_hooked(tokens, table) {
+                    return Err(put_refused(&self.geometry, table));
                 }
             }
         }
@@ -370,11 +374,14 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     #[inline(never)]
     fn put_from_hooked<'c, X: Tokens<'c, R::Entry>>(
         &self,
-        g: &Geometry,
         mut tokens: X,
         table: &mut [Slot<T, B, R>],
     ) -> bool {
-        if crate::DEBUG_CHECKS || !B::CHECKED || !g.put_hook || !self.put_from_prepare(g, table) {
+        if crate::DEBUG_CHECKS
+            || !B::CHECKED
+            || !self.geometry.put_hook
+            || !self.put_from_prepare(table)
+        {
             return false;
         }
         // SAFETY: every slot is Some (checked by put_from_prepare; its hook's guard empties
@@ -396,7 +403,8 @@ impl<T: ?Sized + Element, B: Brand, R: Repr> Pool<T, B, R> {
     /// into a `LocalCache` among its arguments (on_put.rs, `run_on_put`).
     #[cold]
     #[inline(never)]
-    fn put_from_prepare(&self, g: &Geometry, table: &mut [Slot<T, B, R>]) -> bool {
+    fn put_from_prepare(&self, table: &mut [Slot<T, B, R>]) -> bool {
+        let g = &self.geometry;
         if table.iter().any(Option::is_none) {
             return false;
         }
